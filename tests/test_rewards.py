@@ -1,0 +1,87 @@
+import pytest
+
+from synco.rewards import (
+    ReasonerRewardConfig,
+    SynthesizerRewardConfig,
+    gate,
+    is_gradient_bearing,
+    reasoner_reward,
+    success_band,
+    synthesizer_reward,
+    teachability,
+)
+
+
+@pytest.mark.parametrize("p,expected", [(0.0, 0.0), (0.25, 0.5), (0.5, 1.0), (0.75, 0.5), (1.0, 0.0), (0.1, 0.2), (0.9, 0.2)])
+def test_teachability_hand_values(p, expected):
+    assert teachability(p) == pytest.approx(expected)
+
+
+def test_teachability_rejects_out_of_range():
+    with pytest.raises(ValueError, match="success rate"):
+        teachability(1.5)
+
+
+@pytest.mark.parametrize("x,t,expected", [(0.5, 0.5, 0.0), (0.4, 0.5, 0.0), (0.75, 0.5, 0.5), (1.0, 0.5, 1.0), (0.9, 0.8, 0.5), (0.3, 0.0, 0.3)])
+def test_gate_hand_values(x, t, expected):
+    assert gate(x, t) == pytest.approx(expected)
+
+
+def test_gate_rejects_bad_threshold():
+    with pytest.raises(ValueError, match="threshold"):
+        gate(0.5, 1.0)
+
+
+def test_success_band():
+    assert success_band(0.5) == 1.0
+    assert success_band(0.2) == 1.0 and success_band(0.8) == 1.0
+    assert success_band(0.0) == 0.2 and success_band(1.0) == 0.2
+    assert success_band(0.1) == 0.6 and success_band(0.9) == 0.6
+
+
+def test_gated_synth_reward_hand_computed():
+    # gate(0.9) = 0.8, gate(0.75) = 0.5, teach(0.25) = 0.5 -> 0.2
+    r = synthesizer_reward(True, quality=0.9, reliability=0.75, success_rate=0.25)
+    assert r.total == pytest.approx(0.2)
+    assert r.teachability == pytest.approx(0.5)
+    assert r.mode == "gated"
+
+
+def test_additive_synth_reward_hand_computed():
+    cfg = SynthesizerRewardConfig(mode="additive")
+    # 0.3*1 + 0.2*0.5 + 0.2*band(0.5)=0.2 + 0.15*0.4 + 0.15*1 = 0.3+0.1+0.2+0.06+0.15 = 0.81
+    r = synthesizer_reward(True, 1.0, 0.5, 0.5, novelty=0.4, alignment=1.0, config=cfg)
+    assert r.total == pytest.approx(0.81)
+
+
+def test_invalid_and_duplicate_penalties():
+    cfg = SynthesizerRewardConfig(invalid_penalty=-0.5, duplicate_penalty=-0.3)
+    assert synthesizer_reward(False, 0.2, 0.0, None, config=cfg).total == -0.5
+    dup = synthesizer_reward(False, 0.9, 1.0, None, reason_codes=["near_duplicate"], config=cfg)
+    assert dup.total == -0.3 and dup.penalty == -0.3
+
+
+def test_valid_card_without_rollouts_scores_as_zero_success():
+    assert synthesizer_reward(True, 1.0, 1.0, None).total == 0.0
+
+
+def test_reasoner_reward():
+    cfg = ReasonerRewardConfig()
+    assert reasoner_reward(True, ["5"], cfg) == 1.0
+    assert reasoner_reward(True, [], cfg) == 0.9
+    assert reasoner_reward(False, ["4"], cfg) == 0.0
+    # hedging: two different boxed answers is wrong even if one matched
+    assert reasoner_reward(True, ["5", "4"], cfg) == 0.0
+    # the same answer boxed twice is not hedging
+    assert reasoner_reward(True, ["5", " 5"], cfg) == 1.0
+    bonus = ReasonerRewardConfig(format_bonus=0.1)
+    assert reasoner_reward(True, ["5"], bonus) == pytest.approx(1.1)
+    assert reasoner_reward(False, ["4"], bonus) == pytest.approx(0.1)
+
+
+def test_gradient_bearing():
+    assert is_gradient_bearing([1.0, 0.0, 0.0, 0.0])
+    assert not is_gradient_bearing([1.0, 1.0, 1.0, 1.0])
+    assert not is_gradient_bearing([0.5])
+    assert not is_gradient_bearing([])
+    assert is_gradient_bearing([1.0, 0.9])
