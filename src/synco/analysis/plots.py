@@ -1,0 +1,412 @@
+"""PNG figures of a run analysis (and overlays of several runs).
+
+Figures are drawn with matplotlib's object API on an Agg canvas, never through
+pyplot, so importing or running this changes no global backend state. Every
+function writes one PNG and returns its path; a figure without data still gets
+written, with a "no data" note, so a report always has the same set of plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from synco.analysis.run import OUTCOMES, RunAnalysis
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+DPI = 90
+OUTCOME_COLORS = {"gradient_bearing": "#2a9d8f", "all_correct": "#e9c46a", "all_incorrect": "#e76f51",
+                  "other": "#adb5bd"}
+MAX_GROUPS = 12  # lines / bars per panel before the rest are left out (summary.json keeps all)
+
+SINGLE_PLOTS: dict[str, str] = {
+    "curriculum.png": "Curriculum drift: outcome shares of valid tasks, quality and novelty per generation bucket (RQ2).",
+    "signals.png": "Synthesis signals vs gradient-bearing status: correlation and top-fraction share (RQ4).",
+    "difficulty.png": "Difficulty label vs outcome (RQ5).",
+    "success_hist.png": "Reasoner success-rate histogram of valid tasks (RQ7).",
+    "rewards.png": "Mean reward per step with moving average, both agents (RQ8).",
+    "verification.png": "Verification pass rate and rejection reasons over steps.",
+    "factor_success.png": "Reasoner success per factor value over generation buckets.",
+}
+"""File name -> caption of every single-run figure."""
+
+OVERLAY_PLOTS: dict[str, str] = {
+    "rewards.png": "Reward moving averages of both agents, runs overlaid (RQ8).",
+    "gradient_share.png": "Gradient-bearing share of valid tasks per generation bucket, runs overlaid (RQ2).",
+    "verification.png": "Verification pass rate per step (moving average), runs overlaid.",
+    "success_hist.png": "Success-rate distribution of valid tasks, runs side by side (RQ7).",
+    "signals.png": "Synthesis signals vs gradient-bearing status per run (RQ4).",
+}
+"""File name -> caption of every multi-run overlay figure."""
+
+
+def _figure(ncols: int = 1, width: float = 6.0, height: float = 3.6,
+            bottom: float = 0.55) -> tuple["Figure", list["Axes"]]:
+    """A figure with ``ncols`` panels and fixed margins in inches.
+
+    Fixed margins instead of a layout engine: constrained layout doubled the
+    drawing time, and these figures have a known, simple structure.
+    """
+    from matplotlib.figure import Figure
+
+    total = width * ncols
+    fig = Figure(figsize=(total, height), dpi=DPI)
+    fig.subplots_adjust(left=0.75 / total, right=1 - 0.2 / total, bottom=bottom / height, top=1 - 0.4 / height,
+                        wspace=0.28)
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def _save(fig: "Figure", path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png")
+    return path
+
+
+def _no_data(ax: "Axes", what: str) -> None:
+    ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes, color="gray")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _short(label: str, n: int = 18) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def plot_curriculum(a: RunAnalysis, path: Path) -> Path:
+    """Stacked outcome shares per bucket; mean quality and novelty per bucket."""
+    fig, (ax, ax2) = _figure(2)
+    buckets = [b for b in a.buckets if b.outcomes.n]
+    if not buckets:
+        _no_data(ax, "no valid tasks")
+        _no_data(ax2, "no valid tasks")
+        return _save(fig, path)
+    names = [f"{b.step_lo}-{b.step_hi}" for b in buckets]
+    bottom = [0.0] * len(buckets)
+    for o in OUTCOMES:
+        vals = [b.outcomes.shares[o] or 0.0 for b in buckets]
+        if o == "other" and not any(vals):
+            continue
+        ax.bar(names, vals, bottom=bottom, color=OUTCOME_COLORS[o], label=o.replace("_", " "))
+        bottom = [x + v for x, v in zip(bottom, vals)]
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("generation bucket (steps)")
+    ax.set_ylabel("share of valid tasks")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"{a.label}: outcomes of valid tasks")
+    for key, label in (("mean_quality", "quality"), ("mean_novelty", "novelty"), ("mean_success_rate", "success rate")):
+        pts = [(n, getattr(b, key)) for n, b in zip(names, buckets) if getattr(b, key) is not None]
+        if pts:
+            ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_xlabel("generation bucket (steps)")
+    ax2.legend(fontsize=7)
+    ax2.set_title("mean per bucket (valid tasks)")
+    return _save(fig, path)
+
+
+def plot_signals(a: RunAnalysis, path: Path) -> Path:
+    """Point-biserial r of each signal; gradient-bearing share of its top fraction vs prevalence."""
+    fig, (ax, ax2) = _figure(2, bottom=0.7)
+    sigs = [s for s in a.signals if s.n]
+    if not sigs:
+        _no_data(ax, "no valid tasks")
+        _no_data(ax2, "no valid tasks")
+        return _save(fig, path)
+    names = [s.name.replace("_", "\n") for s in sigs]
+    rs = [s.r if s.r is not None else 0.0 for s in sigs]
+    ax.bar(names, rs, color=["#2a9d8f" if r >= 0 else "#e76f51" for r in rs])
+    for i, s in enumerate(sigs):
+        ax.text(i, rs[i], "n/a" if s.r is None else f"{s.r:.2f}", ha="center",
+                va="bottom" if rs[i] >= 0 else "top", fontsize=7)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("r with gradient-bearing")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(f"{a.label}: point-biserial correlation")
+    tops = [s.top_share or 0.0 for s in sigs]
+    ax2.bar(names, tops, color="#264653")
+    if a.prevalence is not None:
+        ax2.axhline(a.prevalence, color="#e76f51", ls="--", label=f"pool prevalence {a.prevalence:.1%}")
+        ax2.legend(fontsize=7)
+    ax2.set_ylim(0, 1)
+    ax2.set_ylabel("gradient-bearing share")
+    ax2.tick_params(axis="x", labelsize=7)
+    ax2.set_title(f"top {a.options.top_fraction:.0%} ranked by each signal")
+    return _save(fig, path)
+
+
+def plot_difficulty(a: RunAnalysis, path: Path) -> Path:
+    """Outcome shares and gradient-bearing rate per difficulty label (most frequent labels)."""
+    fig, (ax,) = _figure(1, width=8.0, bottom=1.0)
+    d = a.difficulty
+    groups = sorted(d.groups, key=lambda g: -g.n)[:MAX_GROUPS]
+    groups.sort(key=lambda g: d.groups.index(g))
+    if not groups:
+        _no_data(ax, "no difficulty labels on valid tasks")
+        return _save(fig, path)
+    names = [_short(g.label) + (" *" if g.learnable else "") for g in groups]
+    other = [max(0.0, 1 - g.gradient_bearing_rate - g.all_correct_share - g.all_incorrect_share) for g in groups]
+    bottom = [0.0] * len(groups)
+    for key, vals in (("gradient_bearing", [g.gradient_bearing_rate for g in groups]),
+                      ("all_correct", [g.all_correct_share for g in groups]),
+                      ("all_incorrect", [g.all_incorrect_share for g in groups]),
+                      ("other", other)):
+        if key == "other" and not any(v > 1e-12 for v in vals):
+            continue
+        ax.bar(names, vals, bottom=bottom, color=OUTCOME_COLORS[key], label=key.replace("_", " "))
+        bottom = [x + v for x, v in zip(bottom, vals)]
+    for i, g in enumerate(groups):
+        ax.text(i, 1.01, f"n={g.n}", ha="center", va="bottom", fontsize=7)
+    if a.prevalence is not None:
+        ax.axhline(a.prevalence, color="black", ls="--", lw=0.8, label=f"pool prevalence {a.prevalence:.1%}")
+    ax.set_ylim(0, 1.12)
+    ax.set_xticks(range(len(names)), names, fontsize=7, rotation=30, ha="right")
+    ax.legend(fontsize=7, loc="lower right")
+    pr = d.learnable
+    prec = "n/a" if pr.precision is None else f"{pr.precision:.1%}"
+    rec = "n/a" if pr.recall is None else f"{pr.recall:.1%}"
+    ax.set_title(f"{a.label}: outcome by difficulty label (* = learnable; precision {prec}, recall {rec})",
+                 fontsize=9)
+    return _save(fig, path)
+
+
+def plot_success_hist(a: RunAnalysis, path: Path) -> Path:
+    """Bars of the success-rate histogram of valid tasks."""
+    fig, (ax,) = _figure(1)
+    h = a.success_histogram
+    if not sum(h.counts):
+        _no_data(ax, "no valid task with rollouts")
+        return _save(fig, path)
+    ax.bar(h.labels, h.counts, color="#264653")
+    ax.set_xlabel("success rate p")
+    ax.set_ylabel("valid tasks")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(f"{a.label}: success-rate histogram ({sum(h.counts)} tasks)")
+    return _save(fig, path)
+
+
+def plot_rewards(a: RunAnalysis, path: Path) -> Path:
+    """Per-step mean reward (faint) and moving average of the Reasoner and the Synthesizer."""
+    fig, axes = _figure(2)
+    for ax, name, curve in zip(axes, ("Reasoner", "Synthesizer"), (a.rewards.reasoner, a.rewards.synthesizer)):
+        if not curve.steps:
+            _no_data(ax, "metrics.jsonl has no steps")
+            continue
+        ax.plot(curve.steps, curve.values, color="#adb5bd", lw=0.8, label="per step")
+        ax.plot(curve.steps, curve.moving_average, color="#264653", lw=1.8,
+                label=f"moving average ({a.rewards.window})")
+        ax.set_xlabel("step")
+        ax.set_ylabel("mean reward")
+        ax.set_title(f"{a.label}: {name} reward")
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_verification(a: RunAnalysis, path: Path) -> Path:
+    """Pass rate per step; counts of the most frequent rejection codes per step."""
+    fig, (ax, ax2) = _figure(2)
+    rows = [r for r in a.verification.per_step if r.pass_rate is not None]
+    if not rows:
+        _no_data(ax, "no cards")
+        _no_data(ax2, "no cards")
+        return _save(fig, path)
+    ax.plot([r.step for r in rows], [r.pass_rate for r in rows], marker=".", color="#264653")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("pass rate")
+    ax.set_title(f"{a.label}: verification pass rate ({(a.pass_rate or 0):.1%} overall)")
+    codes = list(a.verification.reason_totals)[:8]
+    if not codes:
+        _no_data(ax2, "no rejected cards")
+    else:
+        steps = [r.step for r in a.verification.per_step]
+        for code in codes:
+            ax2.plot(steps, [r.reasons.get(code, 0) for r in a.verification.per_step], marker=".", label=code)
+        ax2.set_xlabel("step")
+        ax2.set_ylabel("rejected cards")
+        ax2.legend(fontsize=7)
+        ax2.set_title("rejection reasons (codes)")
+    return _save(fig, path)
+
+
+def plot_factor_success(a: RunAnalysis, path: Path) -> Path:
+    """Mean Reasoner success per factor value across buckets (most frequent values)."""
+    fig, (ax,) = _figure(1, width=7.0)
+    f = a.factor_success
+    if not f.groups or not a.buckets:
+        _no_data(ax, f"no valid task with factor {f.key!r} or a difficulty label")
+        return _save(fig, path)
+    totals = {g: sum(c.get(g, 0) for c in f.counts) for g in f.groups}
+    shown = [g for g in f.groups if g in sorted(totals, key=lambda g: -totals[g])[:MAX_GROUPS]]
+    xs = [(b.step_lo + b.step_hi) / 2 for b in a.buckets]
+    for g in shown:
+        pts = [(x, s[g]) for x, s in zip(xs, f.success) if g in s]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=_short(g))
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("bucket centre (step)")
+    ax.set_ylabel("mean success rate")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(f"{a.label}: Reasoner success per {f.key}")
+    return _save(fig, path)
+
+
+SINGLE_FUNCS = {
+    "curriculum.png": plot_curriculum,
+    "signals.png": plot_signals,
+    "difficulty.png": plot_difficulty,
+    "success_hist.png": plot_success_hist,
+    "rewards.png": plot_rewards,
+    "verification.png": plot_verification,
+    "factor_success.png": plot_factor_success,
+}
+
+
+def plot_run(a: RunAnalysis, out: Path) -> list[Path]:
+    """Every single-run figure into ``out``; returns the paths in SINGLE_PLOTS order."""
+    return [SINGLE_FUNCS[name](a, out / name) for name in SINGLE_PLOTS]
+
+
+# ------------------------------------------------------------------ overlays
+
+
+def overlay_rewards(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Moving-average reward of each run, one panel per agent."""
+    fig, axes = _figure(2)
+    for ax, name, attr in zip(axes, ("Reasoner", "Synthesizer"), ("reasoner", "synthesizer")):
+        drawn = False
+        for a in runs:
+            curve = getattr(a.rewards, attr)
+            if curve.steps:
+                ax.plot(curve.steps, curve.moving_average, label=a.label)
+                drawn = True
+        if not drawn:
+            _no_data(ax, "no metrics")
+            continue
+        ax.set_xlabel("step")
+        ax.set_ylabel(f"mean reward (moving average {runs[0].rewards.window})")
+        ax.set_title(f"{name} reward")
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def overlay_gradient_share(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Gradient-bearing share per bucket of each run, at bucket centres."""
+    fig, (ax,) = _figure(1)
+    drawn = False
+    for a in runs:
+        pts = [((b.step_lo + b.step_hi) / 2, b.outcomes.shares["gradient_bearing"]) for b in a.buckets
+               if b.outcomes.n]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a.label)
+            drawn = True
+    if not drawn:
+        _no_data(ax, "no valid tasks")
+        return _save(fig, path)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("bucket centre (step)")
+    ax.set_ylabel("gradient-bearing share of valid tasks")
+    ax.legend(fontsize=7)
+    ax.set_title("gradient-bearing share over the run")
+    return _save(fig, path)
+
+
+def overlay_verification(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Moving-average pass rate per step of each run."""
+    from synco.analysis.stats import moving_average
+
+    fig, (ax,) = _figure(1)
+    drawn = False
+    for a in runs:
+        rows = [r for r in a.verification.per_step if r.pass_rate is not None]
+        if rows:
+            ma = moving_average([r.pass_rate for r in rows], a.options.window)  # type: ignore[misc]
+            ax.plot([r.step for r in rows], ma, label=a.label)
+            drawn = True
+    if not drawn:
+        _no_data(ax, "no cards")
+        return _save(fig, path)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"pass rate (moving average {runs[0].options.window})")
+    ax.legend(fontsize=7)
+    ax.set_title("verification pass rate")
+    return _save(fig, path)
+
+
+def overlay_success_hist(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Success-rate distribution (share of each run's valid tasks) as grouped bars."""
+    fig, (ax,) = _figure(1, width=7.0)
+    labels: list[str] = []
+    for a in runs:
+        labels.extend(lab for lab in a.success_histogram.labels if lab not in labels)
+    if not labels:
+        _no_data(ax, "no valid task with rollouts")
+        return _save(fig, path)
+    try:
+        labels.sort(key=float)
+    except ValueError:
+        pass  # binned labels of equal edges keep their order
+    width = 0.8 / len(runs)
+    for j, a in enumerate(runs):
+        h = a.success_histogram
+        total = sum(h.counts) or 1
+        share = dict(zip(h.labels, (c / total for c in h.counts)))
+        ax.bar([i + j * width - 0.4 + width / 2 for i in range(len(labels))],
+               [share.get(lab, 0.0) for lab in labels], width=width, label=a.label)
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlabel("success rate p")
+    ax.set_ylabel("share of valid tasks")
+    ax.legend(fontsize=7)
+    ax.set_title("success-rate distribution")
+    return _save(fig, path)
+
+
+def overlay_signals(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Per signal, each run's r with gradient-bearing and top-fraction share, as grouped bars."""
+    fig, (ax, ax2) = _figure(2, bottom=0.7)
+    names = [s.name for s in runs[0].signals]
+    if not any(s.n for a in runs for s in a.signals):
+        _no_data(ax, "no valid tasks")
+        _no_data(ax2, "no valid tasks")
+        return _save(fig, path)
+    width = 0.8 / len(runs)
+    xs = range(len(names))
+    for j, a in enumerate(runs):
+        by = {s.name: s for s in a.signals}
+        pos = [i + j * width - 0.4 + width / 2 for i in xs]
+        ax.bar(pos, [by[n].r or 0.0 for n in names], width=width, label=a.label)
+        bars = ax2.bar(pos, [by[n].top_share or 0.0 for n in names], width=width, label=a.label)
+        if a.prevalence is not None:
+            ax2.axhline(a.prevalence, ls="--", lw=0.9, color=bars.patches[0].get_facecolor())
+    for axis in (ax, ax2):
+        axis.set_xticks(list(xs), [n.replace("_", "\n") for n in names], fontsize=7)
+        axis.legend(fontsize=7)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("r with gradient-bearing (n/a drawn as 0)")
+    ax.set_title("point-biserial correlation")
+    ax2.set_ylim(0, 1)
+    ax2.set_ylabel("gradient-bearing share")
+    ax2.set_title(f"top {runs[0].options.top_fraction:.0%} by each signal (dashed: prevalence)")
+    return _save(fig, path)
+
+
+OVERLAY_FUNCS = {
+    "rewards.png": overlay_rewards,
+    "gradient_share.png": overlay_gradient_share,
+    "verification.png": overlay_verification,
+    "success_hist.png": overlay_success_hist,
+    "signals.png": overlay_signals,
+}
+
+
+def plot_overlays(runs: Sequence[RunAnalysis], out: Path) -> list[Path]:
+    """Every overlay figure into ``out``; returns the paths in OVERLAY_PLOTS order."""
+    return [OVERLAY_FUNCS[name](runs, out / name) for name in OVERLAY_PLOTS]

@@ -1,0 +1,208 @@
+"""Read a run directory for analysis: the pool (read-only), metrics.jsonl and reports/.
+
+Nothing here writes to the run: the pool is opened through a read-only SQLite
+URI (``TaskPool`` would create tables and switch the journal mode), and only the
+columns the analysis needs are read, never the rollout texts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from synco.pool import SCHEMA_VERSION
+from synco.rewards import teachability
+
+
+class AnalysisError(ValueError):
+    """A run or eval directory cannot be analysed; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """What the analysis needs of one pool task."""
+
+    task_id: int
+    step: int
+    valid: bool
+    gradient_bearing: bool
+    quality: float
+    reliability: float
+    novelty: float | None  # verdict.scores["novelty"], when the verifier wrote it
+    success_rate: float | None  # None when the task got no rollouts
+    synth_total: float | None  # gated (or additive) Synthesizer reward
+    difficulty: str | None  # the card's difficulty_estimate
+    factors: dict[str, str] = field(default_factory=dict)
+    reason_codes: tuple[str, ...] = ()
+
+    @property
+    def teachability(self) -> float | None:
+        """teach(p) recomputed from the success rate: the definition, not a stored copy."""
+        return None if self.success_rate is None else teachability(self.success_rate)
+
+    @property
+    def outcome(self) -> str:
+        """invalid, gradient_bearing, all_correct, all_incorrect or other.
+
+        ``other``: valid, not gradient-bearing, yet 0 < p < 1 (equal rewards
+        despite mixed correctness, e.g. a hedged answer scored as wrong) or no
+        rollouts at all. Kept separate so the shares always add up to one.
+        """
+        if not self.valid:
+            return "invalid"
+        if self.gradient_bearing:
+            return "gradient_bearing"
+        if self.success_rate == 1.0:
+            return "all_correct"
+        if self.success_rate == 0.0:
+            return "all_incorrect"
+        return "other"
+
+
+class MetricsLine(BaseModel):
+    """The fields of one metrics.jsonl line (an ``engine.StepStats``) the analysis uses."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    step: int
+    mode: str = ""
+    reasoner_reward: float | None = None
+    synth_reward: float | None = None
+    reasoner_accuracy: float | None = None
+    valid_rate: float | None = None
+    gradient_share: float | None = None
+
+
+@dataclass
+class RunData:
+    """Everything read from one run directory."""
+
+    path: Path
+    label: str
+    tasks: list[TaskRow]
+    steps: list[int]  # every recorded step of the pool, ascending
+    metrics: list[MetricsLine]
+    latest_report: tuple[int, str] | None = None  # (step, text) of the newest reports/step_N.txt
+    n_reports: int = 0
+
+    @property
+    def mode(self) -> str:
+        """The run's mode (cotrain / frozen / static) as metrics.jsonl records it, or ''."""
+        return self.metrics[0].mode if self.metrics else ""
+
+
+def load_run(path: str | Path, label: str | None = None) -> RunData:
+    """Read one run directory; AnalysisError names the missing or broken file."""
+    run = Path(path)
+    if not run.is_dir():
+        raise AnalysisError(f"run directory {run} does not exist")
+    tasks, steps = read_pool(run / "pool.sqlite")
+    metrics = read_metrics(run / "metrics.jsonl")
+    latest, n_reports = read_reports(run / "reports")
+    return RunData(path=run, label=label or run.resolve().name, tasks=tasks, steps=steps, metrics=metrics,
+                   latest_report=latest, n_reports=n_reports)
+
+
+def read_pool(path: Path) -> tuple[list[TaskRow], list[int]]:
+    """Tasks (by id) and recorded steps of a pool file, opened read-only.
+
+    ``mode=ro`` still lets SQLite use the WAL of a live run. Where that fails
+    (a WAL pool in a folder we may not write, e.g. a copied archive), the file
+    is opened as ``immutable``, which is right for a finished run.
+    """
+    if not path.is_file():
+        raise AnalysisError(f"{path} not found: a run directory needs its pool.sqlite")
+    uri = path.resolve().as_uri()
+    try:
+        return _query_pool(sqlite3.connect(f"{uri}?mode=ro", uri=True), path)
+    except sqlite3.OperationalError:
+        try:
+            return _query_pool(sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True), path)
+        except sqlite3.Error as e:
+            raise AnalysisError(f"{path}: cannot read the pool ({e})") from e
+
+
+def _query_pool(conn: sqlite3.Connection, path: Path) -> tuple[list[TaskRow], list[int]]:
+    """Read tasks, factors and steps through ``conn`` and close it."""
+    try:
+        conn.row_factory = sqlite3.Row
+        try:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "no such table" not in str(e):
+                raise  # cannot open: the caller retries as immutable
+            raise AnalysisError(f"{path} is not a synco pool ({e})") from e
+        if version is None or int(version[0]) != SCHEMA_VERSION:
+            found = None if version is None else version[0]
+            raise AnalysisError(f"{path}: pool schema version {found}, this synco reads {SCHEMA_VERSION}")
+        factors: dict[int, dict[str, str]] = {}
+        for row in conn.execute("SELECT task_id, key, value FROM task_factors"):
+            factors.setdefault(int(row["task_id"]), {})[row["key"]] = row["value"]
+        tasks = [
+            _row_to_task(row, factors.get(int(row["task_id"]), {}))
+            for row in conn.execute(
+                "SELECT task_id, step, valid, gradient_bearing, quality, reliability, scores_json, "
+                "reasons_json, success_rate, synth_reward_total, difficulty_estimate FROM tasks ORDER BY task_id"
+            )
+        ]
+        steps = [int(r[0]) for r in conn.execute("SELECT step FROM steps ORDER BY step")]
+    finally:
+        conn.close()
+    return tasks, steps
+
+
+def _row_to_task(row: sqlite3.Row, factors: dict[str, str]) -> TaskRow:
+    scores = json.loads(row["scores_json"])
+    novelty = scores.get("novelty") if isinstance(scores, dict) else None
+    reasons = json.loads(row["reasons_json"])
+    return TaskRow(
+        task_id=int(row["task_id"]),
+        step=int(row["step"]),
+        valid=bool(row["valid"]),
+        gradient_bearing=bool(row["gradient_bearing"]),
+        quality=float(row["quality"]),
+        reliability=float(row["reliability"]),
+        novelty=float(novelty) if isinstance(novelty, (int, float)) else None,
+        success_rate=None if row["success_rate"] is None else float(row["success_rate"]),
+        synth_total=None if row["synth_reward_total"] is None else float(row["synth_reward_total"]),
+        difficulty=(row["difficulty_estimate"] or "").strip() or None,
+        factors=factors,
+        reason_codes=tuple(str(r).split(":", 1)[0].strip() for r in reasons),
+    )
+
+
+def read_metrics(path: Path) -> list[MetricsLine]:
+    """The lines of metrics.jsonl in step order; the last line for a step wins (resumed runs)."""
+    if not path.is_file():
+        raise AnalysisError(f"{path} not found: a run directory needs its metrics.jsonl "
+                            "(written by `synco train`, one line per step)")
+    by_step: dict[int, MetricsLine] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = MetricsLine.model_validate_json(line)
+        except ValidationError as e:
+            raise AnalysisError(f"{path}:{n}: not a metrics line ({e.errors()[0]['msg']})") from e
+        by_step[row.step] = row
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def read_reports(path: Path) -> tuple[tuple[int, str] | None, int]:
+    """(step, text) of the newest reports/step_N.txt and how many there are; (None, 0) without any."""
+    if not path.is_dir():
+        return None, 0
+    found: list[tuple[int, Path]] = []
+    for p in path.glob("step_*.txt"):
+        m = re.fullmatch(r"step_(\d+)\.txt", p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    if not found:
+        return None, 0
+    step, newest = max(found)
+    return (step, newest.read_text(encoding="utf-8", errors="replace")), len(found)
