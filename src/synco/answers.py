@@ -1,0 +1,1397 @@
+"""Answer extraction and equivalence checking for Reasoner responses.
+
+Two jobs:
+
+* **Extraction** (:func:`extract_answer`, :func:`extract_answer_with_method`,
+  :func:`boxed_answers`): find the final answer in a response: the last
+  ``\\boxed{..}`` / ``\\fbox{..}`` after the last ``</think>``, else the last
+  "final answer:" / "answer:" line.
+* **Checking** (:class:`AnswerChecker`, :func:`answers_match`): decide whether a
+  predicted answer is mathematically the same as a reference answer.
+
+Checking runs in two stages. A pure-Python *fast path* normalises both strings
+(delimiters, ``\\left``, ``\\dfrac``, thousands separators, ``$``, units,
+degrees, ``\\text{}``) and, when both sides are values it fully understands
+(numbers, fractions, mixed numbers, percentages, scientific notation, ±∞,
+tuples, sets, intervals, matrices of those, ``x = value`` equations, base-n
+numerals, multiple-choice letters, short words), decides with exact
+``Fraction`` arithmetic. Everything else goes to **math-verify**, which runs in
+a persistent child process (:mod:`synco._mathverify_worker`) so every call is
+bounded by a wall-clock timeout from any thread, the child can be killed when
+a hostile answer (``9^{9^{9^9}}``) makes sympy spin, and its memory is capped.
+
+Decisions (no false positives is the priority: a checker that calls a wrong
+answer right poisons training):
+
+* Integers and fractions compare exactly. A written decimal (``0.333333``,
+  ``2.0107e-06``) equals an exact value when they differ by at most 1e-6
+  relative *and* at most half a unit in the decimal's last written digit; two
+  decimals must also agree to the finer one's last digit. So ``0.33 != 1/3``,
+  ``0.333333 == 1/3``, ``1000000.5 != 1000001``, ``23634691.5 != 23634691.51``.
+* Percent: ``50%`` equals ``0.5`` (its value) and ``50`` (the same number
+  with the percent sign dropped, as answers to "what percent..." usually are).
+  ``50%`` never equals ``5000`` or ``0.005``.
+* ``1,000`` (and ``1{,}000``, ``1\\,000``, ``10,\\!080``) is one thousand; ``1.000``
+  is one, so ``1,000 != 1.000``.
+* Tuples and intervals are ordered and bracket-sensitive (``(1,2) != [1,2]``,
+  ``(1,2) != (2,1)``); sets and bare comma lists are unordered.
+* ``x = 5`` matches ``5``; ``x = 5`` does not match ``y = 5``.
+* ``(A)``, ``A``, ``\\text{(A)}``, ``\\textbf{(A)} 12`` are all choice A.
+* Units are dropped (``10\\text{ cm}`` == ``10``) unless both sides carry
+  different units (``5 cm != 5 km``). Degree marks are dropped.
+* Answers over :data:`MAX_ANSWER_CHARS` characters, or containing code-like
+  text (``__``, ``import``, ``lambda`` without a backslash, backticks, ...), are
+  wrong answers and never reach sympy. Nothing here evals model text; the
+  worker only hands strings to latex2sympy's grammar-based parser.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Union
+
+from synco.records import ExtractionMethod
+
+logger = logging.getLogger(__name__)
+
+MAX_ANSWER_CHARS = 1000
+"""Answers longer than this (after extraction) are treated as wrong, never parsed."""
+
+DEFAULT_TIMEOUT = 2.0
+REL_TOL = Fraction(1, 10**6)
+_MAX_DEPTH = 12  # nesting the fast path follows before it defers to math-verify
+_MAX_EXP = 400  # largest |exponent| of 10 the fast path evaluates
+_MAX_POW_BITS = 20000  # largest integer power (in bits) the fast path evaluates
+_WORKER_PATH = Path(__file__).with_name("_mathverify_worker.py")
+
+# ---------------------------------------------------------------------------
+# Extraction
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The answer found in a response, how it was found, and every boxed answer in order."""
+
+    answer: str | None
+    method: ExtractionMethod
+    boxed: tuple[str, ...] = ()
+
+    @property
+    def hedged(self) -> bool:
+        """Several boxed answers that differ after normalisation (syntactic; the verifier may check semantically)."""
+        keys = set()
+        for b in self.boxed:
+            prep = _prepare(b)
+            keys.add(prep.key if prep is not None else b.strip())
+        return len(keys) > 1
+
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_ANSWER_MARK = re.compile(
+    r"(?i)\b(final\s+answer|answer)\b\s*(?:\*\*|__)?\s*(?:is\b\s*:?|:)\s*(?:\*\*|__)?"
+)
+_HOPE = re.compile(r"(?i)\s*I hope it is correct\.?\s*$")
+
+
+def _match_brace(text: str, open_index: int) -> int:
+    """Index of the ``}`` closing the ``{`` at ``open_index`` (escaped ``\\{ \\}`` ignored), or -1."""
+    depth = 0
+    i = open_index
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _visible_text(response: str) -> str | None:
+    """The part of a response after its reasoning: text after the last ``</think>``; None if a ``<think>`` never closes."""
+    lower = response.lower()
+    end = lower.rfind("</think>")
+    if end >= 0:
+        return response[end + len("</think>") :]
+    if "<think>" in lower:
+        return None
+    return response
+
+
+def boxed_answers(text: str) -> list[str]:
+    """Contents of every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped)."""
+    found: list[str] = []
+    pos = 0
+    while True:
+        m = _BOX_OPEN.search(text, pos)
+        if m is None:
+            return found
+        close = _match_brace(text, m.end() - 1)
+        if close < 0:
+            pos = m.end()
+            continue
+        content = text[m.end() : close].strip()
+        while True:  # \boxed{\boxed{5}} -> 5
+            inner = _BOX_OPEN.match(content)
+            if inner is None or _match_brace(content, inner.end() - 1) != len(content) - 1:
+                break
+            content = content[inner.end() : -1].strip()
+        if content:
+            found.append(content)
+        pos = close + 1
+
+
+def _clean_line_answer(text: str) -> str:
+    """Strip what surrounds an answer on an answer line: bold marks, ``$``, ``\\( \\)``, trailing period, "I hope it is correct"."""
+    prev = None
+    s = text.strip()
+    while s != prev:
+        prev = s
+        s = _HOPE.sub("", s).strip()
+        s = s.strip("*").strip()
+        if s.endswith(".") and not s.endswith(".."):
+            s = s[:-1].rstrip()
+        for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left) : len(s) - len(right)].strip()
+    return s
+
+
+def _answer_line(text: str) -> tuple[str, ExtractionMethod] | None:
+    """The answer on the last "final answer:" / "answer:" line (or the next non-empty line if it is bare there)."""
+    lines = text.splitlines()
+    for idx in range(len(lines) - 1, -1, -1):
+        marks = list(_ANSWER_MARK.finditer(lines[idx]))
+        if not marks:
+            continue
+        mark = marks[-1]
+        method: ExtractionMethod = "final_answer_line" if mark.group(1).lower().startswith("final") else "answer_line"
+        rest = _clean_line_answer(lines[idx][mark.end() :])
+        if not rest:
+            following = (ln for ln in lines[idx + 1 :] if ln.strip())
+            rest = _clean_line_answer(next(following, ""))
+        if rest:
+            return rest, method
+    return None
+
+
+def extract_answer_with_method(response: str) -> Extraction:
+    """Find the final answer of a Reasoner response; see the module docstring for the order of rules."""
+    if not isinstance(response, str):
+        return Extraction(None, "none")
+    text = _visible_text(response)
+    if text is None:
+        return Extraction(None, "none")
+    boxed = tuple(boxed_answers(text))
+    if boxed:
+        return Extraction(boxed[-1], "boxed", boxed)
+    line = _answer_line(text)
+    if line is not None:
+        return Extraction(line[0], line[1], boxed)
+    return Extraction(None, "none", boxed)
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer of a Reasoner response, or None."""
+    return extract_answer_with_method(response).answer
+
+
+# ---------------------------------------------------------------------------
+# Normalisation
+# ---------------------------------------------------------------------------
+
+_HOSTILE = re.compile(
+    r"__|`|(?<!\\)\blambda\b|\bimport\b|\beval\b|\bexec\b|\bcompile\b|\bgetattr\b|\bsetattr\b|"
+    r"\bglobals\b|\blocals\b|\bsubprocess\b|\bopen\s*\(|\bos\s*\.|\bsys\s*\.|\bsystem\s*\(|\bbuiltins\b"
+)
+_UNICODE = {
+    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "\\times ", "\u00f7": "\\div ",
+    "\u00b7": "\\cdot ", "\u22c5": "\\cdot ", "\u03c0": "\\pi ", "\u221e": "\\infty ",
+    "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ", "\u00b0": "^\\circ ",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2002": " ", "\u2003": " ",
+    "\uff0c": ",", "\uff1a": ":", "\u200b": "", "\ufeff": "", "\x00": "",
+    "\u00bd": " 1/2", "\u00bc": " 1/4", "\u00be": " 3/4",
+}
+_UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+_SQRT_SYMBOL = re.compile(r"\u221a\s*(\d+|[A-Za-z])")
+_TEXT_CMDS = r"(?:text|textbf|textit|textrm|textnormal|textsf|texttt|mbox|mathrm|mathbf|mathit|mathsf|mathtt|rm)"
+_TEXT_GROUP = re.compile(r"\\" + _TEXT_CMDS + r"\s*\{([^{}]*)\}")
+_TRAILING_TEXT_UNIT = re.compile(
+    r"^(?P<head>.*\S)\s*\\" + _TEXT_CMDS + r"\s*\{(?P<unit>[^{}]*)\}(?P<pow>\s*\^\s*(?:\{\s*-?\d\s*\}|-?\d))?\s*$",
+    re.DOTALL,
+)
+_PLAIN_UNIT = re.compile(
+    r"^(?P<head>[-+\d.,/%\s()\[\]]*[\d)]%?|.*\\frac\s*\{[^{}]*\}\s*\{[^{}]*\})\s+"
+    r"(?P<unit>[A-Za-z]+\.?(?:\s*(?:/|per)\s*[A-Za-z]+|\s+[A-Za-z]+){0,2}(?:\s*\^\s*\{?-?\d\}?)?)$"
+)
+_DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|(?<=[\d}])\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right)\s*\.|\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
+_FRAC_SHORT = (
+    (re.compile(r"\\frac\s*(\d)\s*(\d)"), r"\\frac{\1}{\2}"),
+    (re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)"), r"\\frac\1{\2}"),
+    (re.compile(r"\\frac\s*(\d)\s*(\{)"), r"\\frac{\1}\2"),
+    (re.compile(r"\\sqrt\s*(\d|[A-Za-z](?![A-Za-z]))"), r"\\sqrt{\1}"),
+)
+_MATH_NAMES = frozenset(
+    "pi sqrt cbrt sin cos tan cot sec csc arcsin arccos arctan asin acos atan sinh cosh tanh log ln lg exp "
+    "inf infty infinity oo abs floor ceil max min gcd lcm mod det frac cdot times div pm mp le ge ne neq leq "
+    "geq in cup cap to rightarrow mathbb".split()
+)
+_UNIT_STOPWORDS = frozenset(
+    "and or to plus minus times over divided by of is not but with than the a an x squared cubed factorial root "
+    "roots inverse negative less more dozen half halves quarter quarters third thirds tenth tenths hundredth "
+    "hundredths hundred hundreds thousand thousands million millions billion billions trillion trillions".split()
+)
+"""Words after a number that change its value or are not units ("12 million", "3 squared", "4 or 5")."""
+_SHORT_UNITS = frozenset(
+    "cm mm km m kg mg g ml l ft in yd mi lb lbs oz hr h s ms min mph kph kmh mi sq cu pm am ly au ev kev mev hz w kw j kj v".split()
+)
+_UNIT_SYNONYMS = {
+    "centimeter": "cm", "centimetre": "cm", "millimeter": "mm", "millimetre": "mm", "kilometer": "km",
+    "kilometre": "km", "meter": "m", "metre": "m", "inch": "in", "foot": "ft", "feet": "ft", "yard": "yd",
+    "mile": "mi", "second": "s", "sec": "s", "minute": "min", "hour": "h", "hr": "h", "kilogram": "kg",
+    "gram": "g", "pound": "lb", "ounce": "oz", "liter": "l", "litre": "l", "dollar": "usd", "cent": "cent",
+}
+_DEGREE_WORDS = frozenset({"degree", "degrees", "deg"})
+_NON_ANSWER_WORDS = frozenset(
+    "see above below answer answers solution solutions step steps shown explained explanation unknown cannot "
+    "todo tbd none null nan error".split()
+)
+"""Words that mark a placeholder rather than an answer ("see above", "unknown"), for :meth:`AnswerChecker.understands`."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One answer after normalisation: canonical text, its comparison key, its unit and whether it was ``\\text{..}``."""
+
+    text: str
+    key: str
+    unit: str | None
+    was_text: bool
+
+
+def _looks_hostile(text: str) -> bool:
+    """Code-like content that has no business in a maths answer; such answers are wrong, full stop."""
+    return _HOSTILE.search(text) is not None
+
+
+def _strip_outer(text: str) -> tuple[str, bool]:
+    """Remove wrappers around the whole answer (``$``, ``\\( \\)``, ``\\boxed{}``, ``\\text{}``); report a text wrapper."""
+    was_text = False
+    prev = None
+    s = text.strip()
+    while s != prev:
+        prev = s
+        if s.endswith(".") and not s.endswith(".."):
+            s = s[:-1].rstrip()
+        for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left) : len(s) - len(right)].strip()
+        m = re.match(r"\\(?:boxed|fbox)\s*\{", s)
+        if m and _match_brace(s, m.end() - 1) == len(s) - 1:
+            s = s[m.end() : -1].strip()
+        m = re.match(r"\\" + _TEXT_CMDS + r"\s*\{", s)
+        if m and _match_brace(s, m.end() - 1) == len(s) - 1:
+            s = s[m.end() : -1].strip()
+            was_text = True
+    return s, was_text
+
+
+def _normalise_unit(unit: str) -> str:
+    """Canonical spelling of a unit: lower case, no spacing, singular, common synonyms folded."""
+    u = unit.lower().replace("\\", "").replace("~", " ").replace("{", "").replace("}", "").strip()
+    power = ""
+    m = re.search(r"\^\s*(-?\d)$", u)
+    if m:
+        power, u = "^" + m.group(1), u[: m.start()].strip()
+    words = u.split()
+    if words and words[0] in ("square", "sq"):
+        words, power = words[1:], power or "^2"
+    elif words and words[0] in ("cubic", "cu"):
+        words, power = words[1:], power or "^3"
+    out = []
+    for w in words:
+        w = w.rstrip(".")
+        if len(w) > 3 and re.search(r"(ch|sh|x|ss)es$", w):
+            w = w[:-2]
+        elif len(w) > 2 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.append(_UNIT_SYNONYMS.get(w, w))
+    return "".join(out).replace(" ", "") + power
+
+
+def _is_unit_words(unit: str) -> bool:
+    """Whether trailing plain words look like a unit ("cm", "apples", "square feet") rather than maths ("x", "and 5", "pi")."""
+    words = re.findall(r"[A-Za-z]+", unit)
+    if not words or len(words) > 3:
+        return False
+    lowered = [w.lower() for w in words if w.lower() != "per"]
+    if any(w in _MATH_NAMES or w in _UNIT_STOPWORDS for w in lowered):
+        return False
+    if all(len(w) <= 2 for w in lowered):
+        return all(w in _SHORT_UNITS for w in lowered)
+    return True
+
+
+def _space_key(text: str) -> str:
+    """Drop whitespace except between two letters/digits (``2 1/2`` stays apart from ``21/2``)."""
+    s = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"(?<=[^A-Za-z0-9]) | (?=[^A-Za-z0-9])", "", s)
+
+
+def _prepare(answer: str) -> _Prepared | None:
+    """Normalise one answer string; None when it is empty, too long or code-like (a wrong answer)."""
+    if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    if _looks_hostile(answer):
+        return None
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], answer)
+    s = _SQRT_SYMBOL.sub(r"\\sqrt{\1}", s).replace("\u221a", "\\sqrt")
+    s = s.replace("\x01", "").replace("\\\\", "\x01")  # protect LaTeX row breaks from the spacing rules below
+    s, was_text = _strip_outer(s)
+    s = _LEFT_RIGHT.sub("", s)
+    s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle)\b", "", s)
+    s = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", s)
+    s = re.sub(r"\\!\s*", "", s)
+    s = s.replace("{,}", ",")
+    s = re.sub(r"(\d)\\[,;: ](?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"\\(?:[,;: ]|quad|qquad|enspace|thinspace)", " ", s).replace("~", " ")
+    s = s.replace("\\$", "").replace("$", "")
+    s = s.replace("\\%", "%")
+    s = re.sub(r"(?i)\s*\bpercent(?:age)?\b", "%", s)
+    s = _DEGREES.sub("", s)
+    s = s.replace("**", "^")
+    for pattern, repl in _FRAC_SHORT:
+        s = pattern.sub(repl, s)
+    units: list[str] = []
+    for _ in range(3):
+        m = _TRAILING_TEXT_UNIT.match(s)
+        if (
+            m is None
+            or not re.search(r"\d", m.group("head"))
+            or not re.search(r"[A-Za-z]", m.group("unit"))
+            or re.search(r"[()\[\]]", m.group("unit"))
+            or not _is_unit_words(m.group("unit"))
+        ):
+            break
+        unit = m.group("unit") + re.sub(r"\s|\{|\}", "", m.group("pow") or "")
+        if _normalise_unit(unit).rstrip("s") not in _DEGREE_WORDS and m.group("unit").strip():
+            units.append(unit)
+        s = m.group("head")
+    for _ in range(3):
+        unwrapped = _TEXT_GROUP.sub(r"\1", s)
+        if unwrapped == s:
+            break
+        s = unwrapped
+    s = re.sub(r"\s+", " ", s).strip()
+    m = _PLAIN_UNIT.match(s)
+    if m and _is_unit_words(m.group("unit")):
+        if m.group("unit").lower().strip() not in _DEGREE_WORDS:
+            units.append(m.group("unit"))
+        s = m.group("head").strip()
+    s = s.strip().rstrip(",;").strip()
+    if re.search(r"[^.]\.$", s):
+        s = s[:-1].rstrip()
+    s = re.sub(r"^(\d+)(?:st|nd|rd|th)$", r"\1", s)  # ordinals: "6th" -> 6
+    s = s.replace("\x01", "\\\\")
+    if not s:
+        return None
+    unit = " ".join(_normalise_unit(u) for u in reversed(units)) if units else None
+    return _Prepared(text=s, key=_space_key(s), unit=unit or None, was_text=was_text)
+
+
+# ---------------------------------------------------------------------------
+# Fast-path values
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Num:
+    """A real number; ``half_ulp`` is set for written decimals (inexact), None for integers and fractions."""
+
+    value: Fraction
+    half_ulp: Fraction | None = None
+    percent_raw: Fraction | None = None  # the number before "%" when the answer had a percent sign
+
+
+@dataclass(frozen=True)
+class _Inf:
+    sign: int
+
+
+@dataclass(frozen=True)
+class _DivZero:
+    """A literal fraction with denominator zero: never equal to anything else."""
+
+
+@dataclass(frozen=True)
+class _Choice:
+    letter: str
+
+
+@dataclass(frozen=True)
+class _Letter:
+    """A lone letter: a variable, or a choice written in lower case."""
+
+    letter: str
+
+
+@dataclass(frozen=True)
+class _Word:
+    text: str
+
+
+@dataclass(frozen=True)
+class _BaseNum:
+    digits: str
+    base: int
+
+
+@dataclass(frozen=True)
+class _Opaque:
+    """An item inside a list, matrix or equation that only math-verify can read."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class _Seq:
+    """A bracketed or bare comma list; ``open``/``close`` are ``(``, ``[``, ``{`` ... or ``""`` for a bare list."""
+
+    open: str
+    close: str
+    items: tuple["_Value", ...]
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    rows: tuple[tuple["_Value", ...], ...]
+
+
+@dataclass(frozen=True)
+class _Equation:
+    lhs: str
+    rhs: "_Value"
+
+
+_Value = Union[_Num, _Inf, _DivZero, _Choice, _Letter, _Word, _BaseNum, _Seq, _Matrix, _Equation, _Opaque]
+
+_DEC = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?P<mant>\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d{1,3}(?: \d{3})+(?:\.\d*)?|" + _DEC + r")"
+    r"(?:[eE](?P<e1>[-+]?\d{1,6})|\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*(?:\{\s*(?P<e2>[-+]?\s*\d{1,6})\s*\}|(?P<e3>[-+]?\d{1,6})))?"
+    r"\s*(?P<pct>%)?$"
+)
+_FRAC_SLASH = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?:\(\s*(?P<n>" + _DEC + r")\s*\)|(?P<n2>" + _DEC + r"))\s*/\s*"
+    r"(?:\(\s*(?P<d>" + _DEC + r")\s*\)|(?P<d2>" + _DEC + r"))\s*(?P<pct>%)?$"
+)
+_RATIO = re.compile(r"^(?P<a>\d+)\s*:\s*(?P<b>\d+)$")
+_FRAC_TEX = re.compile(
+    r"^(?P<sign>[-+]?)\s*\\frac\s*\{\s*(?P<ns>[-+]?)\s*(?P<n>" + _DEC + r")\s*\}\s*\{\s*(?P<ds>[-+]?)\s*(?P<d>"
+    + _DEC + r")\s*\}\s*(?P<pct>%)?$"
+)
+_MIXED = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?P<w>\d+)(?:\s*\\frac\s*\{\s*(?P<n1>\d+)\s*\}\s*\{\s*(?P<d1>\d+)\s*\}|\s+(?P<n2>\d+)\s*/\s*(?P<d2>\d+))$"
+)
+_POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
+_BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>\d+)\s*\}|(?P<b2>\d+))$")
+_INF = re.compile(r"(?i)^(?P<sign>[-+]?)\s*(?:\\infty|\\inf|infinity|inf|oo)$")
+_CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$", re.DOTALL)
+_WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
+_MATRIX = re.compile(r"^\\begin\{(?P<env>[pbB]?matrix|smallmatrix)\}(?P<body>.*)\\end\{(?P=env)\}$", re.DOTALL)
+_IDENT = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\s*(?:\{[A-Za-z0-9]+\}|[A-Za-z0-9]))?$")
+_OPENERS = (("\\{", "{"), ("\\langle", "("), ("(", "("), ("[", "["), ("{", "{"))
+_CLOSERS = (("\\}", "}"), ("\\rangle", ")"), (")", ")"), ("]", "]"), ("}", "}"))
+
+
+_OPEN_TOKENS = frozenset({"\\{", "\\langle", "(", "[", "{"})
+_CLOSE_TOKENS = frozenset({"\\}", "\\rangle", ")", "]", "}"})
+
+
+@functools.lru_cache(maxsize=8)
+def _scan_pattern(seps: str) -> re.Pattern[str]:
+    """Tokens that matter for bracket depth: escaped braces, angle brackets, other commands (skipped), brackets, separators."""
+    extra = re.escape(seps) if seps else ""
+    return re.compile(r"\\[{}]|\\langle|\\rangle|\\.|[()\[\]{}" + extra + "]", re.DOTALL)
+
+
+def _scan(text: str, seps: str) -> tuple[list[tuple[int, int]], list[int]] | None:
+    """Top-level separator positions and the index where each bracket level closes; None if brackets do not balance.
+
+    Returns (separators as (start, end) spans, end positions of depth-1 groups).
+    ``\\{ \\} \\langle \\rangle ( ) [ ] { }`` all count as brackets (intervals mix ``(`` and ``]``).
+    """
+    depth = 0
+    spans: list[tuple[int, int]] = []
+    closes: list[int] = []
+    for m in _scan_pattern(seps).finditer(text):
+        tok = m.group(0)
+        if tok in _OPEN_TOKENS:
+            depth += 1
+        elif tok in _CLOSE_TOKENS:
+            depth -= 1
+            if depth < 0:
+                return None
+            if depth == 0:
+                closes.append(m.end())
+        elif depth == 0 and len(tok) == 1:
+            spans.append((m.start(), m.end()))
+    if depth != 0:
+        return None
+    return spans, closes
+
+
+def _split_top(text: str, seps: str) -> list[str] | None:
+    """Split on separators outside all brackets; None if brackets do not balance."""
+    scanned = _scan(text, seps)
+    if scanned is None:
+        return None
+    parts, start = [], 0
+    for a, b in scanned[0]:
+        parts.append(text[start:a])
+        start = b
+    parts.append(text[start:])
+    return parts
+
+
+def _bracket_group(text: str) -> tuple[str, str, str] | None:
+    """(open, close, inner) when the whole text is one bracketed group such as ``(1, 2]`` or ``\\{1,2\\}``."""
+    opener = next(((tok, kind) for tok, kind in _OPENERS if text.startswith(tok)), None)
+    closer = next(((tok, kind) for tok, kind in _CLOSERS if text.endswith(tok)), None)
+    if opener is None or closer is None:
+        return None
+    scanned = _scan(text, "")
+    if scanned is None or not scanned[1] or scanned[1][0] != len(text):
+        return None
+    (otok, okind), (ctok, ckind) = opener, closer
+    if (okind == "{") != (ckind == "}") or (otok == "\\langle") != (ctok == "\\rangle"):
+        return None
+    if otok in ("\\{", "{") and otok != ctok.replace("}", "{"):
+        return None
+    return okind, ckind, text[len(otok) : len(text) - len(ctok)]
+
+
+def _decimal_number(sign: str, mant: str, exp: int, pct: bool) -> _Num | None:
+    """A written decimal ``sign mant × 10^exp [%]`` with its precision."""
+    if abs(exp) > _MAX_EXP:
+        return None
+    mant = mant.replace(",", "").replace(" ", "")
+    whole, _, frac = mant.partition(".")
+    digits = (whole or "0") + frac
+    value = Fraction(int(digits), 10 ** len(frac)) * Fraction(10) ** exp
+    inexact = "." in mant or exp != 0
+    half_ulp = Fraction(1, 2) * Fraction(10) ** (exp - len(frac)) if inexact else None
+    if sign == "-":
+        value = -value
+    if pct:
+        return _Num(value / 100, half_ulp / 100 if half_ulp is not None else None, value)
+    return _Num(value, half_ulp)
+
+
+def _parse_number(text: str) -> _Num | _DivZero | None:
+    """Numbers the fast path evaluates exactly: decimals, thousands, scientific, fractions, mixed numbers, small powers."""
+    m = _NUMBER.match(text)
+    if m:
+        exp_text = m.group("e1") or m.group("e2") or m.group("e3") or "0"
+        return _decimal_number(m.group("sign"), m.group("mant"), int(exp_text.replace(" ", "")), bool(m.group("pct")))
+    m = _FRAC_SLASH.match(text) or _FRAC_TEX.match(text)
+    if m:
+        groups = m.groupdict()
+        num = _decimal_number("", groups.get("n") or groups["n2"], 0, False)
+        den = _decimal_number("", groups.get("d") or groups["d2"], 0, False)
+        if num is None or den is None:
+            return None
+        if den.value == 0:
+            return _DivZero()
+        negatives = [m.group("sign"), m.groupdict().get("ns") or "", m.groupdict().get("ds") or ""].count("-")
+        value = num.value / den.value * (-1 if negatives % 2 else 1)
+        if m.group("pct"):
+            return _Num(value / 100, None, value)
+        return _Num(value)
+    m = _MIXED.match(text)
+    if m:
+        n = int(m.group("n1") or m.group("n2"))
+        d = int(m.group("d1") or m.group("d2"))
+        if not 0 < n < d:
+            return None  # "2 3/2" is not a mixed number; let math-verify decide
+        value = int(m.group("w")) + Fraction(n, d)
+        return _Num(-value if m.group("sign") == "-" else value)
+    m = _POWER.match(text)
+    if m:
+        base, exp = int(m.group("b")), int(m.group("e1") or m.group("e2"))
+        if abs(exp) * max(base.bit_length(), 1) > _MAX_POW_BITS:
+            return None
+        if base == 0 and exp < 0:
+            return _DivZero()
+        value = Fraction(base) ** exp
+        return _Num(-value if m.group("sign") == "-" else value)
+    return None
+
+
+def _parse_value(text: str, was_text: bool = False, depth: int = 0) -> _Value | None:
+    """The fast-path reading of a canonical answer, or None when only math-verify can read it.
+
+    Inside lists, matrices and equations (``depth > 0``) unreadable parts become
+    :class:`_Opaque` so the readable parts can still settle a comparison.
+    """
+    value = _read_value(text.strip(), was_text, depth) if depth <= _MAX_DEPTH else None
+    if value is None and depth > 0:
+        return _Opaque(text.strip())
+    if isinstance(value, _Opaque) and depth == 0:
+        return None
+    return value
+
+
+def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
+    if not text:
+        return None
+    m = _CHOICE.match(text)
+    if m:
+        return _Choice((m.group("a") or m.group("b")).upper())
+    if len(text) == 1 and text.isalpha():
+        return _Letter(text)
+    m = _INF.match(text)
+    if m:
+        return _Inf(-1 if m.group("sign") == "-" else 1)
+    number = _parse_number(text)
+    if number is not None:
+        return number
+    m = _RATIO.match(text)
+    if m:  # a ratio or a clock time: compared as the written pair, never as a quotient
+        return _Seq(":", "", (_Num(Fraction(int(m.group("a")))), _Num(Fraction(int(m.group("b"))))))
+    m = _BASE.match(text)
+    if m and re.search(r"\d", m.group("d")):
+        base = int(m.group("b1") or m.group("b2"))
+        digits = m.group("d").upper().lstrip("0") or "0"
+        if 2 <= base <= 36:
+            try:
+                int(digits, base)
+            except ValueError:
+                return None
+            return _BaseNum(digits, base)
+        return None
+    m = _MATRIX.match(text)
+    if m:
+        return _parse_matrix(m.group("body"), depth)
+    group = _bracket_group(text)
+    if group is not None:
+        return _parse_group(group, depth)
+    parts = _split_top(text, ",;")
+    if parts is not None and len(parts) > 1:
+        if any(not p.strip() for p in parts):
+            return None
+        return _Seq("", "", tuple(_parse_value(p, False, depth + 1) for p in parts))  # type: ignore[misc]
+    eq = _parse_equation(text, depth)
+    if eq is not None:
+        return eq
+    if _WORD.match(text):
+        tokens = text.lower().split()
+        if len(tokens) <= 4 and not any(t in _MATH_NAMES for t in tokens):
+            if was_text or any(len(t) >= 3 for t in tokens) or text.lower() in ("no", "yes"):
+                return _Word(" ".join(t for t in tokens if t not in ("the", "a", "an")) or " ".join(tokens))
+    return None
+
+
+def _parse_group(group: tuple[str, str, str], depth: int) -> _Value | None:
+    """A bracketed group: a tuple, interval or set, or plain grouping parentheses around one value."""
+    open_kind, close_kind, inner = group
+    parts = _split_top(inner, ",;")
+    if parts is None:
+        return None
+    if len(parts) == 1 and open_kind != "{":
+        if open_kind == "(" and close_kind == ")" or open_kind == "[" and close_kind == "]":
+            return _parse_value(inner, False, depth + 1)
+        return None
+    if any(not p.strip() for p in parts):
+        return None
+    return _Seq(open_kind, close_kind, tuple(_parse_value(p, False, depth + 1) for p in parts))  # type: ignore[misc]
+
+
+def _parse_matrix(body: str, depth: int) -> _Matrix | None:
+    """``\\begin{pmatrix} a & b \\\\ c & d \\end{pmatrix}`` with fast-path cells."""
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    parsed: list[tuple[_Value, ...]] = []
+    for row in rows:
+        cells = row.split("&")
+        if any(not c.strip() for c in cells):
+            return None
+        parsed.append(tuple(_parse_value(c, False, depth + 1) for c in cells))  # type: ignore[misc]
+    if not parsed or len({len(r) for r in parsed}) != 1:
+        return None
+    return _Matrix(tuple(parsed))
+
+
+def _parse_equation(text: str, depth: int) -> _Equation | None:
+    """``x = value`` or ``x \\in value`` with a plain variable on the left."""
+    m = re.search(r"(?<![<>!=\\])=(?!=)|\\in(?![A-Za-z])", text)
+    if m is None:
+        return None
+    lhs, rhs = text[: m.start()].strip(), text[m.end() :].strip()
+    if not _IDENT.match(lhs) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
+        return None
+    if not rhs:
+        return None
+    value = _parse_value(rhs, False, depth + 1)
+    if value is None or isinstance(value, _Equation):
+        return None
+    return _Equation(re.sub(r"\s|\{|\}", "", lhs), value)
+
+
+# ---------------------------------------------------------------------------
+# Fast-path comparison
+# ---------------------------------------------------------------------------
+
+
+def _numbers_equal(a: _Num, b: _Num) -> bool:
+    """Exact for integers/fractions; a written decimal within 1e-6 relative and half a unit of its last digit.
+
+    ``0.333333`` matches ``1/3`` (it is 1/3 rounded) but ``1000000.5`` does not match
+    ``1000001``. Two written decimals must agree to the finer one's precision, so
+    ``23634691.5 != 23634691.51`` although they differ by less than 1e-6 relative.
+    """
+    if a.value == b.value:
+        return True
+    ulps = [x.half_ulp for x in (a, b) if x.half_ulp is not None]
+    if not ulps:
+        return False
+    diff = abs(a.value - b.value)
+    return diff <= REL_TOL * max(abs(a.value), abs(b.value)) and diff <= min(ulps)
+
+
+def _num_candidates(n: _Num) -> list[_Num]:
+    """A number and, for ``p%``, also ``p`` itself (the percent sign dropped)."""
+    if n.percent_raw is None:
+        return [n]
+    raw_ulp = n.half_ulp * 100 if n.half_ulp is not None else None
+    return [n, _Num(n.percent_raw, raw_ulp)]
+
+
+def _compare_numbers(a: _Num, b: _Num) -> bool:
+    if a.percent_raw is not None and b.percent_raw is not None:
+        return _numbers_equal(a, b)
+    return any(_numbers_equal(x, y) for x in _num_candidates(a) for y in _num_candidates(b))
+
+
+def _compare_ordered(a: tuple[_Value, ...], b: tuple[_Value, ...]) -> bool | None:
+    if len(a) != len(b):
+        return False
+    verdicts = [_same(x, y) for x, y in zip(a, b)]
+    if False in verdicts:
+        return False
+    return None if None in verdicts else True
+
+
+def _exact_key(v: _Value) -> Fraction | None:
+    """The value of an exact number without a percent sign (safe to compare by hashing), else None."""
+    if isinstance(v, _Num) and v.half_ulp is None and v.percent_raw is None:
+        return v.value
+    return None
+
+
+def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...]) -> bool | None:
+    keys_a, keys_b = [_exact_key(x) for x in a], [_exact_key(y) for y in b]
+    if None not in keys_a and None not in keys_b:
+        return set(keys_a) == set(keys_b)
+    if len(a) * len(b) > 4096:
+        return None  # big mixed lists: leave them to math-verify's time-bounded check
+    table = [[_same(x, y) for y in b] for x in a]
+    if any(v is None for row in table for v in row):
+        return None
+    covers_a = all(any(row) for row in table)
+    covers_b = all(any(table[i][j] for i in range(len(a))) for j in range(len(b)))
+    return covers_a and covers_b
+
+
+def _compare_seqs(a: _Seq, b: _Seq) -> bool | None:
+    """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive."""
+    a_set, b_set = a.open in ("", "{"), b.open in ("", "{")
+    if a_set and b_set:
+        return _compare_unordered(a.items, b.items)
+    if a.open == "" or b.open == "":
+        other = b if a.open == "" else a
+        if other.open == "(" and other.close == ")":
+            return _compare_ordered(a.items, b.items)
+        return None
+    if (a.open, a.close) != (b.open, b.close):
+        return False
+    return _compare_ordered(a.items, b.items)
+
+
+def _compare_matrix_vector(m: _Matrix, s: _Seq) -> bool | None:
+    """A one-row or one-column matrix against a parenthesised/bracketed tuple of the same entries."""
+    if (s.open, s.close) not in (("(", ")"), ("[", "]")):
+        return None
+    if len(m.rows) == 1:
+        flat = m.rows[0]
+    elif all(len(r) == 1 for r in m.rows):
+        flat = tuple(r[0] for r in m.rows)
+    else:
+        return None
+    return _compare_ordered(flat, s.items)
+
+
+def _same(a: _Value, b: _Value) -> bool | None:
+    """True/False when the fast path is sure, None when math-verify must decide."""
+    if isinstance(a, _DivZero) or isinstance(b, _DivZero):
+        return False
+    if isinstance(a, _Word) or isinstance(b, _Word):
+        return isinstance(a, _Word) and isinstance(b, _Word) and a.text == b.text
+    if isinstance(a, _Choice) or isinstance(b, _Choice):
+        other = b if isinstance(a, _Choice) else a
+        mine = a if isinstance(a, _Choice) else b
+        if isinstance(other, (_Choice, _Letter)):
+            return other.letter.upper() == mine.letter  # type: ignore[union-attr]
+        return False
+    if isinstance(a, _Opaque) or isinstance(b, _Opaque):
+        return None
+    if isinstance(a, _Equation) and isinstance(b, _Equation):
+        return _same(a.rhs, b.rhs) if a.lhs == b.lhs else False
+    if isinstance(a, _Equation):
+        return _same(a.rhs, b)
+    if isinstance(b, _Equation):
+        return _same(a, b.rhs)
+    if isinstance(a, _Num) and isinstance(b, _Num):
+        return _compare_numbers(a, b)
+    if isinstance(a, _Inf) and isinstance(b, _Inf):
+        return a.sign == b.sign
+    if isinstance(a, (_Num, _Inf)) and isinstance(b, (_Num, _Inf)):
+        return False
+    if isinstance(a, _BaseNum) or isinstance(b, _BaseNum):
+        return _compare_base(a, b)
+    if isinstance(a, _Letter) and isinstance(b, _Letter):
+        return a.letter == b.letter
+    if isinstance(a, _Letter) or isinstance(b, _Letter):
+        letter, other = (a, b) if isinstance(a, _Letter) else (b, a)
+        if isinstance(other, (_Num, _Inf)) and letter.letter not in "ei":  # type: ignore[union-attr]
+            return False  # a variable is not a number (e and i may be constants: leave those to math-verify)
+    if isinstance(a, _Seq) and isinstance(b, _Seq):
+        return _compare_seqs(a, b)
+    if isinstance(a, _Matrix) and isinstance(b, _Matrix):
+        if len(a.rows) != len(b.rows) or len(a.rows[0]) != len(b.rows[0]):
+            return False
+        return _compare_ordered(tuple(x for r in a.rows for x in r), tuple(x for r in b.rows for x in r))
+    if isinstance(a, _Matrix) and isinstance(b, _Seq):
+        return _compare_matrix_vector(a, b)
+    if isinstance(b, _Matrix) and isinstance(a, _Seq):
+        return _compare_matrix_vector(b, a)
+    return None
+
+
+def _compare_base(a: _Value, b: _Value) -> bool | None:
+    """``52_8`` equals ``52_8``, ``0052_{8}`` and a bare ``52`` (the base left implicit), not its decimal value 42."""
+    if isinstance(a, _BaseNum) and isinstance(b, _BaseNum):
+        return int(a.digits, a.base) == int(b.digits, b.base)
+    base = a if isinstance(a, _BaseNum) else b
+    other = b if isinstance(a, _BaseNum) else a
+    assert isinstance(base, _BaseNum)
+    if isinstance(other, _Num):
+        v = other.value
+        return v.denominator == 1 and v >= 0 and other.half_ulp is None and str(v.numerator) == base.digits
+    if isinstance(other, _Letter):
+        return False
+    return None
+
+
+def _contains_opaque(value: _Value) -> bool:
+    """Whether part of a value could only be read by math-verify."""
+    if isinstance(value, _Opaque):
+        return True
+    if isinstance(value, _Seq):
+        return any(_contains_opaque(v) for v in value.items)
+    if isinstance(value, _Matrix):
+        return any(_contains_opaque(v) for row in value.rows for v in row)
+    if isinstance(value, _Equation):
+        return _contains_opaque(value.rhs)
+    return False
+
+
+def _group_shape(text: str) -> tuple[str, str, int] | None:
+    """(open, close, number of items) of a bracketed list like ``(-\\sqrt3, \\sqrt3]``; None if not one."""
+    group = _bracket_group(text)
+    if group is None:
+        return None
+    parts = _split_top(group[2], ",;")
+    return None if parts is None else (group[0], group[1], len(parts))
+
+
+def _shapes_differ(a: str, b: str) -> bool | None:
+    """False when two lists differ in kind, brackets or length whatever their items are; else None (undecided)."""
+    sa, sb = _group_shape(a), _group_shape(b)
+    if sa is None or sb is None or sa[2] < 2 or sb[2] < 2:
+        return None
+    set_a, set_b = sa[0] == "{", sb[0] == "{"
+    if set_a != set_b:
+        return False
+    if not set_a and ((sa[0], sa[1]) != (sb[0], sb[1]) or sa[2] != sb[2]):
+        return False
+    return None
+
+
+_RELATION = re.compile(r"=|<|>|\\(?:le|ge|leq|geq|ne|neq|in|approx|sim|equiv|subset|subseteq|to)(?![A-Za-z])")
+_FUNCTION_WORDS = re.compile(r"(?<![A-Za-z])(?:" + "|".join(sorted(_MATH_NAMES, key=len, reverse=True)) + r")(?![A-Za-z])")
+
+
+def _free_letters(text: str) -> frozenset[str] | None:
+    """Lower-cased Latin letters used as variables (not commands, function names, ``e``, ``i`` or an exponent ``E``).
+
+    None for relations (``y = 2x``, ``x \\in [0, 1]``): math-verify compares their right-hand
+    sides, so their letters say nothing on their own.
+    """
+    if _RELATION.search(text):
+        return None
+    t = re.sub(r"\\[A-Za-z]+", " ", text)
+    t = _FUNCTION_WORDS.sub(" ", t)
+    t = re.sub(r"(?<=\d)[eE](?=[-+]?\d)", " ", t)
+    return frozenset(c.lower() for c in t if c.isascii() and c.isalpha() and c not in "ei")
+
+
+def _variables_differ(pred_text: str, ref_text: str, a: _Value | None, b: _Value | None) -> bool | None:
+    """False when one side is a number and the other uses variables, or the two use different variables."""
+    la, lb = _free_letters(pred_text), _free_letters(ref_text)
+    if la is None or lb is None:
+        return None
+    if isinstance(a, (_Num, _Inf)) or isinstance(b, (_Num, _Inf)):
+        return False if (la or lb) else None
+    if a is None and b is None and la != lb:
+        return False
+    return None
+
+
+def _is_prose(text: str) -> bool:
+    """Sentences rather than maths: two or more ordinary words (not function names, not in capitals)."""
+    words = re.findall(r"(?<![\\A-Za-z])[A-Za-z][a-z]{2,}(?![A-Za-z])", text)
+    return sum(1 for w in words if w.lower() not in _MATH_NAMES) >= 2
+
+
+# ---------------------------------------------------------------------------
+# Plain text to LaTeX (for math-verify, whose plain-expression reader only takes digits and operators)
+# ---------------------------------------------------------------------------
+
+_SCI_PLAIN = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d+)(?![A-Za-z0-9])")
+_FUNCS = re.compile(
+    r"(?<![A-Za-z\\])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp)(?![A-Za-z])"
+)
+
+
+def _replace_calls(text: str, name: str, template: str) -> str:
+    """Rewrite ``name( .. )`` (balanced parentheses) as ``template`` with the argument in place of ``{}``."""
+    pattern = re.compile(r"(?<![A-Za-z\\])" + name + r"\s*\(")
+    for _ in range(50):
+        m = pattern.search(text)
+        if m is None:
+            return text
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if depth:
+            return text
+        text = text[: m.start()] + template.replace("{}", "{" + text[m.end() : i - 1] + "}") + text[i:]
+    return text
+
+
+def _braced_exponents(text: str) -> str:
+    """``x^(n+1)`` -> ``x^{n+1}``, ``2^10`` -> ``2^{10}`` (plain-text powers, as models write them)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "^":
+            j = i + 1
+            while j < len(text) and text[j] == " ":
+                j += 1
+            if j < len(text) and text[j] == "(":
+                depth, k = 1, j + 1
+                while k < len(text) and depth:
+                    depth += {"(": 1, ")": -1}.get(text[k], 0)
+                    k += 1
+                if depth == 0:
+                    out.append("^{" + text[j + 1 : k - 1] + "}")
+                    i = k
+                    continue
+            m = re.compile(r"-?\d+(?:\.\d+)?").match(text, j)
+            if m:
+                out.append("^{" + m.group(0) + "}")
+                i = m.end()
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def _to_latex(text: str) -> str:
+    """Turn the plain-text maths a model may write (``sqrt(3)/2``, ``pi/3``, ``x**2``, ``4.5e33``) into LaTeX."""
+    t = _SCI_PLAIN.sub(lambda m: m.group(1) + "\\times 10^{" + m.group(2) + "}", text)
+    t = re.sub(r"(\d)\.(?!\d)", r"\1", t)
+    t = _replace_calls(t, "sqrt", "\\sqrt{}")
+    t = _replace_calls(t, "cbrt", "\\sqrt[3]{}")
+    t = _FUNCS.sub(r"\\\1", t)
+    t = re.sub(r"(?<![A-Za-z\\])pi(?![A-Za-z])", r"\\pi ", t)
+    t = re.sub(r"(?<![A-Za-z\\])(?:infinity|inf|oo)(?![A-Za-z])", r"\\infty ", t)
+    t = _braced_exponents(t)
+    t = re.sub(r"(?<!\\)%", r"\\%", t)
+    return t
+
+
+# ---------------------------------------------------------------------------
+# math-verify worker process
+# ---------------------------------------------------------------------------
+
+
+class _WorkerGone(Exception):
+    """The worker process exited or its pipe broke."""
+
+
+class _WorkerLate(Exception):
+    """The worker did not answer before the deadline."""
+
+
+class _WorkerProcess:
+    """One math-verify child process and the line protocol to it (see :mod:`synco._mathverify_worker`)."""
+
+    def __init__(self, memory_mb: int, warm_up: bool = True) -> None:
+        self.owner_pid = os.getpid()
+        command = [sys.executable, "-I", str(_WORKER_PATH), "--memory-mb", str(memory_mb)]
+        self.proc = subprocess.Popen(
+            command if warm_up else command + ["--no-warm-up"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self.ready = False
+        self._buf = bytearray()
+        self._next_id = 0
+
+    def _readline(self, deadline: float) -> bytes:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(self._buf[:nl])
+                del self._buf[: nl + 1]
+                return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(max(1, int(remaining * 1000))):
+                if time.monotonic() >= deadline:
+                    raise _WorkerLate()
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise _WorkerGone("worker closed its output")
+            self._buf += chunk
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the worker has imported math-verify (raises _WorkerGone/_WorkerLate)."""
+        if self.ready:
+            return
+        reply = json.loads(self._readline(time.monotonic() + timeout))
+        if not reply.get("ready"):
+            raise _WorkerGone(str(reply.get("detail", "worker failed to start")))
+        self.ready = True
+
+    def call(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait at most ``timeout`` seconds for its reply."""
+        assert self.proc.stdin is not None
+        self._next_id += 1
+        payload = dict(payload, id=self._next_id)
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode("utf-8"))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _WorkerGone(str(exc)) from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = json.loads(self._readline(deadline))
+            if reply.get("id") == self._next_id:
+                return reply
+
+    def kill(self) -> None:
+        """Stop the process (only from the process that started it; a forked child leaves it alone)."""
+        if os.getpid() != self.owner_pid:
+            return
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            logger.warning("math-verify worker %d did not exit after SIGKILL", self.proc.pid)
+
+
+# ---------------------------------------------------------------------------
+# Public checker
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckerStats:
+    """Counters of an :class:`AnswerChecker` since it was made."""
+
+    n_calls: int
+    n_fast_path: int
+    n_math_verify: int
+    n_timeouts: int
+    n_errors: int
+    n_rejected: int
+    n_worker_starts: int
+
+
+class AnswerChecker:
+    """Decides whether a predicted answer equals a reference answer; safe from any thread, bounded in time.
+
+    ``timeout`` bounds the math-verify stage of each call (seconds; the fast path
+    takes microseconds). The first math-verify call also waits for the worker
+    to start (1-3 s, at most ``startup_timeout``); ``warm_up`` makes the worker
+    run a few representative checks at start-up so sympy's lazy imports do not
+    eat into the first calls' deadlines. Calls from several threads share one
+    worker and take turns. ``use_math_verify=False`` keeps only the fast path
+    (anything it cannot decide is False). The worker's address space is capped
+    at ``memory_limit_mb``.
+    """
+
+    def __init__(
+        self,
+        timeout: float = DEFAULT_TIMEOUT,
+        use_math_verify: bool = True,
+        *,
+        memory_limit_mb: int = 1024,
+        startup_timeout: float = 60.0,
+        warm_up: bool = True,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.use_math_verify = use_math_verify
+        self.memory_limit_mb = memory_limit_mb
+        self.startup_timeout = startup_timeout
+        self.warm_up = warm_up
+        self.n_calls = 0
+        self.n_fast_path = 0
+        self.n_math_verify = 0
+        self.n_timeouts = 0
+        self.n_errors = 0
+        self.n_rejected = 0
+        self.n_worker_starts = 0
+        self._lock = threading.Lock()  # guards the worker
+        self._count_lock = threading.Lock()
+        self._worker: _WorkerProcess | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._start_failures = 0
+
+    # -- public API --------------------------------------------------------
+
+    def match(self, predicted: str, reference: str, *, timeout: float | None = None) -> bool:
+        """Whether ``predicted`` is the same answer as ``reference`` (False for anything unreadable or too slow).
+
+        ``timeout`` overrides the checker's timeout for this call.
+        """
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        self._count("n_calls")
+        try:
+            pred = _prepare(predicted)
+            ref = _prepare(reference)
+            if pred is None or ref is None:
+                self._count("n_rejected")
+                return False
+            verdict = self._fast(pred, ref)
+        except Exception:  # a bug in the fast path must not crash a training step; counted and logged
+            self._count("n_errors")
+            logger.exception("answer fast path failed on %r vs %r", str(predicted)[:200], str(reference)[:200])
+            return False
+        if verdict is not None:
+            self._count("n_fast_path")
+            return verdict
+        if not self.use_math_verify or _is_prose(pred.text):
+            return False
+        payload = {"op": "match", "ref": _to_latex(ref.text), "pred": _to_latex(pred.text)}
+        return self._ask_worker(payload, self.timeout if timeout is None else timeout)
+
+    def understands(self, answer: str, *, timeout: float | None = None) -> bool:
+        """Whether ``answer`` is something checkable: a number, expression, set/tuple/interval, choice, equation, short word.
+
+        False for empty, over-long or code-like text, prose, placeholders ("see above"), a literal division
+        by zero, and anything math-verify cannot parse either.
+        """
+        prep = _prepare(answer)
+        if prep is None:
+            return False
+        try:
+            value = _parse_value(prep.text, prep.was_text)
+        except Exception:
+            self._count("n_errors")
+            logger.exception("answer fast path failed on %r", str(answer)[:200])
+            return False
+        if value is not None and not _contains_opaque(value):
+            if isinstance(value, _Word):
+                return not (set(value.text.split()) & _NON_ANSWER_WORDS)
+            return not isinstance(value, _DivZero)
+        if _is_prose(prep.text) or not self.use_math_verify:
+            return False
+        return self._ask_worker({"op": "parse", "text": _to_latex(prep.text)}, self.timeout if timeout is None else timeout)
+
+    def stats(self) -> CheckerStats:
+        with self._count_lock:
+            return CheckerStats(
+                self.n_calls, self.n_fast_path, self.n_math_verify, self.n_timeouts,
+                self.n_errors, self.n_rejected, self.n_worker_starts,
+            )
+
+    def close(self) -> None:
+        """Stop the math-verify worker; a later call starts a new one."""
+        with self._lock:
+            self._drop_worker()
+
+    def __enter__(self) -> "AnswerChecker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------
+
+    def _count(self, name: str, k: int = 1) -> None:
+        with self._count_lock:
+            setattr(self, name, getattr(self, name) + k)
+
+    def _fast(self, pred: _Prepared, ref: _Prepared) -> bool | None:
+        if pred.unit and ref.unit and pred.unit != ref.unit:
+            return False
+        if pred.key == ref.key:
+            return True
+        a = _parse_value(pred.text, pred.was_text)
+        b = _parse_value(ref.text, ref.was_text)
+        if a is None or b is None:
+            known = a if a is not None else b
+            if isinstance(known, (_Word, _Choice, _DivZero)):
+                return False  # a word/choice never equals something only math-verify could read
+            if _shapes_differ(pred.text, ref.text) is False:
+                return False
+            return _variables_differ(pred.text, ref.text, a, b)
+        return _same(a, b)
+
+    def _drop_worker(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # kills the process
+            self._finalizer = None
+        self._worker = None
+
+    def _start_worker(self) -> bool:
+        """Launch a worker process (it imports math-verify in the background); False if the OS refuses."""
+        try:
+            self._worker = _WorkerProcess(self.memory_limit_mb, self.warm_up)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._start_failures += 1
+            logger.warning("cannot start the math-verify worker: %s", exc)
+            self._worker = None
+            return False
+        self._finalizer = weakref.finalize(self, _WorkerProcess.kill, self._worker)
+        self._count("n_worker_starts")
+        return True
+
+    def _ready_worker(self) -> _WorkerProcess | None:
+        """The running worker (started if needed), or None when math-verify cannot be started here."""
+        if self._worker is not None and self._worker.owner_pid != os.getpid():
+            # We were forked: the process belongs to our parent. Forget it without touching it.
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self._worker, self._finalizer = None, None
+        if self._start_failures >= 3:
+            return None
+        if self._worker is None and not self._start_worker():
+            return None
+        assert self._worker is not None
+        try:
+            self._worker.wait_ready(self.startup_timeout)
+        except (_WorkerGone, _WorkerLate, ValueError) as exc:
+            self._start_failures += 1
+            logger.warning("math-verify worker failed to start (%s); attempt %d", exc, self._start_failures)
+            self._drop_worker()
+            return None
+        return self._worker
+
+    def _ask_worker(self, payload: dict[str, Any], timeout: float) -> bool:
+        """One math-verify request with a wall-clock deadline; on timeout the worker is killed and replaced."""
+        payload = dict(payload, budget=max(0.8 * timeout, 0.01))
+        with self._lock:
+            worker = self._ready_worker()
+            if worker is not None and worker.proc.poll() is not None:
+                self._drop_worker()  # it died since the last call (killed from outside): start afresh
+                worker = self._ready_worker()
+            if worker is None:
+                return False
+            self._count("n_math_verify")
+            try:
+                reply = worker.call(payload, timeout)
+            except _WorkerLate:
+                self._count("n_timeouts")
+                self._drop_worker()
+                self._start_worker()  # warm up the replacement while the caller moves on
+                return False
+            except _WorkerGone as exc:
+                # Died on this request: its memory or CPU limit ended it. A wrong answer, like a timeout.
+                self._count("n_timeouts")
+                logger.warning("math-verify worker died during a request (%s)", exc)
+                self._drop_worker()
+                return False
+            except ValueError as exc:  # undecodable reply
+                self._count("n_errors")
+                logger.warning("bad reply from math-verify worker: %s", exc)
+                self._drop_worker()
+                return False
+        status = reply.get("status")
+        if status == "timeout":
+            self._count("n_timeouts")
+        elif status == "error":
+            self._count("n_errors")
+            logger.warning("math-verify worker error: %s", reply.get("detail"))
+        return reply.get("result") is True
+
+
+_default_checker: AnswerChecker | None = None
+_default_lock = threading.Lock()
+
+
+def default_checker() -> AnswerChecker:
+    """The process-wide checker behind :func:`answers_match` (created on first use)."""
+    global _default_checker
+    with _default_lock:
+        if _default_checker is None:
+            _default_checker = AnswerChecker()
+        return _default_checker
+
+
+def answers_match(predicted: str, reference: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """Whether ``predicted`` equals ``reference``, using the shared :class:`AnswerChecker`."""
+    return default_checker().match(predicted, reference, timeout=timeout)
