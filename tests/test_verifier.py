@@ -344,19 +344,22 @@ def test_consensus_majority_disagrees(checker):
 def test_consensus_split_keeps_card(checker):
     verifier, v = valid_verdict(checker)
     after = verifier.apply_consensus(v, ["7", "7.0", "8", "9"])
-    assert after.valid and after.reasons == [] and after.reliability == 0.5 and after.agreement == 0.5
+    # two scattered wrong answers: agreement 0.5, strongest alternative 0.25 -> reliability 0.75
+    assert after.valid and after.reasons == [] and after.reliability == 0.75 and after.agreement == 0.5
 
 
 def test_consensus_exact_half_is_not_a_clear_majority(checker):
     verifier, v = valid_verdict(checker)
     after = verifier.apply_consensus(v, ["8", "8", "7", None])
-    assert after.valid and after.reliability == 0.25
+    # half the attempts back "8": not a clear majority, but strong evidence against "7"
+    assert after.valid and after.reliability == 0.5 and after.agreement == 0.25
 
 
 def test_none_answers_cannot_form_a_majority(checker):
     verifier, v = valid_verdict(checker)
     after = verifier.apply_consensus(v, [None, None, None, "7"])
-    assert after.valid and after.reliability == 0.25
+    # no answer is no evidence against the reference
+    assert after.valid and after.reliability == 1.0 and after.agreement == 0.25
 
 
 def test_consensus_too_few_attempts(checker):
@@ -368,8 +371,10 @@ def test_consensus_too_few_attempts(checker):
 def test_reliability_threshold(checker):
     verifier = make(checker, reliability_threshold=0.5)
     _, v = one(verifier, raw())
-    after = verifier.apply_consensus(v, ["7", "8", "9", "10"])
-    assert not after.valid and codes(after) == ["unreliable"] and after.reliability == 0.25
+    scattered = verifier.apply_consensus(v, ["7", "8", "9", "10"])
+    assert scattered.valid and scattered.reliability == 0.75  # scattered wrong answers do not contradict "7"
+    after = make(checker, reliability_threshold=0.6).apply_consensus(v, ["7", "8", "8", "9"])
+    assert not after.valid and codes(after) == ["unreliable"] and after.reliability == 0.5
 
 
 def test_consensus_on_invalid_verdict_without_reference(checker):

@@ -180,9 +180,13 @@ class TaskVerifier:
     def apply_consensus(self, verdict: Verdict, answers: Sequence[str | None]) -> Verdict:
         """A new verdict after ``answers`` (independent attempts' extracted answers) are in.
 
-        reliability = agreement = share of attempts matching the reference (None
-        counts as disagreement). More than ``consensus_majority`` of the attempts
-        agreeing on one *other* answer rejects the card. No-op with an oracle, without
+        ``agreement`` = share of attempts matching the reference (None counts as
+        disagreement). ``reliability`` = 1 - the largest share of attempts that agree
+        on one *other* answer: scattered wrong answers are no evidence against the
+        reference, a competing answer is. (Reusing the Reasoner's K attempts, plain
+        agreement would equal the success rate, and the gated reward would then be
+        zero for every task the Reasoner solves half the time or less.) More than
+        ``consensus_majority`` of the attempts agreeing on one other answer rejects the card. No-op with an oracle, without
         a reference, or with fewer than ``consensus_min_attempts`` attempts.
         """
         cfg = self.config
@@ -202,16 +206,18 @@ class TaskVerifier:
             else:
                 home.append(answer)
         valid, reasons = verdict.valid, list(verdict.reasons)
+        alt_share = max((len(c) for c in clusters), default=0) / n
+        reliability = 1.0 - alt_share
         if clusters:
             top = max(clusters, key=len)  # the first of equally large clusters
             if len(top) / n > cfg.consensus_majority:
                 valid = False
                 reasons.append(f"consensus_disagrees: majority={_short(top[0])} share={len(top) / n:.2f}")
-        if share < cfg.reliability_threshold:
+        if reliability < cfg.reliability_threshold:
             valid = False
-            reasons.append(f"unreliable: reliability={share:.2f} < {cfg.reliability_threshold:.2f}")
-        scores = {**verdict.scores, "reliability": share}
-        return verdict.model_copy(update={"valid": valid, "reasons": reasons, "reliability": share,
+            reasons.append(f"unreliable: reliability={reliability:.2f} < {cfg.reliability_threshold:.2f}")
+        scores = {**verdict.scores, "reliability": reliability}
+        return verdict.model_copy(update={"valid": valid, "reasons": reasons, "reliability": reliability,
                                           "agreement": share, "scores": scores})
 
     def admit(self, key: Hashable, problem: str) -> None:
