@@ -1,0 +1,172 @@
+"""Run configuration: typed, documented, loaded from a preset or YAML plus dotted overrides.
+
+    synco train --config my.yaml reasoner.grpo.lr=3e-5 steps=50
+
+Every field has a description, so ``synco config --help``-style listings and the
+README's reference are generated from the models themselves. A bad value gives
+a ``ConfigError`` naming the dotted field and the value.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from synco.policy import PolicyConfig
+from synco.report import ReportConfig
+from synco.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
+from synco.verifier import VerifierConfig
+
+PRESETS = ("arith", "paper")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names the dotted field."""
+
+
+class RunConfig(BaseModel):
+    """Everything one co-training run needs. Defaults are the embedded arithmetic world."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: Literal["arith", "math"] = Field("arith", description="Task domain: arith (embedded integer-arithmetic world) or math (free-form maths for real LMs).")
+    mode: Literal["cotrain", "frozen", "static"] = Field(
+        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: tasks from the domain's fixed generator.")
+    seed: int = Field(0, description="Seed for every random generator (Python, NumPy, torch).")
+    steps: int = Field(300, ge=0, description="Number of co-training steps.")
+    n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
+    n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
+    k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
+    report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
+    group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
+    consensus: bool = Field(True, description="Apply the consensus check to the K attempts when the domain has no exact oracle.")
+    save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: only at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
+    runs_dir: str = Field("runs", description="Folder that holds run directories.")
+    run_id: str | None = Field(None, description="Name of the run directory (default: <domain>-<mode>-s<seed>-<timestamp>).")
+    heldout_per_group: int = Field(150, ge=0, description="Held-out problems per difficulty group for the before/after evaluation (0: skip).")
+    threads: int | None = Field(None, description="torch intra-op threads (default: torch's choice).")
+    tensorboard: bool = Field(True, description="Write TensorBoard logs to <run>/tb.")
+    wandb: bool = Field(False, description="Log metrics to Weights & Biases (needs `pip install wandb`).")
+    wandb_project: str = Field("synco", description="Weights & Biases project name.")
+    progress: bool = Field(True, description="Show a progress bar with live metrics.")
+    synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/synthesizer"),
+                                      description="The Synthesizer policy: model, sampling and GRPO settings.")
+    reasoner: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/reasoner"),
+                                   description="The Reasoner policy: model, sampling and GRPO settings.")
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
+    report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
+    synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
+    reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], value); the value is read as YAML (numbers, bools, lists)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not of the form key=value (e.g. reasoner.grpo.lr=3e-5)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {key}: cannot read value {raw!r}: {e}") from None
+    # YAML reads "3e-5" as a string; numbers written that way are what people type.
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in ".eE") and not value.isalpha() else value
+        except ValueError:
+            pass
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Set each dotted override in a nested dict (creating sub-dicts as needed)."""
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"override {'.'.join(path)}: {part!r} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def preset_path(name: str) -> Path:
+    """The YAML file of a built-in preset."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return Path(str(resources.files("synco") / "presets" / f"{name}.yaml"))
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def build_config(data: dict[str, Any]) -> RunConfig:
+    """Validate a nested dict into a RunConfig; errors name the dotted field and the bad value."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+            got = err.get("input")
+            shown = repr(got) if not isinstance(got, dict) else "{...}"
+            lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+
+
+def load_config(preset: str | None = "arith", path: str | Path | None = None, overrides: Iterable[str] = ()) -> RunConfig:
+    """Preset YAML, then the user's YAML on top, then dotted overrides."""
+    data: dict[str, Any] = load_yaml(preset_path(preset)) if preset else {}
+    if path is not None:
+        _deep_update(data, load_yaml(path))
+    apply_overrides(data, overrides)
+    return build_config(data)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    """The resolved config as YAML (written to every run directory)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _deep_update(base[k], v)
+        else:
+            base[k] = v
+
+
+def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted name, default, description) of every field, recursively: the config reference."""
+    rows: list[tuple[str, str, str]] = []
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if sub is not None:
+            rows.append((prefix + name, "", f.description or ""))
+            rows.extend(describe_fields(sub, prefix + name + "."))
+        else:
+            default = f.get_default(call_default_factory=True) if not f.is_required() else "(required)"
+            rows.append((prefix + name, repr(default), f.description or ""))
+    return rows

@@ -1,0 +1,66 @@
+"""What a task domain supplies to the co-training loop.
+
+A domain owns the prompts of both agents and the knowledge that is specific to
+its tasks: an exact oracle when one exists (arithmetic), the factors that the
+capability report groups by, a fixed task generator for the ``static`` baseline
+and a held-out set that training must never touch. The loop itself is domain-free.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from synco.records import TaskCard
+from synco.report import CapabilityReport
+
+
+@dataclass(frozen=True)
+class HeldoutItem:
+    """One held-out evaluation problem with its exact answer and group (e.g. difficulty level)."""
+
+    problem: str
+    answer: str
+    group: str
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """The domain hooks the engine calls; see ``synco.worlds.arith.ArithDomain`` for the embedded one."""
+
+    name: str
+
+    def synthesizer_prompt(self, report: CapabilityReport) -> str:
+        """The Synthesizer's user prompt, built from the latest capability report."""
+        ...
+
+    def reasoner_prompt(self, problem: str) -> str:
+        """The Reasoner's user prompt: only the problem (and the answer-format instruction)."""
+        ...
+
+    def oracle(self, card: TaskCard) -> str | None:
+        """The exact answer to ``card.problem``, or None when the card is outside the domain.
+
+        Domains without an exact oracle set ``has_oracle = False`` and rely on consensus.
+        """
+        ...
+
+    @property
+    def has_oracle(self) -> bool: ...
+
+    def card_factors(self, card: TaskCard) -> dict[str, str]:
+        """Categorical labels of a card (topic, level, ...) computed from the card itself."""
+        ...
+
+    def reject_reason(self, card: TaskCard) -> str | None:
+        """A domain-specific hard rejection (e.g. ``heldout_problem``), or None."""
+        ...
+
+    def static_cards(self, rng: random.Random, n: int) -> list[str]:
+        """``n`` raw card texts from a fixed generator: the ``static`` baseline's task source."""
+        ...
+
+    def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
+        """Held-out problems that no training path may produce."""
+        ...

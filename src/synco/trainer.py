@@ -1,0 +1,385 @@
+"""A co-training run: build everything from the config, loop over steps, checkpoint, resume, summarise.
+
+The step itself lives in ``synco.engine.cotrain_step``; this module is the
+plumbing around it: the run directory, the held-out evaluation before and after,
+metrics (JSONL, TensorBoard, optional W&B), checkpoints and exact resume.
+
+Run directory::
+
+    runs/<run_id>/config.yaml        resolved config
+                  pool.sqlite        every card, verdict, attempt and reward
+                  valid_tasks.jsonl  the synthesized dataset (written at the end)
+                  metrics.jsonl      one line per step
+                  reports/step_N.txt every capability report as rendered
+                  checkpoints/step_N/{synthesizer,reasoner}/  HF format
+                  checkpoints/step_N/trainer_state.pt          step, RNG states, report
+                  summary.json       before/after held-out accuracy and run statistics
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import BaseModel
+
+from synco.answers import AnswerChecker, extract_answer
+from synco.config import RunConfig, dump_config
+from synco.domain import Domain, HeldoutItem
+from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
+from synco.policy import HFPolicy, Policy, PolicyConfig, SamplingParams
+from synco.pool import TaskPool
+from synco.report import CapabilityReport, build_report
+from synco.verifier import TaskVerifier
+
+
+class RunSummary(BaseModel):
+    """What ``synco train`` prints at the end (also ``summary.json``)."""
+
+    run_dir: str
+    steps: int
+    heldout_before: dict[str, float] = {}
+    heldout_after: dict[str, float] = {}
+    gradient_share_first: float = 0.0
+    gradient_share_last: float = 0.0
+    valid_rate: float = 0.0
+    groups_first: dict[str, float] = {}
+    groups_last: dict[str, float] = {}
+    sec_per_step: float = 0.0
+    sec_generate: float = 0.0
+    sec_train: float = 0.0
+    sec_other: float = 0.0
+    n_tasks: int = 0
+    n_valid_tasks: int = 0
+
+
+def resolve_model_path(path: str) -> str:
+    """``builtin:arith/<role>`` -> the shipped warm-start checkpoint; anything else unchanged."""
+    if path.startswith("builtin:arith/"):
+        from synco.pretrain import load_arith_warm_start
+
+        return str(load_arith_warm_start() / path.split("/", 1)[1])
+    return path
+
+
+def build_domain(cfg: RunConfig) -> Domain:
+    if cfg.domain == "arith":
+        from synco.worlds.arith import ArithDomain
+
+        return ArithDomain()
+    raise ValueError(f"domain: unknown domain {cfg.domain!r}")
+
+
+def build_policy(cfg: PolicyConfig, model_path: str | None = None) -> HFPolicy:
+    return HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state(rng: random.Random) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "run_rng": rng.getstate()}
+
+
+def set_rng_state(state: dict[str, Any], rng: random.Random) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    rng.setstate(state["run_rng"])
+
+
+def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
+                     max_new_tokens: int, batch_size: int = 256) -> dict[str, float]:
+    """Greedy held-out accuracy per group (e.g. difficulty level)."""
+    params = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
+    correct: dict[str, list[bool]] = {}
+    for start in range(0, len(items), batch_size):
+        chunk = items[start:start + batch_size]
+        prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem)) for it in chunk]
+        outs = policy.generate(prompts, 1, params)
+        for it, group in zip(chunk, outs):
+            ans = extract_answer(group[0].text)
+            correct.setdefault(it.group, []).append(ans is not None and checker.match(ans, it.answer))
+    return {g: sum(v) / len(v) for g, v in sorted(correct.items(), key=lambda kv: _group_key(kv[0]))}
+
+
+def _group_key(g: str) -> tuple[int, str]:
+    digits = "".join(ch for ch in g if ch.isdigit())
+    return (int(digits) if digits else 10**9, g)
+
+
+@dataclass
+class Run:
+    """A live run: its directory, config and the state the step function works on."""
+
+    cfg: RunConfig
+    dir: Path
+    state: CoTrainState
+    start_step: int
+    heldout: list[HeldoutItem]
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.dir / "checkpoints"
+
+
+def new_run_id(cfg: RunConfig) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{cfg.domain}-{cfg.mode}-s{cfg.seed}-{stamp}"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    steps = sorted((int(p.name.split("_")[1]), p) for p in (run_dir / "checkpoints").glob("step_*")
+                   if (p / "trainer_state.pt").is_file())
+    return steps[-1][1] if steps else None
+
+
+def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
+    """Create (or reopen, for ``resume``) the run directory and everything the loop needs."""
+    import torch
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if resume is not None:
+        run_dir = Path(resume)
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"--resume {run_dir}: no checkpoint with trainer_state.pt under {run_dir / 'checkpoints'}")
+    else:
+        run_dir = Path(cfg.runs_dir) / (cfg.run_id or new_run_id(cfg))
+        if (run_dir / "pool.sqlite").exists():
+            raise FileExistsError(f"run directory {run_dir} already holds a run; use --resume {run_dir} or another run_id")
+        ckpt = None
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_config(cfg))
+    (run_dir / "reports").mkdir(exist_ok=True)
+
+    seed_everything(cfg.seed)
+    rng = random.Random(cfg.seed)
+    domain = build_domain(cfg)
+    checker = AnswerChecker()
+    heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
+
+    if ckpt is None:
+        synthesizer = build_policy(cfg.synthesizer)
+        reasoner = build_policy(cfg.reasoner)
+    else:
+        synthesizer = build_policy(cfg.synthesizer, str(ckpt / "synthesizer"))
+        reasoner = build_policy(cfg.reasoner, str(ckpt / "reasoner"))
+        synthesizer.load_state(ckpt / "synthesizer_state")
+        reasoner.load_state(ckpt / "reasoner_state")
+
+    verifier_cfg = cfg.verifier
+    verifier = TaskVerifier(verifier_cfg, checker=checker, oracle=domain.oracle if domain.has_oracle else None)
+    pool = TaskPool(run_dir / "pool.sqlite")
+    report = build_report([], cfg.report, step=0)
+    start_step = 0
+    if ckpt is not None:
+        trainer_state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        start_step = trainer_state["step"] + 1
+        pool.truncate_after(trainer_state["step"])
+        _truncate_metrics(run_dir / "metrics.jsonl", trainer_state["step"])
+        verifier.load_pool(pool.valid_problems())
+        report = CapabilityReport.from_json(trainer_state["report"])
+        set_rng_state(trainer_state["rng"], rng)
+
+    settings = StepSettings(
+        mode=cfg.mode, n_cards=cfg.n_cards, n_contexts=cfg.n_contexts, k=cfg.k, group_factor=cfg.group_factor,
+        synth_sampling=cfg.synthesizer.sampling, reasoner_sampling=cfg.reasoner.sampling,
+        reasoner_rewards=cfg.reasoner_rewards, synth_rewards=cfg.synth_rewards,
+        synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
+        reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
+    )
+    state = CoTrainState(settings=settings, domain=domain, synthesizer=synthesizer, reasoner=reasoner,
+                         verifier=verifier, checker=checker, pool=pool, report=report, rng=rng)
+    return Run(cfg=cfg, dir=run_dir, state=state, start_step=start_step, heldout=heldout)
+
+
+def save_checkpoint(run: Run, step: int) -> Path:
+    """HF-format models plus optimizer/scheduler states, RNG states and the latest report."""
+    import torch
+
+    path = run.ckpt_dir / f"step_{step}"
+    tmp = run.ckpt_dir / f".tmp_step_{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for role, policy in (("synthesizer", run.state.synthesizer), ("reasoner", run.state.reasoner)):
+        policy.save(tmp / role)
+        policy.save_state(tmp / f"{role}_state")
+    torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json()},
+               tmp / "trainer_state.pt")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)  # a checkpoint is either whole or absent
+    kept = sorted((int(p.name.split("_")[1]), p) for p in run.ckpt_dir.glob("step_*"))
+    for _, old in kept[:-run.cfg.keep_checkpoints]:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def _truncate_metrics(path: Path, last_step: int) -> None:
+    if not path.exists():
+        return
+    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= last_step]
+    path.write_text("".join(ln + "\n" for ln in keep))
+
+
+class _Loggers:
+    """metrics.jsonl always; TensorBoard and W&B when configured."""
+
+    def __init__(self, run: Run):
+        self.metrics = open(run.dir / "metrics.jsonl", "a")
+        self.tb = None
+        self.wandb = None
+        if run.cfg.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(run.dir / "tb"))
+        if run.cfg.wandb:
+            try:
+                import wandb
+            except ImportError as e:
+                raise RuntimeError("wandb=true but wandb is not installed: pip install wandb") from e
+            self.wandb = wandb.init(project=run.cfg.wandb_project, name=run.dir.name, config=run.cfg.model_dump())
+
+    def log(self, stats: StepStats) -> None:
+        self.metrics.write(stats.model_dump_json() + "\n")
+        self.metrics.flush()
+        scalars = {k: v for k, v in stats.model_dump().items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self.tb is not None:
+            for k, v in scalars.items():
+                if k != "step":
+                    self.tb.add_scalar(_tb_name(k), v, stats.step)
+        if self.wandb is not None:
+            self.wandb.log({_tb_name(k): v for k, v in scalars.items() if k != "step"}, step=stats.step)
+
+    def close(self) -> None:
+        self.metrics.close()
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def _tb_name(key: str) -> str:
+    if key.startswith("reasoner_"):
+        return "reasoner/" + key[len("reasoner_"):]
+    if key.startswith("synth_"):
+        return "synthesizer/" + key[len("synth_"):]
+    if key.startswith("t_"):
+        return "time/" + key[2:]
+    return "tasks/" + key
+
+
+def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
+    """Run (or resume) a co-training run to ``cfg.steps`` steps and return its summary."""
+    from tqdm.auto import tqdm
+
+    run = setup_run(cfg, resume)
+    st = run.state
+    max_tokens = cfg.reasoner.sampling.max_new_tokens
+    before_path = run.dir / "heldout_before.json"
+    if run.heldout and not before_path.exists():
+        before_path.write_text(json.dumps(evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, max_tokens)))
+    loggers = _Loggers(run)
+    bar = tqdm(range(run.start_step, cfg.steps), initial=run.start_step, total=cfg.steps, disable=not cfg.progress,
+               desc="co-training", dynamic_ncols=True)
+    try:
+        for step in bar:
+            stats = cotrain_step(st, step)
+            loggers.log(stats)
+            if (step + 1) % cfg.report_refresh_every == 0:
+                st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
+                (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
+            if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
+                save_checkpoint(run, step)
+            bar.set_postfix(R_rew=f"{stats.reasoner_reward:.2f}", valid=f"{stats.valid_rate:.2f}",
+                            grad=f"{stats.gradient_share:.2f}", S_rew=f"{stats.synth_reward:+.2f}", refresh=False)
+        if cfg.steps > run.start_step or latest_checkpoint(run.dir) is None:
+            save_checkpoint(run, cfg.steps - 1)
+    finally:
+        bar.close()
+        loggers.close()
+    st.pool.export_jsonl(run.dir / "valid_tasks.jsonl")
+    summary = summarize(run, before_path, max_tokens)
+    (run.dir / "summary.json").write_text(summary.model_dump_json(indent=2))
+    st.pool.close()
+    return summary
+
+
+def summarize(run: Run, before_path: Path, max_tokens: int) -> RunSummary:
+    """Before/after held-out accuracy and the run's task statistics, from the run's files."""
+    st = run.state
+    rows = [json.loads(ln) for ln in (run.dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    summary = RunSummary(run_dir=str(run.dir), steps=len(rows))
+    if run.heldout:
+        summary.heldout_before = json.loads(before_path.read_text())
+        summary.heldout_after = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, max_tokens)
+    if rows:
+        w = max(1, len(rows) // 10)
+        first, last = rows[:w], rows[-w:]
+
+        def share(rs: list[dict[str, Any]]) -> float:
+            return sum(r["n_gradient_bearing"] for r in rs) / max(1, sum(r["n_valid"] for r in rs))
+
+        def groups(rs: list[dict[str, Any]]) -> dict[str, float]:
+            tot: dict[str, int] = {}
+            for r in rs:
+                for g, n in r["groups"].items():
+                    tot[g] = tot.get(g, 0) + n
+            n = max(1, sum(tot.values()))
+            return {g: tot[g] / n for g in sorted(tot, key=_group_key)}
+
+        summary.gradient_share_first, summary.gradient_share_last = share(first), share(last)
+        summary.groups_first, summary.groups_last = groups(first), groups(last)
+        summary.valid_rate = sum(r["n_valid"] for r in rows) / max(1, sum(r["n_cards"] for r in rows))
+        n = len(rows)
+        summary.sec_generate = sum(r["t_generate"] for r in rows) / n
+        summary.sec_train = sum(r["t_train"] for r in rows) / n
+        summary.sec_other = sum(r["t_other"] for r in rows) / n
+        summary.sec_per_step = summary.sec_generate + summary.sec_train + summary.sec_other
+        summary.n_tasks = sum(r["n_cards"] for r in rows)
+        summary.n_valid_tasks = sum(r["n_valid"] for r in rows)
+    return summary
+
+
+def format_summary(s: RunSummary) -> str:
+    """The end-of-run table printed by ``synco train``."""
+    out = [f"run: {s.run_dir}  ({s.steps} steps, {s.n_tasks} cards, {s.n_valid_tasks} valid)"]
+    if s.heldout_before:
+        out.append("held-out greedy accuracy per level (before -> after):")
+        for g in s.heldout_before:
+            b, a = s.heldout_before[g], s.heldout_after.get(g, float("nan"))
+            out.append(f"  {g:>6}: {b:.2f} -> {a:.2f}  ({a - b:+.2f})")
+        mb = sum(s.heldout_before.values()) / len(s.heldout_before)
+        ma = sum(s.heldout_after.values()) / max(1, len(s.heldout_after))
+        out.append(f"  {'mean':>6}: {mb:.3f} -> {ma:.3f}  ({ma - mb:+.3f})")
+    out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
+               f"last 10% {s.gradient_share_last:.2f}")
+    out.append(f"verification pass rate: {s.valid_rate:.2%}")
+    if s.groups_first:
+        keys = list(dict.fromkeys([*s.groups_first, *s.groups_last]))
+        keys.sort(key=_group_key)
+        out.append("task distribution over levels (first 10% -> last 10% of steps):")
+        out.append("  " + "  ".join(f"{g}:{s.groups_first.get(g, 0):.2f}->{s.groups_last.get(g, 0):.2f}" for g in keys))
+    out.append(f"time per step: {s.sec_per_step:.2f}s = generation {s.sec_generate:.2f}s + training {s.sec_train:.2f}s "
+               f"+ other {s.sec_other:.2f}s")
+    return "\n".join(out)
