@@ -1,0 +1,208 @@
+"""Warm start of the arith world: data encoding, tiny deterministic runs, and what we ship."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+import synco.pretrain as pretrain
+from synco.pretrain import (
+    ASSET_DIR,
+    HELDOUT_SEED,
+    PretrainMeta,
+    boxed_int,
+    card_stats,
+    encode_pairs,
+    evaluate_reasoner,
+    load_arith_warm_start,
+    lr_at,
+    pretrain_arith,
+    random_report,
+    reasoner_pair,
+    sample_cards,
+    synthesizer_pair,
+)
+from synco.records import CARD_FIELDS
+from synco.worlds.arith import ArithDomain, evaluate
+from synco.worlds.charlm import char_tokenizer
+
+DOMAIN = ArithDomain()
+TINY = dict(reasoner_steps=2, synthesizer_steps=2, reasoner_batch=4, synthesizer_batch=2, heldout_per_level=1,
+            n_cards=1, num_threads=1, progress=False)
+NO_EVAL = TINY | dict(heldout_per_level=0, n_cards=0)
+THREADS_BEFORE: list[int] = []
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> pretrain.PretrainResult:
+    torch.set_num_threads(2)
+    THREADS_BEFORE.append(torch.get_num_threads())
+    return pretrain_arith(tmp_path_factory.mktemp("warm") / "out", seed=3, **TINY)
+
+
+# ----------------------------------------------------------------- data and schedule
+
+
+def test_encode_pairs_puts_labels_on_completion_and_eos_only() -> None:
+    tok = char_tokenizer()
+    ids, mask, labels = encode_pairs(tok, [("ab", "c"), ("a", "bcd")])
+    a, b, c, d = (tok.convert_tokens_to_ids(ch) for ch in "abcd")
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    assert ids.tolist() == [[a, b, c, eos, pad], [a, b, c, d, eos]]
+    assert mask.tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    assert labels.tolist() == [[-100, -100, c, eos, -100], [-100, b, c, d, eos]]
+
+
+def test_lr_schedule() -> None:
+    assert lr_at(0, 100, 1e-3, 10) == pytest.approx(1e-4)
+    assert lr_at(9, 100, 1e-3, 10) == pytest.approx(1e-3)
+    assert lr_at(10, 100, 1e-3, 10) == pytest.approx(1e-3)
+    assert lr_at(55, 100, 1e-3, 10) == pytest.approx(1e-3 * (0.1 + 0.45))  # cosine midpoint
+    assert lr_at(100, 100, 1e-3, 10) == pytest.approx(1e-4)
+
+
+def test_training_pairs_are_correct() -> None:
+    rng = random.Random(0)
+    weights = [1.0] + [0.0] * 10
+    for _ in range(20):
+        prompt, completion = reasoner_pair(DOMAIN, rng, weights)
+        problem = prompt.removeprefix("Q:").removesuffix("\nA:")
+        assert DOMAIN.level_of(problem) == "L1"
+        assert completion == "\\boxed{" + str(evaluate(problem)) + "}"
+    for _ in range(20):
+        prompt, completion = synthesizer_pair(DOMAIN, rng)
+        assert prompt.endswith("\nCARD:") and len(prompt) <= 80
+        obj = json.loads(completion)
+        assert str(evaluate(obj["problem"])) == obj["final_answer"]
+        assert DOMAIN.level_of(obj["problem"]) == obj["difficulty_estimate"]
+        assert not DOMAIN.is_heldout(obj["problem"])
+
+
+def test_random_report_looks_like_a_compact_report() -> None:
+    rng = random.Random(1)
+    reports = [random_report(rng, DOMAIN.levels) for _ in range(200)]
+    assert "" in reports and "no data" in reports
+    for r in reports:
+        assert len(r) <= 64 and "\n" not in r
+        if r not in ("", "no data"):
+            labels = [part.split(":")[0] for part in r.split("|")]
+            assert set(labels) <= {"weak", "easy", "hard", "ok", "valid"} and "ok" in labels
+
+
+def test_boxed_int() -> None:
+    assert boxed_int("\\boxed{2082}") == "2082"
+    assert boxed_int("x \\boxed{1} then \\boxed{-14}") == "-14"
+    assert boxed_int("\\boxed{12a}") is None
+    assert boxed_int("\\boxed{") is None
+    assert boxed_int("2082") is None
+
+
+def test_card_stats_counts_hand_made_outputs() -> None:
+    good = DOMAIN.format_card("347*6", "L8", "2082")
+    held = DOMAIN.heldout(1, seed=0)[0]
+    held_card = DOMAIN.format_card(held.problem, held.group, held.answer)
+    off_family = DOMAIN.format_card("1+2", "L1", "3")
+    missing = json.dumps({k: "x" for k in CARD_FIELDS[:-1]})
+    stats = card_stats(DOMAIN, [good, good, held_card, off_family, missing, "{not json", "[]", ""])
+    assert stats.n == 8
+    assert stats.wellformed_rate == 4 / 8
+    assert stats.valid_rate == 2 / 8  # the two copies of 347*6
+    assert stats.distinct_rate == 3 / 8
+    assert stats.level_counts["L8"] == 2 and sum(stats.level_counts.values()) == 2
+
+
+# ----------------------------------------------------------------- tiny runs
+
+
+def test_tiny_run_saves_loadable_checkpoints_and_meta(tiny_run: pretrain.PretrainResult) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    for folder in (tiny_run.reasoner_dir, tiny_run.synthesizer_dir):
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        tok = AutoTokenizer.from_pretrained(folder)
+        assert tok.decode(tok("Q:347*6\nA:")["input_ids"]) == "Q:347*6\nA:"
+        assert model.config.vocab_size == len(tok)
+        assert sum(p.numel() for p in model.parameters()) < 3_000_000
+    meta = PretrainMeta.model_validate_json((tiny_run.out_dir / "meta.json").read_text())
+    assert meta == tiny_run.meta
+    assert (meta.seed, meta.reasoner_steps, meta.synthesizer_steps, meta.num_threads) == (3, 2, 2, 1)
+    assert set(meta.heldout_accuracy) == set(DOMAIN.levels)
+    assert meta.n_cards == 1 and 0 <= meta.card_wellformed_rate <= 1
+    assert meta.seconds_total >= meta.seconds_reasoner
+
+
+def test_same_seed_gives_identical_weights(tiny_run: pretrain.PretrainResult, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    again = pretrain_arith(tmp_path / "again", seed=3, **NO_EVAL)  # evaluation does not touch the weights
+    other = pretrain_arith(tmp_path / "other", seed=4, **NO_EVAL)
+    for role in ("reasoner", "synthesizer"):
+        first = load_file(tiny_run.out_dir / role / "model.safetensors")
+        second = load_file(again.out_dir / role / "model.safetensors")
+        third = load_file(other.out_dir / role / "model.safetensors")
+        assert first.keys() == second.keys()
+        assert all(torch.equal(first[k], second[k]) for k in first)
+        assert not all(torch.equal(first[k], third[k]) for k in first)
+
+
+def test_thread_count_is_restored(tiny_run: pretrain.PretrainResult) -> None:
+    assert tiny_run.meta.num_threads == 1
+    assert torch.get_num_threads() == THREADS_BEFORE[0] == 2
+
+
+def test_warm_start_falls_back_to_a_complete_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(pretrain, "ASSET_DIR", tmp_path / "missing")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cached = tmp_path / "cache" / "synco" / "arith-0"
+    for role in ("reasoner", "synthesizer"):
+        (cached / role).mkdir(parents=True)
+        (cached / role / "config.json").write_text("{}")
+    assert load_arith_warm_start() == cached
+
+
+# ----------------------------------------------------------------- the shipped warm start
+
+shipped = pytest.mark.skipif(not (ASSET_DIR / "reasoner" / "config.json").is_file(), reason="no shipped warm start")
+
+
+@shipped
+def test_shipped_warm_start_is_the_default() -> None:
+    assert load_arith_warm_start() == ASSET_DIR
+    meta = PretrainMeta.model_validate_json((ASSET_DIR / "meta.json").read_text())
+    assert meta.seed == 0
+
+
+@shipped
+def test_shipped_reasoner_is_partially_competent() -> None:
+    """Easy levels solved, the hardest failed, and a partial band (0.2..0.8, with sampling slack) between."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(ASSET_DIR / "reasoner")
+    tok = AutoTokenizer.from_pretrained(ASSET_DIR / "reasoner")
+    acc = evaluate_reasoner(model, tok, DOMAIN, DOMAIN.heldout(30, seed=HELDOUT_SEED + 1))
+    assert acc["L1"] >= 0.8 and acc["L2"] >= 0.7
+    assert acc["L11"] <= 0.1
+    partial = [lv for lv, a in acc.items() if 0.15 <= a <= 0.85]
+    assert len(partial) >= 3, acc
+
+
+@shipped
+def test_shipped_synthesizer_writes_wellformed_diverse_cards() -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(ASSET_DIR / "synthesizer")
+    tok = AutoTokenizer.from_pretrained(ASSET_DIR / "synthesizer")
+    torch.manual_seed(1)
+    # at the arith preset's sampling temperature (0.7)
+    stats = card_stats(DOMAIN, sample_cards(model, tok, DOMAIN, 64, temperature=0.7, report="weak:l8|ok:0.40"))
+    assert stats.wellformed_rate >= 0.85, stats
+    assert stats.distinct_rate >= 0.85, stats
+    assert sum(n > 0 for n in stats.level_counts.values()) >= 8, stats  # spread over most levels
+    assert max(stats.level_counts.values()) <= 24, stats  # no level takes more than 3/8
+
