@@ -22,7 +22,7 @@ demo: install
 	$(VENV)/bin/synco train $(ARGS)
 
 test: install
-	$(VENV)/bin/python -m pytest -q $(ARGS)
+	$(VENV)/bin/python -m pytest -q -n 2 $(ARGS)
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(VENV)/bin/python $$f || exit 1; done

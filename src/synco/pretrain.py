@@ -1,7 +1,8 @@
 """Deterministic warm start of the embedded ``arith`` world (the ``synco pretrain`` backend).
 
-Two tiny char-level Llamas (``synco.worlds.charlm.tiny_llama``, ~0.65M
-parameters) are trained from scratch by supervised next-token prediction on
+Two tiny char-level Llamas (``synco.worlds.charlm.tiny_llama``: the Reasoner at
+the default size, ~0.65M parameters; the Synthesizer 64 wide and 2 layers deep,
+~0.11M) are trained from scratch by supervised next-token prediction on
 generated data, with the loss on the completion only:
 
 * the **Reasoner** on ``Q:<problem>\\nA:`` -> ``\\boxed{<answer>}</s>``, levels
@@ -58,17 +59,9 @@ Easy levels must dominate: they bootstrap the digit-alignment circuits every
 level needs (with the weight shifted toward L4..L8 the model did not leave its
 loss plateau within 700 steps; with this mix it does after ~400)."""
 
-REASONER_SHAPE: dict[str, int] = {}
-"""``tiny_llama`` keyword arguments of the Reasoner: the defaults (width 128, 3 layers, ~0.65M parameters)."""
-
-SYNTHESIZER_SHAPE: dict[str, int] = {"hidden_size": 64, "num_layers": 2}
-"""The Synthesizer is smaller (~0.11M parameters): its cards are ~230 characters, so its
-training and sampling dominate the cost, while its job (JSON boilerplate, a level, digits
-of the right widths) needs little capacity."""
-
 INIT_STD = 0.06
-"""Normal init std of all linear and embedding weights (HF's default is 0.02). Measured:
-with 0.02 the Reasoner sat on its loss plateau for ~900 steps, with 0.06 for ~450, with 0.1 longer."""
+"""Normal init std of all linear and embedding weights (HF's default is 0.02). Measured on the
+Reasoner: with 0.02 it sat on its loss plateau for ~900 steps, with 0.06 for ~450, with 0.1 longer."""
 
 HELDOUT_SEED = 12345
 """Seed of the held-out sample the warm start is scored on."""
@@ -84,13 +77,11 @@ class PretrainMeta(BaseModel):
     synthesizer_steps: int
     reasoner_batch: int
     synthesizer_batch: int
-    reasoner_lr: float
+    lr: float
     synthesizer_lr: float
     init_std: float
-    synthesizer_shape: dict[str, int]
-    synthesizer_lr: float = 0.0
-    synthesizer_hidden: int = 0
-    synthesizer_layers: int = 0
+    synthesizer_hidden: int
+    synthesizer_layers: int
     num_threads: int
     torch_version: str
     reasoner_level_weights: list[float]
@@ -358,25 +349,28 @@ def card_stats(domain: ArithDomain, texts: Sequence[str]) -> CardStats:
 def pretrain_arith(
     out_dir: str | Path,
     seed: int = 0,
-    reasoner_steps: int = 1200,
-    synthesizer_steps: int = 800,
+    reasoner_steps: int = 700,
+    synthesizer_steps: int = 600,
     progress: bool = True,
     reasoner_batch: int = 64,
-    synthesizer_batch: int = 32,
+    synthesizer_batch: int = 16,
     lr: float = 1e-3,
-    synthesizer_lr: float = 2e-3,
+    synthesizer_lr: float = 3e-3,
     synthesizer_hidden: int = 64,
     synthesizer_layers: int = 2,
     heldout_per_level: int = 100,
     n_cards: int = 64,
-    num_threads: int = 1,
+    num_threads: int = 2,
 ) -> PretrainResult:
     """Train and save the arith warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
 
-    Deterministic in ``seed`` for a fixed ``num_threads`` and torch build (see
-    module docstring). The held-out score uses ``domain.heldout(heldout_per_level,
-    HELDOUT_SEED)``; card rates use ``n_cards`` samples at temperature 1 with an
-    empty report.
+    ``lr`` is the Reasoner's peak learning rate. The Synthesizer is a narrower,
+    shallower ``tiny_llama`` (``synthesizer_hidden`` x ``synthesizer_layers``):
+    its ~230-character cards dominate the cost of its training and of every
+    co-training step, while writing them needs little capacity. Deterministic
+    in ``seed`` for a fixed ``num_threads`` and torch build (module docstring).
+    The held-out score uses ``domain.heldout(heldout_per_level, HELDOUT_SEED)``;
+    card rates use ``n_cards`` samples at temperature 1 with an empty report.
     """
     import torch
 
@@ -389,14 +383,15 @@ def pretrain_arith(
         tokenizer = char_tokenizer()
 
         reasoner = tiny_llama(tokenizer, seed=seed)
-        r_rng = random.Random(f"x{seed}")  # the data stream of the shipped warm start
+        init_weights(reasoner, INIT_STD, seed)
+        r_rng = random.Random(f"arith-reasoner-{seed}")
         r_loss = train_sft(reasoner, tokenizer, lambda: reasoner_pair(domain, r_rng, REASONER_LEVEL_WEIGHTS),
                            reasoner_steps, reasoner_batch, lr, "reasoner", progress)
         t1 = time.perf_counter()
 
-        # The Synthesizer writes ~210-character cards: a narrower, shallower model keeps its
-        # GRPO update (32 cards per step) affordable on a laptop CPU.
-        synthesizer = tiny_llama(tokenizer, seed=seed + 1, hidden_size=synthesizer_hidden, num_layers=synthesizer_layers)
+        synthesizer = tiny_llama(tokenizer, seed=seed + 1, hidden_size=synthesizer_hidden,
+                                 num_layers=synthesizer_layers)
+        init_weights(synthesizer, INIT_STD, seed + 1)
         s_rng = random.Random(f"arith-synthesizer-{seed}")
         s_loss = train_sft(synthesizer, tokenizer, lambda: synthesizer_pair(domain, s_rng),
                            synthesizer_steps, synthesizer_batch, synthesizer_lr, "synthesizer", progress)
@@ -415,11 +410,10 @@ def pretrain_arith(
             tokenizer.save_pretrained(out / role)
         meta = PretrainMeta(
             seed=seed, reasoner_steps=reasoner_steps, synthesizer_steps=synthesizer_steps,
-            reasoner_batch=reasoner_batch, synthesizer_batch=synthesizer_batch, reasoner_lr=reasoner_lr,
-            synthesizer_lr=synthesizer_lr, init_std=INIT_STD, synthesizer_shape=dict(SYNTHESIZER_SHAPE),
-            num_threads=num_threads,
-            synthesizer_lr=synthesizer_lr, synthesizer_hidden=synthesizer_hidden, synthesizer_layers=synthesizer_layers,
-            torch_version=torch.__version__, reasoner_level_weights=list(REASONER_LEVEL_WEIGHTS),
+            reasoner_batch=reasoner_batch, synthesizer_batch=synthesizer_batch, lr=lr,
+            synthesizer_lr=synthesizer_lr, init_std=INIT_STD, synthesizer_hidden=synthesizer_hidden,
+            synthesizer_layers=synthesizer_layers, num_threads=num_threads, torch_version=torch.__version__,
+            reasoner_level_weights=list(REASONER_LEVEL_WEIGHTS),
             n_params_reasoner=sum(p.numel() for p in reasoner.parameters()),
             n_params_synthesizer=sum(p.numel() for p in synthesizer.parameters()),
             reasoner_final_loss=round(r_loss, 5), synthesizer_final_loss=round(s_loss, 5),
