@@ -32,7 +32,7 @@ from synco.worlds.charlm import char_tokenizer
 
 DOMAIN = ArithDomain()
 TINY = dict(reasoner_steps=2, synthesizer_steps=2, reasoner_batch=4, synthesizer_batch=2, heldout_per_level=1,
-            n_cards=1, num_threads=1, progress=False)
+            n_cards=1, num_threads=1, progress=False, parallel=False)
 NO_EVAL = TINY | dict(heldout_per_level=0, n_cards=0)
 THREADS_BEFORE: list[int] = []
 
@@ -99,6 +99,7 @@ def test_boxed_int() -> None:
     assert boxed_int("\\boxed{12a}") is None
     assert boxed_int("\\boxed{") is None
     assert boxed_int("2082") is None
+    assert boxed_int("\\boxed{²}") is None and boxed_int("\\boxed{-}") is None
 
 
 def test_card_stats_counts_hand_made_outputs() -> None:
@@ -132,21 +133,32 @@ def test_tiny_run_saves_loadable_checkpoints_and_meta(tiny_run: pretrain.Pretrai
     assert (meta.seed, meta.reasoner_steps, meta.synthesizer_steps, meta.num_threads) == (3, 2, 2, 1)
     assert set(meta.heldout_accuracy) == set(DOMAIN.levels)
     assert meta.n_cards == 1 and 0 <= meta.card_wellformed_rate <= 1
+    assert meta.n_params_reasoner > 600_000 > meta.n_params_synthesizer > 100_000
     assert meta.seconds_total >= meta.seconds_reasoner
 
 
-def test_same_seed_gives_identical_weights(tiny_run: pretrain.PretrainResult, tmp_path: Path) -> None:
+def _weights(folder: Path, role: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
+    return load_file(folder / role / "model.safetensors")
+
+
+def test_same_seed_gives_identical_weights(tiny_run: pretrain.PretrainResult, tmp_path: Path) -> None:
     again = pretrain_arith(tmp_path / "again", seed=3, **NO_EVAL)  # evaluation does not touch the weights
     other = pretrain_arith(tmp_path / "other", seed=4, **NO_EVAL)
     for role in ("reasoner", "synthesizer"):
-        first = load_file(tiny_run.out_dir / role / "model.safetensors")
-        second = load_file(again.out_dir / role / "model.safetensors")
-        third = load_file(other.out_dir / role / "model.safetensors")
+        first, second, third = (_weights(r.out_dir, role) for r in (tiny_run, again, other))
         assert first.keys() == second.keys()
         assert all(torch.equal(first[k], second[k]) for k in first)
         assert not all(torch.equal(first[k], third[k]) for k in first)
+
+
+def test_parallel_workers_give_the_same_weights(tiny_run: pretrain.PretrainResult, tmp_path: Path) -> None:
+    par = pretrain_arith(tmp_path / "par", seed=3, **(NO_EVAL | {"parallel": True}))
+    assert par.meta.parallel and not tiny_run.meta.parallel
+    for role in ("reasoner", "synthesizer"):
+        first, second = _weights(tiny_run.out_dir, role), _weights(par.out_dir, role)
+        assert all(torch.equal(first[k], second[k]) for k in first)
 
 
 def test_thread_count_is_restored(tiny_run: pretrain.PretrainResult) -> None:
