@@ -9,7 +9,8 @@ generated data, with the loss on the completion only:
   weighted toward the easy end and stopped early, so that before co-training it
   solves the easy levels, fails the hard ones and is *partially* competent
   (greedy held-out accuracy between ~0.2 and ~0.8) on several levels in between;
-* the **Synthesizer** on ``<report>\\nCARD:`` -> a compact nine-field JSON card
+* the **Synthesizer** (char tokenizer plus the card's JSON keys as whole tokens)
+  on ``<report>\\nCARD:`` -> a compact nine-field JSON card
   with the level drawn uniformly and a random capability-report-like prefix (so
   it writes well-formed, diverse cards over all levels whatever the report says).
 
@@ -43,7 +44,7 @@ from pydantic import BaseModel
 
 from synco.records import CARD_FIELDS
 from synco.worlds.arith import ArithDomain
-from synco.worlds.charlm import char_tokenizer, tiny_llama
+from synco.worlds.charlm import card_tokenizer, char_tokenizer, tiny_llama
 
 if TYPE_CHECKING:
     import torch
@@ -392,7 +393,7 @@ def train_role(spec: RoleSpec) -> RoleResult:
     try:
         t0 = time.perf_counter()
         domain = ArithDomain()
-        tokenizer = char_tokenizer()
+        tokenizer = char_tokenizer() if spec.role == "reasoner" else card_tokenizer()
         model = tiny_llama(tokenizer, seed=spec.seed, hidden_size=spec.hidden, num_layers=spec.layers)
         init_weights(model, INIT_STD, spec.seed)
         rng = random.Random(f"arith-{spec.role}-{spec.seed}")
@@ -439,9 +440,11 @@ def pretrain_arith(
     """Train and save the arith warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
 
     ``lr`` is the Reasoner's peak learning rate. The Synthesizer is a narrower,
-    shallower ``tiny_llama`` (``synthesizer_hidden`` x ``synthesizer_layers``):
-    its ~230-character cards dominate the cost of its training and of every
-    co-training step, while writing them needs little capacity.
+    shallower ``tiny_llama`` (``synthesizer_hidden`` x ``synthesizer_layers``)
+    with the card tokenizer (``charlm.card_tokenizer``: the JSON keys are whole
+    tokens, so a ~230-character card is ~45 tokens): its cards dominate the cost
+    of its training and of every co-training step, while writing them needs
+    little capacity.
 
     With ``parallel`` the two agents train at the same time in two worker
     processes with ``num_threads`` torch threads each (two cores busy with one
