@@ -51,6 +51,20 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     text = format_summary(summary)
     assert "held-out" in text and "time per step" in text
 
+    # `synco analyze` on this real run directory: its counts agree with the pool and the report embeds every plot.
+    assert main(["analyze", str(run)]) == 0
+    out = run / "analysis"
+    stats = json.loads((out / "summary.json").read_text())
+    assert (stats["n_steps"], stats["n_tasks"], stats["n_valid"]) == (3, 24, n_valid)
+    counts = stats["outcomes"]["counts"]
+    assert counts["gradient_bearing"] == sum(r["n_gradient_bearing"] for r in rows)
+    assert sum(counts.values()) == n_valid
+    html = (out / "report.html").read_text()
+    pngs = sorted(out.glob("*.png"))
+    assert len(pngs) >= 6
+    for png in pngs:
+        assert png.stat().st_size > 1000 and png.name in html
+
 
 @pytest.mark.slow
 def test_same_seed_same_metrics_and_resume_is_exact(tmp_path):

@@ -1,4 +1,4 @@
-"""The ``synco`` command line: train, pretrain, config, eval, analyze, compare, contamination, data.
+"""The ``synco`` command line: train, pretrain, config, eval, analyze, compare, contamination, data, merge.
 
 Heavy imports (torch, transformers) happen inside the subcommands, so
 ``synco --help`` is instant.
@@ -14,8 +14,17 @@ OVERRIDES_HELP = ("dotted config overrides, e.g. steps=50 reasoner.grpo.lr=3e-5 
                   "(see `synco config --reference` for every field)")
 
 
+def _preset_names() -> list[str]:
+    """Names of the preset YAML files shipped in ``synco/presets`` (read without importing synco.config)."""
+    from importlib import resources
+
+    return sorted(f.name[: -len(".yaml")] for f in (resources.files("synco") / "presets").iterdir()
+                  if f.name.endswith(".yaml"))
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="arith", help="built-in preset: arith (embedded default) or paper (default: %(default)s)")
+    p.add_argument("--preset", default="arith",
+                   help=f"built-in preset: {', '.join(_preset_names())} (default: %(default)s)")
     p.add_argument("--config", type=Path, default=None, help="YAML file applied on top of the preset")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=OVERRIDES_HELP)
 
@@ -60,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     configure_eval(sub.add_parser("eval", help="evaluate a model on the math benchmarks (accuracy.json, raw outputs)"))
     configure_contamination(sub.add_parser("contamination", help="near-duplicates between a run's tasks and benchmark questions"))
     configure_data(sub.add_parser("data", help="download and convert the benchmarks from the Hugging Face hub (needs internet)"))
+
+    from synco.merge import configure_merge
+
+    configure_merge(sub.add_parser("merge", help="merge a saved LoRA adapter into its base model (full HF model folder)"))
     return parser
 
 
@@ -154,8 +167,15 @@ def cmd_data(args: argparse.Namespace) -> int:
     return run_data(args)
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from synco.merge import run_merge
+
+    return run_merge(args)
+
+
 _COMMANDS = {"train": cmd_train, "pretrain": cmd_pretrain, "config": cmd_config, "analyze": cmd_analyze,
-             "compare": cmd_compare, "eval": cmd_eval, "contamination": cmd_contamination, "data": cmd_data}
+             "compare": cmd_compare, "eval": cmd_eval, "contamination": cmd_contamination, "data": cmd_data,
+             "merge": cmd_merge}
 
 if __name__ == "__main__":
     sys.exit(main())

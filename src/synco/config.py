@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from synco.policy import PolicyConfig
 from synco.report import ReportConfig
 from synco.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.verifier import VerifierConfig
 
-PRESETS = ("arith", "paper")
+PRESETS = ("arith", "paper", "paper-1gpu", "smollm2")
 
 
 class ConfigError(ValueError):
@@ -43,7 +43,12 @@ class RunConfig(BaseModel):
     k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
     report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
     group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
-    consensus: bool = Field(True, description="Apply the consensus check to the K attempts when the domain has no exact oracle.")
+    consensus: bool = Field(True, description="Apply the consensus check (independent answers must not agree on another answer) when the domain has no exact oracle.")
+    consensus_solver: Literal["reasoner", "checker"] = Field(
+        "reasoner", description="Who answers for consensus: reasoner (reuse the K attempts) or checker (a separate frozen model samples consensus_m answers per valid card before the Reasoner solves it; cards it rejects get no rollouts).")
+    consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
+    checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model.")
+    prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
     runs_dir: str = Field("runs", description="Folder that holds run directories.")
@@ -54,6 +59,7 @@ class RunConfig(BaseModel):
     wandb: bool = Field(False, description="Log metrics to Weights & Biases (needs `pip install wandb`).")
     wandb_project: str = Field("synco", description="Weights & Biases project name.")
     progress: bool = Field(True, description="Show a progress bar with live metrics.")
+    shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
     synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/synthesizer"),
                                       description="The Synthesizer policy: model, sampling and GRPO settings.")
     reasoner: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/reasoner"),
@@ -62,6 +68,16 @@ class RunConfig(BaseModel):
     report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
+
+    @model_validator(mode="after")
+    def _check_shared_base(self) -> "RunConfig":
+        if self.shared_base:
+            from synco.shared_base import shared_base_problems
+
+            problems = shared_base_problems(self.synthesizer, self.reasoner)
+            if problems:
+                raise ValueError("shared_base=true needs one base and equal LoRA settings: " + "; ".join(problems))
+        return self
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

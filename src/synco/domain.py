@@ -1,9 +1,10 @@
 """What a task domain supplies to the co-training loop.
 
-A domain owns the prompts of both agents and the knowledge that is specific to
-its tasks: an exact oracle when one exists (arithmetic), the factors that the
-capability report groups by, a fixed task generator for the ``static`` baseline
-and a held-out set that training must never touch. The loop itself is domain-free.
+A domain owns the prompts of both agents (user and system messages) and the
+knowledge that is specific to its tasks: an exact oracle when one exists
+(arithmetic), the factors that the capability report groups by, a fixed task
+generator for the ``static`` baseline and a held-out set that training must
+never touch. The loop itself is domain-free.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ class Domain(Protocol):
 
     def reasoner_prompt(self, problem: str) -> str:
         """The Reasoner's user prompt: only the problem (and the answer-format instruction)."""
+        ...
+
+    def synthesizer_system_prompt(self) -> str | None:
+        """The Synthesizer's system prompt, or None to leave it to the policy (``PolicyConfig.system_prompt``)."""
+        ...
+
+    def reasoner_system_prompt(self) -> str | None:
+        """The Reasoner's system prompt, or None to leave it to the policy (``PolicyConfig.system_prompt``)."""
         ...
 
     def oracle(self, card: TaskCard) -> str | None:

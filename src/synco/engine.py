@@ -1,7 +1,8 @@
 """One co-training step, top to bottom.
 
     report ─▶ Synthesizer samples N cards ─▶ verifier (parse, checks, novelty, oracle)
-          ─▶ Reasoner solves each valid card K times ─▶ grade ─▶ consensus
+          [─▶ consensus by a separate frozen checker, M answers per valid card]
+          ─▶ Reasoner solves each valid card K times ─▶ grade ─▶ consensus (on the K attempts)
           ─▶ rewards for both ─▶ GRPO update of the Reasoner (and of the Synthesizer
              in ``cotrain`` mode) ─▶ the whole step into the pool, one transaction
 
@@ -22,7 +23,7 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel
 
-from synco.answers import AnswerChecker, extract_answer_with_method
+from synco.answers import AnswerChecker, extract_answer, extract_answer_with_method
 from synco.domain import Domain
 from synco.grpo import group_advantages
 from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats
@@ -59,7 +60,7 @@ class StepStats(BaseModel):
     synth_reward: float = 0.0
     synth_groups_skipped: int = 0
     reasoner_groups_skipped: int = 0
-    label_agreement: float | None = None  # mean consensus agreement of valid cards (no-oracle domains)
+    label_agreement: float | None = None  # mean consensus agreement over the cards consensus judged (no-oracle domains)
     reasoner_loss: float | None = None
     synth_loss: float | None = None
     reasoner_grad_norm: float | None = None
@@ -87,7 +88,9 @@ class StepSettings:
     synth_rewards: SynthesizerRewardConfig = field(default_factory=SynthesizerRewardConfig)
     synth_scale_by_std: bool = True
     reasoner_scale_by_std: bool = True
-    consensus: bool = True  # apply the verifier's consensus check to the K attempts (no-oracle domains)
+    consensus: bool = True  # apply the verifier's consensus check (no-oracle domains)
+    consensus_m: int = 4  # answers the separate consensus checker samples per valid card
+    checker_sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
 @dataclass
@@ -103,6 +106,7 @@ class CoTrainState:
     pool: TaskPool
     report: CapabilityReport
     rng: random.Random
+    consensus_checker: Policy | None = None  # frozen model answering for consensus; None: reuse the K attempts
 
 
 class _Timer:
@@ -127,7 +131,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     else:
         per_context = max(1, s.n_cards // s.n_contexts)
         t = time.perf_counter()
-        prompt = state.synthesizer.format_prompt(synth_prompt)
+        prompt = state.synthesizer.format_prompt(synth_prompt, system=state.domain.synthesizer_system_prompt())
         groups = state.synthesizer.generate([prompt] * s.n_contexts, per_context, s.synth_sampling)
         timer.add("generate", t)
         synth_samples = [c for g in groups for c in g]
@@ -147,21 +151,39 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         cards.append(card)
         verdicts.append(verdict)
     valid_idx = [i for i, v in enumerate(verdicts) if v.valid]
+    reasoner_system = state.domain.reasoner_system_prompt()
+    use_checker = s.consensus and not state.domain.has_oracle and state.consensus_checker is not None
+
+    # 2b. Consensus by a separate frozen checker (when configured): M independent answers per valid
+    #     card; a card it rejects gets no Reasoner rollouts.
+    if use_checker and valid_idx:
+        checker = state.consensus_checker
+        assert checker is not None
+        prompts = [checker.format_prompt(state.domain.reasoner_prompt(cards[i].problem), system=reasoner_system)  # type: ignore[union-attr]
+                   for i in valid_idx]
+        t = time.perf_counter()
+        answer_groups = checker.generate(prompts, s.consensus_m, s.checker_sampling)
+        timer.add("generate", t)
+        for i, group in zip(valid_idx, answer_groups):
+            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [extract_answer(c.text) for c in group])
+        valid_idx = [i for i in valid_idx if verdicts[i].valid]
 
     # 3. Solve: the Reasoner answers every valid card K times.
     attempts: list[list[Completion]] = []
     if valid_idx:
-        prompts = [state.reasoner.format_prompt(state.domain.reasoner_prompt(cards[i].problem)) for i in valid_idx]  # type: ignore[union-attr]
+        prompts = [state.reasoner.format_prompt(state.domain.reasoner_prompt(cards[i].problem), system=reasoner_system)  # type: ignore[union-attr]
+                   for i in valid_idx]
         t = time.perf_counter()
         attempts = state.reasoner.generate(prompts, s.k, s.reasoner_sampling)
         timer.add("generate", t)
 
-    # 4. Grade each attempt against the verdict's reference; 5. consensus on the same attempts.
+    # 4. Grade each attempt against the verdict's reference; 5. consensus on the same attempts
+    #    (unless a separate checker already judged the card in 2b).
     rollouts: dict[int, list[Rollout]] = {}
     for i, group in zip(valid_idx, attempts):
         reference = verdicts[i].reference or cards[i].final_answer  # type: ignore[union-attr]
         graded = [_grade(c, reference, state.checker, s.reasoner_rewards) for c in group]
-        if s.consensus and not state.domain.has_oracle:
+        if s.consensus and not state.domain.has_oracle and not use_checker:
             verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded])
         rollouts[i] = graded
 
@@ -280,7 +302,7 @@ def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequ
     stats.n_reasoner_truncated = sum(ro.truncated for ro in rollouts)
     stats.n_synth_truncated = sum(1 for c in synth_samples if c is not None and c.truncated)
     stats.synth_reward = sum(r.synth_reward.total for r in records if r.synth_reward) / max(1, len(records))
-    agreements = [r.verdict.agreement for r in valid if r.verdict.agreement is not None]
+    agreements = [r.verdict.agreement for r in records if r.verdict.agreement is not None]
     stats.label_agreement = sum(agreements) / len(agreements) if agreements else None
     for rec in records:
         for code in rec.verdict.reason_codes:

@@ -282,6 +282,20 @@ def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+def lora_config(lora: LoraSettings, trainable: bool = True) -> Any:
+    """The ``peft.LoraConfig`` of ``lora`` settings (a causal-LM task; ``inference_mode`` when not trainable)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+        inference_mode=not trainable,
+    )
+
+
 # --------------------------------------------------------------------------- HF generator
 
 
@@ -440,6 +454,11 @@ class HFPolicy:
                 p.requires_grad_(False)
 
         self.step = 0
+        self._build_optimizer()
+
+    def _build_optimizer(self) -> None:
+        """AdamW over :meth:`trainable_parameters` and its warmup scheduler (None for a frozen policy)."""
+        cfg = self.config
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
         if cfg.trainable:
@@ -472,17 +491,9 @@ class HFPolicy:
 
     @staticmethod
     def _wrap_lora(model: torch.nn.Module, lora: LoraSettings, trainable: bool) -> torch.nn.Module:
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
 
-        lcfg = LoraConfig(
-            r=lora.rank,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            task_type="CAUSAL_LM",
-            inference_mode=not trainable,
-        )
-        return get_peft_model(model, lcfg)
+        return get_peft_model(model, lora_config(lora, trainable))
 
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         """``(name, parameter)`` of every parameter the optimizer updates."""

@@ -10,7 +10,12 @@ Shipped templates:
 * ``reasoner.txt``: the Reasoner's user message, the problem plus the
   instruction to reason step by step and box the single final answer;
 * ``reasoner_system.txt``: the Reasoner's system prompt (empty: no system
-  message, so the chat template's own default applies).
+  message, so the chat template's own default applies);
+* ``synthesizer_system.txt``: the math domain's Synthesizer system prompt (its
+  role and what makes a good task);
+* ``synthesizer.txt``: the math domain's Synthesizer user message, with
+  ``{{report}}``, ``{{rejections}}``, ``{{recent_tasks}}`` and ``{{schema}}``
+  (see ``synco.worlds.math``).
 
 Placeholders are written ``{{name}}`` (no spaces). :func:`render` replaces
 exactly the names it is given, in one pass, by plain text: LaTeX braces in

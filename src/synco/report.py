@@ -25,6 +25,9 @@ DUPLICATE_CODES: frozenset[str] = frozenset({"near_duplicate", "duplicate_in_ste
 MAX_LABEL_CHARS = 40
 """Factor keys, values and reason codes are cut to this many characters."""
 
+RECENT_PROBLEM_CHARS = 300
+"""Problems kept in ``CapabilityReport.recent_problems`` are cut to this many characters."""
+
 
 class ReportConfig(BaseModel):
     """Thresholds and sizes of the capability report."""
@@ -45,6 +48,7 @@ class ReportConfig(BaseModel):
     duplicate_alert: float = Field(0.1, ge=0, le=1, description="Duplicate share above this triggers a hint.")
     min_learnable_share: float = Field(0.5, ge=0, le=1, description="Learnable share below this triggers a hint.")
     band_alert: float = Field(0.3, ge=0, le=1, description="Too-easy or too-hard share >= this triggers a hint.")
+    recent_problems: int = Field(4, ge=0, description="Latest valid problems the report keeps (prompts that list them ask for something different).")
 
     @model_validator(mode="after")
     def _ordered_bands(self) -> "ReportConfig":
@@ -119,6 +123,7 @@ class CapabilityReport(BaseModel):
     over_covered: list[CoverageStat] = Field(default_factory=list)
     under_covered: list[CoverageStat] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
+    recent_problems: list[str] = Field(default_factory=list)  # latest valid problems, oldest first, each <= RECENT_PROBLEM_CHARS
     config: ReportConfig = Field(default_factory=ReportConfig)
 
     @property
@@ -249,11 +254,20 @@ def build_report(
         weakest=_weakest(factors, n_measured, config),
         over_covered=[],
         under_covered=[],
+        recent_problems=_recent_problems(valid, config.recent_problems),
         config=config,
     )
     report.over_covered, report.under_covered = _coverage(valid, config)
     report.recommendations = _recommendations(report)
     return report
+
+
+def _recent_problems(valid: Sequence[TaskRecord], n: int) -> list[str]:
+    """The problems of the latest ``n`` valid records (oldest first), whitespace collapsed and cut."""
+    if n <= 0:
+        return []
+    problems = [" ".join(r.card.problem.split())[:RECENT_PROBLEM_CHARS] for r in valid if r.card is not None]
+    return problems[-n:]
 
 
 def _reason_counts(records: Sequence[TaskRecord], top_k: int) -> list[ReasonCount]:

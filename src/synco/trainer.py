@@ -11,7 +11,7 @@ Run directory::
                   valid_tasks.jsonl  the synthesized dataset (written at the end)
                   metrics.jsonl      one line per step
                   reports/step_N.txt every capability report as rendered
-                  checkpoints/step_N/{synthesizer,reasoner}/  HF format
+                  checkpoints/step_N/{synthesizer,reasoner}/  HF format (the adapter only under LoRA)
                   checkpoints/step_N/trainer_state.pt          step, RNG states, report
                   summary.json       before/after held-out accuracy and run statistics
 """
@@ -60,12 +60,15 @@ class RunSummary(BaseModel):
 
 
 def resolve_model_path(path: str) -> str:
-    """``builtin:arith/<role>`` -> the shipped warm-start checkpoint; anything else unchanged."""
+    """``builtin:arith/<role>`` -> the shipped warm-start checkpoint; a model preset (``smollm2``) -> its
+    cached HF folder (converted on first use, see ``synco.models``); anything else unchanged."""
     if path.startswith("builtin:arith/"):
         from synco.pretrain import load_arith_warm_start
 
         return str(load_arith_warm_start() / path.split("/", 1)[1])
-    return path
+    from synco.models import resolve_model
+
+    return resolve_model(path)
 
 
 def build_domain(cfg: RunConfig) -> Domain:
@@ -73,11 +76,51 @@ def build_domain(cfg: RunConfig) -> Domain:
         from synco.worlds.arith import ArithDomain
 
         return ArithDomain()
+    if cfg.domain == "math":
+        from synco.worlds.math import MathDomain
+
+        return MathDomain(prompts_dir=cfg.prompts_dir)
     raise ValueError(f"domain: unknown domain {cfg.domain!r}")
 
 
+def build_consensus_checker(cfg: RunConfig, domain: Domain) -> HFPolicy | None:
+    """The frozen consensus checker when ``consensus_solver=checker`` applies (no oracle, consensus on), else None.
+
+    ``cfg.checker`` (default: the reasoner's settings and initial model) with ``trainable`` forced off;
+    its sampling parameters are the checker's ``sampling``.
+    """
+    if cfg.consensus_solver != "checker" or not cfg.consensus or domain.has_oracle:
+        return None
+    base = cfg.checker if cfg.checker is not None else cfg.reasoner.model_copy(update={"lora": None})
+    return build_policy(base.model_copy(update={"trainable": False}))
+
+
 def build_policy(cfg: PolicyConfig, model_path: str | None = None) -> HFPolicy:
+    """One learner from its config; ``model_path`` (a checkpoint folder) replaces the config's model.
+
+    A LoRA checkpoint folder holds the adapter only (``adapter_config.json``):
+    the base still comes from the config and the adapter is loaded on top.
+    """
+    if model_path is not None and cfg.lora is not None and (Path(model_path) / "adapter_config.json").is_file():
+        cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"adapter_path": model_path})})
+        model_path = None
     return HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
+
+
+def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[HFPolicy, HFPolicy]:
+    """(synthesizer, reasoner): two HFPolicy, or two adapter views of one shared base when ``cfg.shared_base``.
+
+    With ``ckpt`` the weights (or adapters) come from ``ckpt/{synthesizer,reasoner}``;
+    optimizer states are loaded by the caller.
+    """
+    dirs = (None, None) if ckpt is None else (str(ckpt / "synthesizer"), str(ckpt / "reasoner"))
+    if cfg.shared_base:
+        from synco.shared_base import SharedBase
+
+        shared = SharedBase.from_configs(cfg.synthesizer, cfg.reasoner,
+                                         model_path=resolve_model_path(cfg.synthesizer.model_path), adapter_dirs=dirs)
+        return shared.synthesizer, shared.reasoner
+    return build_policy(cfg.synthesizer, dirs[0]), build_policy(cfg.reasoner, dirs[1])
 
 
 def seed_everything(seed: int) -> None:
@@ -114,7 +157,8 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
     correct: dict[str, list[bool]] = {}
     for start in range(0, len(items), batch_size):
         chunk = items[start:start + batch_size]
-        prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem)) for it in chunk]
+        prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem), system=domain.reasoner_system_prompt())
+                   for it in chunk]
         outs = policy.generate(prompts, 1, params)
         for it, group in zip(chunk, outs):
             ans = extract_answer(group[0].text)
@@ -179,12 +223,8 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
     checker = AnswerChecker()
     heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
 
-    if ckpt is None:
-        synthesizer = build_policy(cfg.synthesizer)
-        reasoner = build_policy(cfg.reasoner)
-    else:
-        synthesizer = build_policy(cfg.synthesizer, str(ckpt / "synthesizer"))
-        reasoner = build_policy(cfg.reasoner, str(ckpt / "reasoner"))
+    synthesizer, reasoner = build_policies(cfg, ckpt)
+    if ckpt is not None:
         synthesizer.load_state(ckpt / "synthesizer_state")
         reasoner.load_state(ckpt / "reasoner_state")
 
@@ -208,9 +248,11 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
         reasoner_rewards=cfg.reasoner_rewards, synth_rewards=cfg.synth_rewards,
         synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
         reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
+        consensus_m=cfg.consensus_m, checker_sampling=(cfg.checker or cfg.reasoner).sampling,
     )
     state = CoTrainState(settings=settings, domain=domain, synthesizer=synthesizer, reasoner=reasoner,
-                         verifier=verifier, checker=checker, pool=pool, report=report, rng=rng)
+                         verifier=verifier, checker=checker, pool=pool, report=report, rng=rng,
+                         consensus_checker=build_consensus_checker(cfg, domain))
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=start_step, heldout=heldout)
 
 
@@ -289,6 +331,15 @@ def _tb_name(key: str) -> str:
     return "tasks/" + key
 
 
+def progress_postfix(stats: StepStats) -> dict[str, str]:
+    """The live metrics on the progress bar; ``agree`` (label agreement) only when consensus ran."""
+    postfix = {"R_rew": f"{stats.reasoner_reward:.2f}", "valid": f"{stats.valid_rate:.2f}",
+               "grad": f"{stats.gradient_share:.2f}", "S_rew": f"{stats.synth_reward:+.2f}"}
+    if stats.label_agreement is not None:
+        postfix["agree"] = f"{stats.label_agreement:.2f}"
+    return postfix
+
+
 def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
     """Run (or resume) a co-training run to ``cfg.steps`` steps and return its summary."""
     from tqdm.auto import tqdm
@@ -311,8 +362,7 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
                 (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
                 save_checkpoint(run, step)
-            bar.set_postfix(R_rew=f"{stats.reasoner_reward:.2f}", valid=f"{stats.valid_rate:.2f}",
-                            grad=f"{stats.gradient_share:.2f}", S_rew=f"{stats.synth_reward:+.2f}", refresh=False)
+            bar.set_postfix(progress_postfix(stats), refresh=False)
         if cfg.steps > run.start_step or latest_checkpoint(run.dir) is None:
             save_checkpoint(run, cfg.steps - 1)
     finally:

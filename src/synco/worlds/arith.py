@@ -417,6 +417,14 @@ class ArithDomain:
         """``Q:<problem>\\nA:``; the Reasoner answers with ``\\boxed{<int>}``."""
         return f"Q:{problem}\nA:"
 
+    def synthesizer_system_prompt(self) -> str | None:
+        """None: the tiny char models have no chat template and see no system prompt."""
+        return None
+
+    def reasoner_system_prompt(self) -> str | None:
+        """None: the tiny char models have no chat template and see no system prompt."""
+        return None
+
     def format_reasoner_answer(self, answer: str | int) -> str:
         """The Reasoner's target completion for an answer, e.g. ``\\boxed{2082}``."""
         return "\\boxed{" + str(answer) + "}"
