@@ -15,7 +15,6 @@ from synco.evaluation import (
     ACCURACY_FILE,
     CHECKS_FILE,
     EvalError,
-    EvalHFGenerator,
     EvalSettings,
     configure_eval,
     evaluate,
@@ -273,9 +272,10 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_eval_generator_matches_the_training_generator_when_greedy(tiny_model_dir: Path) -> None:
+def test_eval_generator_keeps_no_logprobs_and_matches_the_training_generator_when_greedy(tiny_model_dir: Path) -> None:
     policy = load_hf_policy(str(tiny_model_dir), device="cpu", batch_size=2)
-    assert isinstance(policy.generator, EvalHFGenerator)  # type: ignore[attr-defined]
+    gen = policy.generator  # type: ignore[attr-defined]
+    assert isinstance(gen, HFGenerator) and not gen.keep_logprobs and gen.max_positions == 40
     prompts = ["1+1=", "22+3=", "7*8="]
     params = SamplingParams(greedy=True, max_new_tokens=6)
     ours = policy.generate(prompts, 1, params)

@@ -49,19 +49,16 @@ import sys
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from synco.answers import AnswerChecker, extract_answer_with_method
 from synco.benchmarks import BENCHMARK_NAMES, BenchmarkError, BenchmarkItem, discover_benchmarks, load_benchmark
 from synco.models import ModelNotAvailable
-from synco.policy import Completion, HFGenerator, SamplingParams, _cut_at_eos, _left_pad
 from synco.prompts import PromptError, load_prompt, render
 from synco.records import ExtractionMethod
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import torch
+from synco.sampling import Completion, SamplingParams
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
 """Where ``synco data`` writes the benchmark files and ``synco eval`` looks for them."""
@@ -509,62 +506,10 @@ def load_eval_benchmarks(data_dir: str | Path, names: Sequence[str] | None = Non
 # --------------------------------------------------------------------------- backends
 
 
-class EvalHFGenerator(HFGenerator):
-    """:class:`HFGenerator` for evaluation: no per-token logits are kept (``logprobs`` stay empty).
-
-    Storing the logits of every step costs batch x steps x vocab floats
-    (12 GB for 16 rows x 4096 steps x 49k vocab), which long eval budgets
-    cannot afford. The budget is also capped at the model's context length.
-    """
-
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, eos_ids: Sequence[int], pad_id: int,
-                 batch_size: int = 16, max_positions: int | None = None) -> None:
-        super().__init__(model, tokenizer, eos_ids, pad_id, batch_size)
-        self.max_positions = max_positions
-
-    def _generation_config(self, params: SamplingParams) -> Any:
-        cfg = super()._generation_config(params)
-        cfg.output_logits = False
-        cfg.return_dict_in_generate = False
-        return cfg
-
-    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
-        import torch
-
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        rows = [(p, list(ids)) for p, ids in enumerate(prompt_ids) for _ in range(n)]
-        out: list[list[Completion]] = [[] for _ in prompt_ids]
-        eos = set(self.eos_ids)
-        device = next(self.model.parameters()).device
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            for start in range(0, len(rows), self.batch_size):
-                chunk = rows[start : start + self.batch_size]
-                ids, att = _left_pad([r for _, r in chunk], self.pad_id, device)
-                budget = params.max_new_tokens
-                if self.max_positions is not None:
-                    budget = max(1, min(budget, self.max_positions - ids.shape[1]))
-                cfg = self._generation_config(params.model_copy(update={"max_new_tokens": budget}))
-                with torch.no_grad():
-                    seqs = self.model.generate(input_ids=ids, attention_mask=att, generation_config=cfg)
-                for (p, prompt), g in zip(chunk, seqs[:, ids.shape[1] :].tolist(), strict=True):
-                    comp, stopped = _cut_at_eos(g, eos)
-                    out[p].append(Completion(
-                        text=self.tokenizer.decode(comp, skip_special_tokens=True), prompt_ids=prompt,
-                        completion_ids=comp, logprobs=[], truncated=not stopped,
-                        finish_reason="stop" if stopped else "length",
-                    ))  # fmt: skip
-        finally:
-            self.model.train(was_training)
-        return out
-
-
 def load_hf_policy(model_path: str, device: str = "auto", dtype: str = "auto", batch_size: int = 16,
                    seed: int = 0) -> EvalPolicy:
-    """A frozen :class:`~synco.policy.HFPolicy` that generates with :class:`EvalHFGenerator`."""
-    from synco.policy import HFPolicy, PolicyConfig, resolve_device
+    """A frozen :class:`~synco.policy.HFPolicy` whose generator keeps no log-probs and respects the context length."""
+    from synco.policy import HFGenerator, HFPolicy, PolicyConfig, resolve_device
 
     if dtype == "auto":
         dtype = "bfloat16" if resolve_device(device).type == "cuda" else "float32"
@@ -572,8 +517,8 @@ def load_hf_policy(model_path: str, device: str = "auto", dtype: str = "auto", b
                        generation_batch_size=batch_size, seed=seed)
     policy = HFPolicy.from_config(cfg)
     max_pos = getattr(policy.model.config, "max_position_embeddings", None)
-    policy.generator = EvalHFGenerator(policy.model, policy.tokenizer, policy.eos_ids, policy.pad_id,
-                                       batch_size=batch_size, max_positions=int(max_pos) if max_pos else None)
+    policy.generator = HFGenerator(policy.model, policy.tokenizer, policy.eos_ids, policy.pad_id, batch_size=batch_size,
+                                   keep_logprobs=False, max_positions=int(max_pos) if max_pos else None)
     return policy
 
 

@@ -31,8 +31,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from synco.grpo import GRPOConfig, policy_loss
+from synco.sampling import Completion, Experience, SamplingParams  # re-exported: the records live torch-free
 
-FinishReason = Literal["stop", "length"]
 DType = Literal["float32", "bfloat16", "float16"]
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 STATE_FILE = "learner_state.pt"
@@ -40,59 +40,6 @@ STATE_FILE = "learner_state.pt"
 
 
 # --------------------------------------------------------------------------- records
-
-
-class SamplingParams(BaseModel):
-    """How completions are sampled. Everything not listed here is neutral (no repetition penalty, no min-p, ...)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    temperature: float = Field(1.0, gt=0, description="Softmax temperature used for sampling (log-probs are still reported at temperature 1).")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass; 1.0 disables it.")
-    top_k: int = Field(0, ge=0, description="Sample among the k most likely tokens; 0 disables it.")
-    max_new_tokens: int = Field(256, ge=1, description="Completion length budget; a completion without EOS within it is 'truncated'.")
-    greedy: bool = Field(False, description="Argmax decoding (ignores temperature/top_p/top_k).")
-
-
-@dataclass
-class Experience:
-    """One sampled completion with its advantage, ready for a GRPO update.
-
-    ``old_logprobs`` are the per-completion-token log-probs under the sampling
-    policy (e.g. ``Completion.logprobs``); None means "use the current policy's
-    detached log-probs", i.e. an exactly on-policy step with ratio 1.
-    """
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    advantage: float
-    old_logprobs: list[float] | None = None
-
-
-@dataclass
-class Completion:
-    """One sampled completion.
-
-    ``completion_ids`` carry no padding and include the EOS token when one was
-    generated; ``logprobs`` has one entry per completion id (log-prob under the
-    model at temperature 1); ``text`` is decoded with special tokens skipped.
-    """
-
-    text: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    truncated: bool
-    finish_reason: FinishReason
-
-    def to_experience(self, advantage: float, keep_logprobs: bool = True) -> Experience:
-        """The :class:`Experience` of this completion with ``advantage`` (sampling log-probs kept as old log-probs)."""
-        return Experience(
-            prompt_ids=list(self.prompt_ids),
-            completion_ids=list(self.completion_ids),
-            advantage=float(advantage),
-            old_logprobs=list(self.logprobs) if keep_logprobs else None,
-        )
 
 
 @dataclass
@@ -306,15 +253,21 @@ class HFGenerator:
     Per-token log-probs come from the raw (pre-temperature, pre-top-k/p) logits
     that ``output_logits=True`` returns, so they are the model's temperature-1
     log-probs — what the GRPO ratio compares against. Those logits are stored for
-    every step, hence ``batch_size`` rows per ``generate`` call.
+    every step, hence ``batch_size`` rows per ``generate`` call. Evaluation sets
+    ``keep_logprobs=False`` (``logprobs`` stay empty; storing batch x steps x
+    vocab floats is 12 GB for 16 rows x 4096 steps x 49k vocab) and
+    ``max_positions`` (the budget is capped at the model's context length).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, eos_ids: Sequence[int], pad_id: int, batch_size: int = 64) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, eos_ids: Sequence[int], pad_id: int,
+                 batch_size: int = 64, keep_logprobs: bool = True, max_positions: int | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = list(eos_ids)
         self.pad_id = pad_id
         self.batch_size = batch_size
+        self.keep_logprobs = keep_logprobs
+        self.max_positions = max_positions
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Nothing to copy: sampling uses the training model itself."""
@@ -330,14 +283,14 @@ class HFGenerator:
             num_beams=1,
             repetition_penalty=1.0,
             no_repeat_ngram_size=0,
-            return_dict_in_generate=True,
-            output_logits=True,
+            return_dict_in_generate=self.keep_logprobs,
+            output_logits=self.keep_logprobs,
             pad_token_id=self.pad_id,
             eos_token_id=self.eos_ids,
             use_cache=True,
         )
-        if params.greedy:
-            return GenerationConfig(do_sample=False, temperature=1.0, top_p=1.0, top_k=0, **common)
+        if params.greedy:  # sampling knobs at transformers' neutral defaults (others trigger a warning)
+            return GenerationConfig(do_sample=False, temperature=1.0, top_p=1.0, top_k=50, **common)
         return GenerationConfig(
             do_sample=True,
             temperature=params.temperature,
@@ -354,7 +307,6 @@ class HFGenerator:
             raise ValueError(f"n must be >= 1, got {n}")
         rows = [(p, list(ids)) for p, ids in enumerate(prompt_ids) for _ in range(n)]
         out: list[list[Completion]] = [[] for _ in prompt_ids]
-        gen_cfg = self._generation_config(params)
         eos = set(self.eos_ids)
         device = _model_device(self.model)
         was_training = self.model.training
@@ -363,18 +315,26 @@ class HFGenerator:
             for start in range(0, len(rows), self.batch_size):
                 chunk = rows[start : start + self.batch_size]
                 ids, att = _left_pad([r for _, r in chunk], self.pad_id, device)
+                budget = params.max_new_tokens
+                if self.max_positions is not None:
+                    budget = max(1, min(budget, self.max_positions - ids.shape[1]))
+                gen_cfg = self._generation_config(params.model_copy(update={"max_new_tokens": budget}))
                 with torch.no_grad():
                     res = self.model.generate(input_ids=ids, attention_mask=att, generation_config=gen_cfg)
-                gen = res.sequences[:, ids.shape[1] :]
-                steps = min(len(res.logits), gen.shape[1])
-                lp = torch.empty((len(chunk), steps), dtype=torch.float32, device=gen.device)
-                for t in range(steps):
-                    step_lp = torch.log_softmax(res.logits[t].float(), dim=-1)
-                    lp[:, t] = step_lp.gather(-1, gen[:, t : t + 1]).squeeze(-1)
-                del res
-                gen_list, lp_list = gen.tolist(), lp.tolist()
+                if self.keep_logprobs:
+                    gen = res.sequences[:, ids.shape[1] :]
+                    steps = min(len(res.logits), gen.shape[1])
+                    lp = torch.empty((len(chunk), steps), dtype=torch.float32, device=gen.device)
+                    for t in range(steps):
+                        step_lp = torch.log_softmax(res.logits[t].float(), dim=-1)
+                        lp[:, t] = step_lp.gather(-1, gen[:, t : t + 1]).squeeze(-1)
+                    del res
+                    gen_list, lp_list = [g[:steps] for g in gen.tolist()], lp.tolist()
+                else:
+                    gen_list = res[:, ids.shape[1] :].tolist()
+                    lp_list = [[] for _ in chunk]
                 for (p, prompt), g, l in zip(chunk, gen_list, lp_list, strict=True):
-                    comp, stopped = _cut_at_eos(g[:steps], eos)
+                    comp, stopped = _cut_at_eos(g, eos)
                     out[p].append(
                         Completion(
                             text=self.tokenizer.decode(comp, skip_special_tokens=True),
