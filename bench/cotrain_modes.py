@@ -1,6 +1,6 @@
 """Compare cotrain, frozen and static on the embedded world with matched settings and seeds.
 
-    python bench/cotrain_modes.py --steps 200 --seeds 0 1 2 [KEY=VALUE ...]
+    python bench/cotrain_modes.py --steps 200 --seeds 0 1 2 [--jobs 2] [KEY=VALUE ...]
 
 Prints, per mode (mean over seeds, with the per-seed values): the gradient-bearing
 share of valid tasks in the first vs last 10 % of steps, held-out greedy accuracy
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from synco.config import load_config
@@ -28,18 +30,20 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="runs in parallel, one torch thread each (default: %(default)s; 1: one run at a time, 2 threads)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run")
     args = ap.parse_args()
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-modes-"))
+    runs = [(mode, seed) for seed in args.seeds for mode in args.modes]
+    jobs = [(mode, seed, [f"mode={mode}", f"seed={seed}", f"steps={args.steps}", f"runs_dir={root}",
+                          f"run_id={mode}-s{seed}", "progress=false", "tensorboard=false",
+                          f"threads={1 if args.jobs > 1 else 2}", *args.overrides]) for mode, seed in runs]
     results: dict[str, list[RunSummary]] = {m: [] for m in args.modes}
-    for seed in args.seeds:
-        for mode in args.modes:
-            cfg = load_config("arith", overrides=[f"mode={mode}", f"seed={seed}", f"steps={args.steps}",
-                                                  f"runs_dir={root}", f"run_id={mode}-s{seed}", "progress=false",
-                                                  "tensorboard=false", *args.overrides])
-            s = train(cfg)
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+        for (mode, seed, _), s in zip(jobs, ex.map(_run, jobs)):
             results[mode].append(s)
             print(f"done {mode} seed={seed}: grad {s.gradient_share_first:.3f}->{s.gradient_share_last:.3f}, "
                   f"held-out mean {_mean(s.heldout_before):.3f}->{_mean(s.heldout_after):.3f}, "
@@ -74,6 +78,11 @@ def main() -> None:
         dist = {g: statistics.mean(r.groups_last.get(g, 0.0) for r in runs) for g in levels}
         print(f"  {mode:>8}: " + " ".join(f"{g}:{v:.2f}" for g, v in dist.items()))
     (root / "modes.json").write_text(json.dumps(table, indent=2))
+
+
+def _run(job: tuple[str, int, list[str]]) -> RunSummary:
+    """One run in a worker process (its config overrides in ``job``)."""
+    return train(load_config("arith", overrides=job[2]), log=lambda *a, **k: None)
 
 
 def _mean(d: dict[str, float]) -> float:
