@@ -47,9 +47,11 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     assert (run / "reports" / "step_2.txt").is_file()
     assert any((run / "tb").iterdir())
     assert set(summary.heldout_before) == set(summary.heldout_after) and summary.heldout_before
+    assert set(summary.heldout_sampled_before) == set(summary.heldout_sampled_after) == set(summary.heldout_before)
+    assert all(0 <= v <= 1 for v in [*summary.heldout_sampled_before.values(), *summary.heldout_sampled_after.values()])
     assert summary.steps == 3
     text = format_summary(summary)
-    assert "held-out" in text and "time per step" in text
+    assert "held-out" in text and "sampled" in text and "time per step" in text
 
     # `synco analyze` on this real run directory: its counts agree with the pool and the report embeds every plot.
     assert main(["analyze", str(run)]) == 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +45,8 @@ class RunSummary(BaseModel):
     steps: int
     heldout_before: dict[str, float] = {}
     heldout_after: dict[str, float] = {}
+    heldout_sampled_before: dict[str, float] = {}  # mean over heldout_samples answers at the training temperature
+    heldout_sampled_after: dict[str, float] = {}
     gradient_share_first: float = 0.0
     gradient_share_last: float = 0.0
     valid_rate: float = 0.0
@@ -151,19 +152,44 @@ def set_rng_state(state: dict[str, Any], rng: random.Random) -> None:
 
 
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
-                     max_new_tokens: int, batch_size: int = 256) -> dict[str, float]:
-    """Greedy held-out accuracy per group (e.g. difficulty level)."""
-    params = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
+                     max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
+                     n: int = 1, seed: int = 0) -> dict[str, float]:
+    """Held-out accuracy per group (e.g. difficulty level): greedy by default, else the mean over ``n`` samples.
+
+    Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is
+    repeatable and never shifts the training run's random stream.
+    """
+    import torch
+
+    params = params or SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
     correct: dict[str, list[bool]] = {}
-    for start in range(0, len(items), batch_size):
-        chunk = items[start:start + batch_size]
-        prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem), system=domain.reasoner_system_prompt())
-                   for it in chunk]
-        outs = policy.generate(prompts, 1, params)
-        for it, group in zip(chunk, outs):
-            ans = extract_answer(group[0].text)
-            correct.setdefault(it.group, []).append(ans is not None and checker.match(ans, it.answer))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
+            prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem), system=domain.reasoner_system_prompt())
+                       for it in chunk]
+            outs = policy.generate(prompts, n, params)
+            for it, group in zip(chunk, outs):
+                for c in group:
+                    ans = extract_answer(c.text)
+                    correct.setdefault(it.group, []).append(ans is not None and checker.match(ans, it.answer))
     return {g: sum(v) / len(v) for g, v in sorted(correct.items(), key=lambda kv: _group_key(kv[0]))}
+
+
+def evaluate_heldout_both(run: "Run") -> dict[str, dict[str, float]]:
+    """``{"greedy": ..., "sampled": ...}`` held-out accuracy of the run's Reasoner (sampled only when asked)."""
+    cfg, st = run.cfg, run.state
+    greedy = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, cfg.reasoner.sampling.max_new_tokens)
+    out = {"greedy": greedy}
+    if cfg.heldout_samples:
+        out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
+                                          params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed)
+    return out
+
+
+def _mean(d: dict[str, float]) -> float:
+    return sum(d.values()) / len(d) if d else float("nan")
 
 
 def _group_key(g: str) -> tuple[int, str]:
@@ -346,10 +372,9 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
 
     run = setup_run(cfg, resume)
     st = run.state
-    max_tokens = cfg.reasoner.sampling.max_new_tokens
     before_path = run.dir / "heldout_before.json"
     if run.heldout and not before_path.exists():
-        before_path.write_text(json.dumps(evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, max_tokens)))
+        before_path.write_text(json.dumps(evaluate_heldout_both(run)))
     loggers = _Loggers(run)
     bar = tqdm(range(run.start_step, cfg.steps), initial=run.start_step, total=cfg.steps, disable=not cfg.progress,
                desc="co-training", dynamic_ncols=True)
@@ -369,20 +394,24 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
         bar.close()
         loggers.close()
     st.pool.export_jsonl(run.dir / "valid_tasks.jsonl")
-    summary = summarize(run, before_path, max_tokens)
+    summary = summarize(run, before_path)
     (run.dir / "summary.json").write_text(summary.model_dump_json(indent=2))
     st.pool.close()
     return summary
 
 
-def summarize(run: Run, before_path: Path, max_tokens: int) -> RunSummary:
+def summarize(run: Run, before_path: Path) -> RunSummary:
     """Before/after held-out accuracy and the run's task statistics, from the run's files."""
-    st = run.state
     rows = [json.loads(ln) for ln in (run.dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
     summary = RunSummary(run_dir=str(run.dir), steps=len(rows))
     if run.heldout:
-        summary.heldout_before = json.loads(before_path.read_text())
-        summary.heldout_after = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, max_tokens)
+        before = json.loads(before_path.read_text())
+        if "greedy" not in before:  # a run directory written before sampled evaluation existed
+            before = {"greedy": before}
+        after = evaluate_heldout_both(run)
+        summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
+        if "sampled" in before and "sampled" in after:
+            summary.heldout_sampled_before, summary.heldout_sampled_after = before["sampled"], after["sampled"]
     if rows:
         w = max(1, len(rows) // 10)
         first, last = rows[:w], rows[-w:]
@@ -415,13 +444,22 @@ def format_summary(s: RunSummary) -> str:
     """The end-of-run table printed by ``synco train``."""
     out = [f"run: {s.run_dir}  ({s.steps} steps, {s.n_tasks} cards, {s.n_valid_tasks} valid)"]
     if s.heldout_before:
-        out.append("held-out greedy accuracy per level (before -> after):")
-        for g in s.heldout_before:
-            b, a = s.heldout_before[g], s.heldout_after.get(g, float("nan"))
-            out.append(f"  {g:>6}: {b:.2f} -> {a:.2f}  ({a - b:+.2f})")
-        mb = sum(s.heldout_before.values()) / len(s.heldout_before)
-        ma = sum(s.heldout_after.values()) / max(1, len(s.heldout_after))
-        out.append(f"  {'mean':>6}: {mb:.3f} -> {ma:.3f}  ({ma - mb:+.3f})")
+        sampled = bool(s.heldout_sampled_before)
+        out.append("held-out accuracy per level, before -> after: greedy" + ("  |  sampled" if sampled else ""))
+        nan = float("nan")
+        for g in [*s.heldout_before, "mean"]:
+            if g == "mean":
+                b, a = _mean(s.heldout_before), _mean(s.heldout_after)
+                sb, sa = _mean(s.heldout_sampled_before), _mean(s.heldout_sampled_after)
+                nd = 3
+            else:
+                b, a = s.heldout_before[g], s.heldout_after.get(g, nan)
+                sb, sa = s.heldout_sampled_before.get(g, nan), s.heldout_sampled_after.get(g, nan)
+                nd = 2
+            line = f"  {g:>6}: {b:.{nd}f} -> {a:.{nd}f}  ({a - b:+.{nd}f})"
+            if sampled:
+                line += f"  |  {sb:.{nd}f} -> {sa:.{nd}f}  ({sa - sb:+.{nd}f})"
+            out.append(line)
     out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
                f"last 10% {s.gradient_share_last:.2f}")
     out.append(f"verification pass rate: {s.valid_rate:.2%}")
