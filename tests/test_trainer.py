@@ -94,3 +94,19 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty" / "config.yaml").write_text("steps: 1\n")
     assert main(["train", "--resume", str(tmp_path / "empty")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
+    from synco.trainer import RunSummary
+
+    s = RunSummary(run_dir="r", steps=1, heldout_before={"L1": 0.5, "combinatorics": 0.25},
+                   heldout_after={"L1": 0.75, "combinatorics": 0.25},
+                   heldout_sampled_before={"L1": 0.5, "combinatorics": 0.0},
+                   heldout_sampled_after={"L1": 0.5, "combinatorics": 0.5})
+    lines = format_summary(s).splitlines()
+    assert lines[1] == "held-out accuracy per group, before -> after: greedy  |  sampled"
+    assert lines[2] == "             L1: 0.50 -> 0.75  (+0.25)  |  0.50 -> 0.50  (+0.00)"
+    assert lines[3] == "  combinatorics: 0.25 -> 0.25  (+0.00)  |  0.00 -> 0.50  (+0.50)"
+    assert lines[4] == "           mean: 0.375 -> 0.500  (+0.125)  |  0.250 -> 0.500  (+0.250)"
+    greedy_only = format_summary(s.model_copy(update={"heldout_sampled_before": {}, "heldout_sampled_after": {}}))
+    assert "sampled" not in greedy_only and "    mean: 0.375 -> 0.500  (+0.125)" in greedy_only

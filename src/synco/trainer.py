@@ -445,8 +445,9 @@ def format_summary(s: RunSummary) -> str:
     out = [f"run: {s.run_dir}  ({s.steps} steps, {s.n_tasks} cards, {s.n_valid_tasks} valid)"]
     if s.heldout_before:
         sampled = bool(s.heldout_sampled_before)
-        out.append("held-out accuracy per level, before -> after: greedy" + ("  |  sampled" if sampled else ""))
+        out.append("held-out accuracy per group, before -> after: greedy" + ("  |  sampled" if sampled else ""))
         nan = float("nan")
+        width = max(6, *(len(g) for g in s.heldout_before))
         for g in [*s.heldout_before, "mean"]:
             if g == "mean":
                 b, a = _mean(s.heldout_before), _mean(s.heldout_after)
@@ -456,7 +457,7 @@ def format_summary(s: RunSummary) -> str:
                 b, a = s.heldout_before[g], s.heldout_after.get(g, nan)
                 sb, sa = s.heldout_sampled_before.get(g, nan), s.heldout_sampled_after.get(g, nan)
                 nd = 2
-            line = f"  {g:>6}: {b:.{nd}f} -> {a:.{nd}f}  ({a - b:+.{nd}f})"
+            line = f"  {g:>{width}}: {b:.{nd}f} -> {a:.{nd}f}  ({a - b:+.{nd}f})"
             if sampled:
                 line += f"  |  {sb:.{nd}f} -> {sa:.{nd}f}  ({sa - sb:+.{nd}f})"
             out.append(line)
