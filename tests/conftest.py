@@ -10,3 +10,17 @@ try:
     torch.set_num_threads(1)
 except ImportError:  # pragma: no cover - torch is a hard dependency
     pass
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture()
+def one_thread():  # noqa: ANN201 - a fixture
+    """One torch thread for this test, restored afterwards (a run config may have changed it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

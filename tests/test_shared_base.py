@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from synco.grpo import GRPOConfig
+from synco.models import unavailable_reason
 from synco.policy import STATE_FILE, Experience, HFPolicy, LoraSettings, Policy, PolicyConfig, SamplingParams
 from synco.shared_base import AdapterPolicy, SharedBase, shared_base_problems
 from synco.worlds.charlm import char_tokenizer, tiny_llama
@@ -241,20 +241,9 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- SmolLM2
 
 
-def _smollm2_reason() -> str | None:
-    from synco.models import ModelNotAvailable, find_gguf, gguf_support_missing, preset_cache_dir
-
-    if (preset_cache_dir("smollm2") / "config.json").is_file():
-        return None
-    try:
-        find_gguf("smollm2")
-    except ModelNotAvailable as err:
-        return str(err)
-    return gguf_support_missing()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_smollm2_reason() is not None, reason=f"SmolLM2 preset unavailable: {_smollm2_reason()}")
+@pytest.mark.skipif(unavailable_reason("smollm2") is not None,
+                    reason=f"SmolLM2 preset unavailable: {unavailable_reason('smollm2')}")
 def test_smollm2_shared_base_update_changes_only_that_adapter() -> None:
     from synco.models import resolve_model
 

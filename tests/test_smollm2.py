@@ -16,7 +16,7 @@ import pytest
 
 from synco.answers import AnswerChecker
 from synco.benchmarks import BenchmarkItem, load_benchmark
-from synco.models import ModelNotAvailable, find_gguf, gguf_support_missing
+from synco.models import unavailable_reason
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +31,7 @@ FALLBACK = [  # GSM8K-style items for machines without the shared benchmark file
 ]
 
 
-def _skip_reason() -> str | None:
-    try:
-        find_gguf("smollm2")
-    except ModelNotAvailable as err:
-        return str(err)
-    return gguf_support_missing()
-
-
-_REASON = _skip_reason()
+_REASON = unavailable_reason("smollm2")
 
 
 def gsm8k_items(k: int) -> list[BenchmarkItem]:
@@ -49,15 +41,6 @@ def gsm8k_items(k: int) -> list[BenchmarkItem]:
     return FALLBACK[:k]
 
 
-@pytest.fixture()
-def one_thread():  # noqa: ANN201 - a fixture
-    """One torch thread: on a busy 2-core machine two threads wait on each other at every op (10x slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.skipif(_REASON is not None, reason=f"SmolLM2 preset unavailable: {_REASON}")

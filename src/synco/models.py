@@ -99,6 +99,17 @@ def gguf_support_missing() -> str | None:
     return None
 
 
+def unavailable_reason(name: str = "smollm2") -> str | None:
+    """Why preset ``name`` cannot be resolved on this machine, or None when it can (cached copy, or GGUF + gguf)."""
+    if (preset_cache_dir(name) / "config.json").is_file():
+        return None
+    try:
+        find_gguf(name)
+    except ModelNotAvailable as err:
+        return str(err)
+    return gguf_support_missing()
+
+
 def convert_gguf(gguf_file: Path, out: Path) -> Path:
     """Load a GGUF model with transformers and save it as a plain HF folder ``out`` (float32 safetensors).
 

@@ -20,7 +20,7 @@ import pytest
 
 from synco.config import load_config
 from synco.engine import cotrain_step
-from synco.models import ModelNotAvailable, find_gguf, gguf_support_missing
+from synco.models import unavailable_reason
 from synco.records import Rollout
 from synco.rewards import reasoner_reward
 from synco.trainer import _Loggers, setup_run
@@ -29,15 +29,7 @@ from synco.worlds.math import MathDomain
 pytestmark = pytest.mark.slow
 
 
-def _skip_reason() -> str | None:
-    try:
-        find_gguf("smollm2")
-    except ModelNotAvailable as err:
-        return str(err)
-    return gguf_support_missing()
-
-
-_REASON = _skip_reason()
+_REASON = unavailable_reason("smollm2")
 
 
 def snapshot(policy):  # noqa: ANN001, ANN201
@@ -51,15 +43,6 @@ def changed(before, policy) -> set[str]:  # noqa: ANN001
     return {n for n, p in before.items() if not torch.equal(p, after[n].detach())}
 
 
-@pytest.fixture()
-def one_thread():  # noqa: ANN201 - a fixture
-    """One torch thread: on a busy 2-core machine two threads wait on each other at every op."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.skipif(_REASON is not None, reason=f"SmolLM2 preset unavailable: {_REASON}")
