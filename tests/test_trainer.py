@@ -70,13 +70,19 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
 
 @pytest.mark.slow
 def test_same_seed_same_metrics_and_resume_is_exact(tmp_path):
-    train(tiny_config(tmp_path, "full", "steps=4"))
-    train(tiny_config(tmp_path, "half", "steps=2"))
+    train(tiny_config(tmp_path, "full", "steps=4", "heldout_every=1"))
+    train(tiny_config(tmp_path, "half", "steps=2", "heldout_every=1"))
     # resume the 2-step run for 2 more steps, through the CLI as a user would
     assert main(["train", "--resume", str(tmp_path / "half"), "steps=4"]) == 0
     full, resumed = metric_lines(tmp_path / "full"), metric_lines(tmp_path / "half")
     assert [r["step"] for r in resumed] == [0, 1, 2, 3]
     assert comparable(full) == comparable(resumed)
+    # the held-out learning curve: one point per step here, the same after resume
+    curve = [json.loads(ln) for ln in (tmp_path / "full" / "heldout.jsonl").read_text().splitlines()]
+    assert [c["step"] for c in curve] == [1, 2, 3, 4]
+    assert all(set(c["greedy"]) == {f"L{i}" for i in range(1, 12)} for c in curve)
+    assert curve[0]["mean"] == pytest.approx(sum(curve[0]["greedy"].values()) / 11)
+    assert (tmp_path / "half" / "heldout.jsonl").read_text() == (tmp_path / "full" / "heldout.jsonl").read_text()
 
 
 def test_bad_config_names_the_field(tmp_path, capsys):

@@ -54,6 +54,7 @@ class RunConfig(BaseModel):
     runs_dir: str = Field("runs", description="Folder that holds run directories.")
     run_id: str | None = Field(None, description="Name of the run directory (default: <domain>-<mode>-s<seed>-<timestamp>).")
     heldout_per_group: int = Field(150, ge=0, description="Held-out problems per difficulty group for the before/after evaluation (0: skip).")
+    heldout_every: int = Field(0, ge=0, description="Also evaluate the held-out set greedily every this many steps and append it to heldout.jsonl (and TensorBoard): the Reasoner's held-out learning curve (0: before/after only).")
     heldout_samples: int = Field(4, ge=0, description="Also score held-out problems by sampling this many answers each with the Reasoner's training sampling settings (0: greedy only). Greedy shows whether the most likely answer changed; sampled accuracy is what GRPO optimises.")
     threads: int | None = Field(None, description="torch intra-op threads (default: torch's choice).")
     tensorboard: bool = Field(True, description="Write TensorBoard logs to <run>/tb.")

@@ -10,11 +10,16 @@ never touch. The loop itself is domain-free.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from synco.records import TaskCard
 from synco.report import CapabilityReport
+from synco.sampling import Completion, SamplingParams
+
+if TYPE_CHECKING:
+    from synco.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -73,3 +78,31 @@ class Domain(Protocol):
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Held-out problems that no training path may produce."""
         ...
+
+    # Optional attribute ``reasoner_response_prefix: str`` (see :func:`response_prefix`).
+
+
+def response_prefix(domain: Domain) -> str:
+    """The fixed text every Reasoner response starts with (``domain.reasoner_response_prefix``; "" if none).
+
+    E.g. ``\\boxed{`` in the arithmetic world: it is put at the end of the prompt
+    (prefilled, so no decoding step and no gradient is spent on it) and in front
+    of every completion's text before the answer is extracted, graded or stored.
+    """
+    return str(getattr(domain, "reasoner_response_prefix", "") or "")
+
+
+def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
+          params: SamplingParams | None = None) -> list[list[Completion]]:
+    """``n`` answers of ``policy`` to each problem with the domain's prompts; texts are whole responses.
+
+    The one place where Reasoner-style prompts are built (training attempts,
+    consensus checker, held-out evaluation), so they always match.
+    """
+    prefix = response_prefix(domain)
+    system = domain.reasoner_system_prompt()
+    prompts = [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
+    groups = policy.generate(prompts, n, params)
+    if not prefix:
+        return groups
+    return [[replace(c, text=prefix + c.text) for c in group] for group in groups]

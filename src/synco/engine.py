@@ -24,7 +24,7 @@ from typing import Literal, Sequence
 from pydantic import BaseModel
 
 from synco.answers import AnswerChecker, extract_answer, extract_answer_with_method
-from synco.domain import Domain
+from synco.domain import Domain, solve
 from synco.grpo import group_advantages
 from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats
 from synco.pool import TaskPool
@@ -151,7 +151,6 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         cards.append(card)
         verdicts.append(verdict)
     valid_idx = [i for i, v in enumerate(verdicts) if v.valid]
-    reasoner_system = state.domain.reasoner_system_prompt()
     use_checker = s.consensus and not state.domain.has_oracle and state.consensus_checker is not None
 
     # 2b. Consensus by a separate frozen checker (when configured): M independent answers per valid
@@ -159,10 +158,9 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     if use_checker and valid_idx:
         checker = state.consensus_checker
         assert checker is not None
-        prompts = [checker.format_prompt(state.domain.reasoner_prompt(cards[i].problem), system=reasoner_system)  # type: ignore[union-attr]
-                   for i in valid_idx]
         t = time.perf_counter()
-        answer_groups = checker.generate(prompts, s.consensus_m, s.checker_sampling)
+        answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
+                              s.consensus_m, s.checker_sampling)
         timer.add("generate", t)
         for i, group in zip(valid_idx, answer_groups):
             verdicts[i] = state.verifier.apply_consensus(verdicts[i], [extract_answer(c.text) for c in group])
@@ -171,10 +169,9 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     # 3. Solve: the Reasoner answers every valid card K times.
     attempts: list[list[Completion]] = []
     if valid_idx:
-        prompts = [state.reasoner.format_prompt(state.domain.reasoner_prompt(cards[i].problem), system=reasoner_system)  # type: ignore[union-attr]
-                   for i in valid_idx]
         t = time.perf_counter()
-        attempts = state.reasoner.generate(prompts, s.k, s.reasoner_sampling)
+        attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
+                         s.k, s.reasoner_sampling)
         timer.add("generate", t)
 
     # 4. Grade each attempt against the verdict's reference; 5. consensus on the same attempts

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from synco.answers import AnswerChecker, extract_answer
 from synco.config import RunConfig, dump_config
-from synco.domain import Domain, HeldoutItem
+from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.policy import HFPolicy, Policy, PolicyConfig, SamplingParams
 from synco.pool import TaskPool
@@ -167,9 +167,7 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
         torch.manual_seed(seed)
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
-            prompts = [policy.format_prompt(domain.reasoner_prompt(it.problem), system=domain.reasoner_system_prompt())
-                       for it in chunk]
-            outs = policy.generate(prompts, n, params)
+            outs = solve(policy, domain, [it.problem for it in chunk], n, params)
             for it, group in zip(chunk, outs):
                 for c in group:
                     ans = extract_answer(c.text)
@@ -177,11 +175,16 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
     return {g: sum(v) / len(v) for g, v in sorted(correct.items(), key=lambda kv: _group_key(kv[0]))}
 
 
+def evaluate_heldout_greedy(run: "Run") -> dict[str, float]:
+    """Greedy held-out accuracy per group of the run's Reasoner."""
+    st = run.state
+    return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens)
+
+
 def evaluate_heldout_both(run: "Run") -> dict[str, dict[str, float]]:
     """``{"greedy": ..., "sampled": ...}`` held-out accuracy of the run's Reasoner (sampled only when asked)."""
     cfg, st = run.cfg, run.state
-    greedy = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, cfg.reasoner.sampling.max_new_tokens)
-    out = {"greedy": greedy}
+    out = {"greedy": evaluate_heldout_greedy(run)}
     if cfg.heldout_samples:
         out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
                                           params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed)
@@ -264,6 +267,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
         start_step = trainer_state["step"] + 1
         pool.truncate_after(trainer_state["step"])
         _truncate_metrics(run_dir / "metrics.jsonl", trainer_state["step"])
+        _truncate_metrics(run_dir / "heldout.jsonl", trainer_state["step"] + 1)  # its "step" counts steps done
         verifier.load_pool(pool.valid_problems())
         report = CapabilityReport.from_json(trainer_state["report"])
         set_rng_state(trainer_state["rng"], rng)
@@ -304,6 +308,7 @@ def save_checkpoint(run: Run, step: int) -> Path:
 
 
 def _truncate_metrics(path: Path, last_step: int) -> None:
+    """Drop the JSONL rows logged after ``last_step`` (rows a resumed run will log again)."""
     if not path.exists():
         return
     keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= last_step]
@@ -314,6 +319,7 @@ class _Loggers:
     """metrics.jsonl always; TensorBoard and W&B when configured."""
 
     def __init__(self, run: Run):
+        self.run_dir = run.dir
         self.metrics = open(run.dir / "metrics.jsonl", "a")
         self.tb = None
         self.wandb = None
@@ -338,6 +344,17 @@ class _Loggers:
                     self.tb.add_scalar(_tb_name(k), v, stats.step)
         if self.wandb is not None:
             self.wandb.log({_tb_name(k): v for k, v in scalars.items() if k != "step"}, step=stats.step)
+
+    def log_heldout(self, step: int, greedy: dict[str, float]) -> None:
+        """One point of the held-out learning curve: ``heldout.jsonl`` and ``heldout/*`` scalars."""
+        with open(self.run_dir / "heldout.jsonl", "a") as f:
+            f.write(json.dumps({"step": step, "mean": _mean(greedy), "greedy": greedy}) + "\n")
+        if self.tb is not None:
+            self.tb.add_scalar("heldout/greedy_mean", _mean(greedy), step)
+            for g, v in greedy.items():
+                self.tb.add_scalar(f"heldout/greedy_{g}", v, step)
+        if self.wandb is not None:
+            self.wandb.log({"heldout/greedy_mean": _mean(greedy)}, step=step)
 
     def close(self) -> None:
         self.metrics.close()
@@ -387,6 +404,8 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
                 (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
                 save_checkpoint(run, step)
+            if run.heldout and cfg.heldout_every and (step + 1) % cfg.heldout_every == 0:
+                loggers.log_heldout(step + 1, evaluate_heldout_greedy(run))
             bar.set_postfix(progress_postfix(stats), refresh=False)
         if cfg.steps > run.start_step or latest_checkpoint(run.dir) is None:
             save_checkpoint(run, cfg.steps - 1)

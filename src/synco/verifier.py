@@ -423,6 +423,8 @@ def answer_leak(problem: str, solution: str, final_answer: str) -> str | None:
     answer = normalize_text(final_answer)
     if not answer:
         return None
+    if answer not in norm_problem:  # every pattern below contains the answer verbatim; skip building them
+        return None
     a = re.escape(answer)
     end = r"(?!\w|[.,]\d)"
     if re.search(rf"\\boxed\s*\{{\s*\$?{a}\s*\$?\s*\}}", norm_problem):

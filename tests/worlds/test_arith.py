@@ -286,3 +286,21 @@ def test_factors_ignore_what_the_model_claims() -> None:
     c.target_reasoning_style = "add"
     assert DOMAIN.card_factors(c)["level"] == "L8"
     assert DOMAIN.card_factors(c)["op"] == "mul"
+
+
+@pytest.mark.slow
+def test_prefilled_answers_are_the_answers_the_warm_start_writes_itself(one_thread) -> None:
+    """Prefilling ``\\boxed{`` changes no answer of the shipped Reasoner (char tokens: the same sequence)."""
+    from synco.domain import solve
+    from synco.policy import HFPolicy, PolicyConfig
+    from synco.sampling import SamplingParams
+    from synco.trainer import resolve_model_path
+
+    policy = HFPolicy.from_config(PolicyConfig(model_path=resolve_model_path("builtin:arith/reasoner")))
+    items = DOMAIN.heldout(6, seed=3)
+    greedy = SamplingParams(greedy=True, max_new_tokens=16)
+    plain = policy.generate([DOMAIN.reasoner_prompt(it.problem) for it in items], 1, greedy)
+    prefilled = solve(policy, DOMAIN, [it.problem for it in items], 1, greedy)
+    assert [g[0].text for g in prefilled] == [g[0].text for g in plain]
+    assert all(g[0].text.startswith("\\boxed{") for g in prefilled)
+    assert sum(len(g[0].completion_ids) for g in prefilled) < sum(len(g[0].completion_ids) for g in plain) - 6 * len(items)

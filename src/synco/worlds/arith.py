@@ -324,6 +324,8 @@ class ArithDomain:
     max_problem_chars = 40
     report_budget = 64
     """Characters of the compact capability report put in the Synthesizer prompt."""
+    reasoner_response_prefix = "\\boxed{"
+    """Every answer starts ``\\boxed{``: prefilled, so the Reasoner decodes only the digits, ``}`` and EOS."""
 
     def __init__(self) -> None:
         self.levels: list[str] = [s.name for s in LEVEL_SPECS]
@@ -414,7 +416,7 @@ class ArithDomain:
         return f"{text}\nCARD:"
 
     def reasoner_prompt(self, problem: str) -> str:
-        """``Q:<problem>\\nA:``; the Reasoner answers with ``\\boxed{<int>}``."""
+        """``Q:<problem>\\nA:``; the Reasoner answers with ``\\boxed{<int>}`` (``\\boxed{`` is prefilled)."""
         return f"Q:{problem}\nA:"
 
     def synthesizer_system_prompt(self) -> str | None:
