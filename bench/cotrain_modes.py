@@ -1,6 +1,6 @@
 """Compare cotrain, frozen and static on the embedded world with matched settings and seeds.
 
-    python bench/cotrain_modes.py --steps 200 --seeds 0 1 2 [--jobs 2] [KEY=VALUE ...]
+    python bench/cotrain_modes.py [--steps N] --seeds 0 1 2 [--jobs 2] [KEY=VALUE ...]
 
 Prints, per mode (mean over seeds, with the per-seed values): the gradient-bearing
 share of valid tasks in the first vs last 10 % of steps, held-out greedy accuracy
@@ -29,7 +29,7 @@ MODES = ("cotrain", "frozen", "static")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=None, help="steps per run (default: the arith preset's)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--jobs", type=int, default=2,
@@ -40,7 +40,8 @@ def main() -> None:
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-modes-"))
     runs = [(mode, seed) for seed in args.seeds for mode in args.modes]
-    jobs = [(mode, seed, [f"mode={mode}", f"seed={seed}", f"steps={args.steps}", f"runs_dir={root}",
+    steps = args.steps or load_config("arith").steps
+    jobs = [(mode, seed, [f"mode={mode}", f"seed={seed}", f"steps={steps}", f"runs_dir={root}",
                           f"run_id={mode}-s{seed}", "progress=false", "tensorboard=false",
                           f"threads={1 if args.jobs > 1 else 2}", *args.overrides]) for mode, seed in runs]
     results: dict[str, list[RunSummary]] = {m: [] for m in args.modes}
@@ -51,7 +52,7 @@ def main() -> None:
                   f"held-out mean {_mean(s.heldout_before):.3f}->{_mean(s.heldout_after):.3f}, "
                   f"{s.sec_per_step:.2f} s/step", flush=True)
 
-    print(f"\n# {args.steps} steps, seeds {args.seeds}; runs in {root}\n")
+    print(f"\n# {steps} steps, seeds {args.seeds}; runs in {root}\n")
     print("| mode | grad-bearing first | grad-bearing last | held-out mean before | after | gain "
           "| sampled before | sampled after | sampled gain | s/step |")
     print("|---|---|---|---|---|---|---|---|---|---|")

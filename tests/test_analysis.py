@@ -90,7 +90,7 @@ def write_metrics(run: Path, reasoner, synth, mode="cotrain"):
     (run / "metrics.jsonl").write_text("".join(ln + "\n" for ln in lines))
 
 
-def build_run(run: Path, reasoner=REASONER_REWARDS, synth=SYNTH_REWARDS, mode="cotrain") -> Path:
+def build_run(run: Path, reasoner=REASONER_REWARDS, synth=SYNTH_REWARDS, mode="cotrain", heldout=True) -> Path:
     run.mkdir(parents=True)
     with TaskPool(run / "pool.sqlite") as pool:
         for step in range(4):
@@ -99,6 +99,10 @@ def build_run(run: Path, reasoner=REASONER_REWARDS, synth=SYNTH_REWARDS, mode="c
     (run / "reports").mkdir()
     (run / "reports" / "step_2.txt").write_text("old report")
     (run / "reports" / "step_4.txt").write_text("newest <b>report</b>")
+    if heldout:  # as `synco train` writes them: before, the heldout_every curve, the final one in summary.json
+        (run / "heldout_before.json").write_text(json.dumps({"greedy": {"L1": 0.5, "L2": 0.1}, "sampled": {}}))
+        (run / "heldout.jsonl").write_text(json.dumps({"step": 2, "mean": 0.4, "greedy": {"L1": 0.6, "L2": 0.2}}) + "\n")
+        (run / "summary.json").write_text(json.dumps({"steps": 4, "heldout_after": {"L1": 0.7, "L2": 0.3}}))
     return run
 
 
@@ -238,7 +242,7 @@ def test_report_html_references_every_valid_png(analysed):
     _, out, _ = analysed
     html, pngs = assert_report_embeds_every_plot(out)
     assert {p.name for p in pngs} == {"curriculum.png", "signals.png", "difficulty.png", "success_hist.png",
-                                      "rewards.png", "verification.png", "factor_success.png"}
+                                      "rewards.png", "verification.png", "factor_success.png", "heldout.png"}
     assert "newest &lt;b&gt;report&lt;/b&gt;" in html  # the capability report, escaped
 
 
@@ -253,7 +257,7 @@ def test_several_runs_are_overlaid_into_out(tmp_path, capsys):
     assert s["runs"]["frozen"]["mode"] == "frozen"
     html, pngs = assert_report_embeds_every_plot(out)
     assert {p.name for p in pngs} == {"rewards.png", "gradient_share.png", "verification.png", "success_hist.png",
-                                      "signals.png"}
+                                      "signals.png", "heldout.png"}
     assert "Run cotrain" in html and "Run frozen" in html
     assert not (a / "analysis").exists()  # several runs write only to --out
     assert "frozen" in capsys.readouterr().out
@@ -304,6 +308,17 @@ def test_missing_pool_and_broken_metrics_name_the_file(tmp_path):
     (run / "metrics.jsonl").write_text('{"step": 0}\nnot json\n')
     with pytest.raises(AnalysisError, match=r"metrics\.jsonl:2"):
         load_run(run)
+
+
+def test_heldout_curve_joins_before_every_and_after(analysed, tmp_path):
+    _, _, summary = analysed
+    assert [(p["step"], p["greedy"]["L1"], p["mean"]) for p in summary["heldout"]] == [
+        (0, 0.5, pytest.approx(0.3)), (2, 0.6, pytest.approx(0.4)), (4, 0.7, pytest.approx(0.5))]
+    bare = build_run(tmp_path / "bare", heldout=False)
+    assert load_run(bare).heldout == []
+    (bare / "heldout.jsonl").write_text('{"step": 2, "greedy": "oops"}\n')
+    with pytest.raises(AnalysisError, match=r"heldout\.jsonl"):
+        load_run(bare)
 
 
 def test_analysis_leaves_the_pool_untouched(analysed):

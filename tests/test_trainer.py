@@ -83,6 +83,9 @@ def test_same_seed_same_metrics_and_resume_is_exact(tmp_path):
     assert all(set(c["greedy"]) == {f"L{i}" for i in range(1, 12)} for c in curve)
     assert curve[0]["mean"] == pytest.approx(sum(curve[0]["greedy"].values()) / 11)
     assert (tmp_path / "half" / "heldout.jsonl").read_text() == (tmp_path / "full" / "heldout.jsonl").read_text()
+    summary = json.loads((tmp_path / "full" / "summary.json").read_text())
+    assert list(summary["heldout_curve"]) == ["0", "1", "2", "3", "4"]
+    assert summary["heldout_curve"]["4"] == pytest.approx(curve[-1]["mean"])  # the summary's own final evaluation
 
 
 def test_bad_config_names_the_field(tmp_path, capsys):
@@ -116,3 +119,6 @@ def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
     assert lines[4] == "           mean: 0.375 -> 0.500  (+0.125)  |  0.250 -> 0.500  (+0.250)"
     greedy_only = format_summary(s.model_copy(update={"heldout_sampled_before": {}, "heldout_sampled_after": {}}))
     assert "sampled" not in greedy_only and "    mean: 0.375 -> 0.500  (+0.125)" in greedy_only
+    assert "by step" not in greedy_only  # no curve without heldout_every
+    curved = format_summary(s.model_copy(update={"heldout_curve": {0: 0.375, 50: 0.4, 100: 0.5}}))
+    assert "held-out greedy mean by step: 0:0.375  50:0.400  100:0.500" in curved

@@ -47,6 +47,7 @@ class RunSummary(BaseModel):
     heldout_after: dict[str, float] = {}
     heldout_sampled_before: dict[str, float] = {}  # mean over heldout_samples answers at the training temperature
     heldout_sampled_after: dict[str, float] = {}
+    heldout_curve: dict[int, float] = {}  # step -> greedy held-out mean, from heldout.jsonl (heldout_every)
     gradient_share_first: float = 0.0
     gradient_share_last: float = 0.0
     valid_rate: float = 0.0
@@ -431,6 +432,11 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
         summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
         if "sampled" in before and "sampled" in after:
             summary.heldout_sampled_before, summary.heldout_sampled_after = before["sampled"], after["sampled"]
+        curve_path = run.dir / "heldout.jsonl"
+        if curve_path.exists():
+            curve = [json.loads(ln) for ln in curve_path.read_text().splitlines() if ln.strip()]
+            summary.heldout_curve = {0: _mean(before["greedy"]), **{c["step"]: c["mean"] for c in curve},
+                                     len(rows): _mean(after["greedy"])}
     if rows:
         w = max(1, len(rows) // 10)
         first, last = rows[:w], rows[-w:]
@@ -480,6 +486,8 @@ def format_summary(s: RunSummary) -> str:
             if sampled:
                 line += f"  |  {sb:.{nd}f} -> {sa:.{nd}f}  ({sa - sb:+.{nd}f})"
             out.append(line)
+    if len(s.heldout_curve) > 2:
+        out.append("held-out greedy mean by step: " + "  ".join(f"{k}:{v:.3f}" for k, v in s.heldout_curve.items()))
     out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
                f"last 10% {s.gradient_share_last:.2f}")
     out.append(f"verification pass rate: {s.valid_rate:.2%}")

@@ -31,6 +31,7 @@ SINGLE_PLOTS: dict[str, str] = {
     "rewards.png": "Mean reward per step with moving average, both agents (RQ8).",
     "verification.png": "Verification pass rate and rejection reasons over steps.",
     "factor_success.png": "Reasoner success per factor value over generation buckets.",
+    "heldout.png": "The Reasoner's greedy held-out accuracy by training step: mean and per group (heldout_every).",
 }
 """File name -> caption of every single-run figure."""
 
@@ -40,6 +41,7 @@ OVERLAY_PLOTS: dict[str, str] = {
     "verification.png": "Verification pass rate per step (moving average), runs overlaid.",
     "success_hist.png": "Success-rate distribution of valid tasks, runs side by side (RQ7).",
     "signals.png": "Synthesis signals vs gradient-bearing status per run (RQ4).",
+    "heldout.png": "The Reasoner's greedy held-out mean accuracy by training step, runs overlaid.",
 }
 """File name -> caption of every multi-run overlay figure."""
 
@@ -257,6 +259,25 @@ def plot_factor_success(a: RunAnalysis, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_heldout(a: RunAnalysis, path: Path) -> Path:
+    """Held-out greedy accuracy by step: the mean (bold) and every group (thin), from the run's evaluations."""
+    fig, (ax,) = _figure(1, width=7.0)
+    if len(a.heldout) < 2:
+        _no_data(ax, "fewer than two held-out evaluations")
+        return _save(fig, path)
+    steps = [p.step for p in a.heldout]
+    groups = list(a.heldout[0].greedy)[:MAX_GROUPS]
+    for g in groups:
+        ax.plot(steps, [p.greedy.get(g, float("nan")) for p in a.heldout], lw=0.9, alpha=0.7, label=_short(g))
+    ax.plot(steps, [p.mean for p in a.heldout], color="black", lw=2.2, marker="o", ms=3, label="mean")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("step")
+    ax.set_ylabel("greedy accuracy")
+    ax.set_title(f"{a.label}: held-out accuracy ({a.heldout[0].mean:.3f} -> {a.heldout[-1].mean:.3f})")
+    ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _save(fig, path)
+
+
 SINGLE_FUNCS = {
     "curriculum.png": plot_curriculum,
     "signals.png": plot_signals,
@@ -265,6 +286,7 @@ SINGLE_FUNCS = {
     "rewards.png": plot_rewards,
     "verification.png": plot_verification,
     "factor_success.png": plot_factor_success,
+    "heldout.png": plot_heldout,
 }
 
 
@@ -398,12 +420,29 @@ def overlay_signals(runs: Sequence[RunAnalysis], path: Path) -> Path:
     return _save(fig, path)
 
 
+def overlay_heldout(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Held-out greedy mean accuracy by step, one line per run."""
+    fig, (ax,) = _figure(1, width=7.0)
+    drawn = [a for a in runs if len(a.heldout) >= 2]
+    for a in drawn:
+        ax.plot([p.step for p in a.heldout], [p.mean for p in a.heldout], marker="o", ms=3, label=a.label)
+    if not drawn:
+        _no_data(ax, "no run has two held-out evaluations")
+        return _save(fig, path)
+    ax.set_xlabel("step")
+    ax.set_ylabel("held-out greedy accuracy (mean over groups)")
+    ax.set_title("Reasoner held-out accuracy")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
 OVERLAY_FUNCS = {
     "rewards.png": overlay_rewards,
     "gradient_share.png": overlay_gradient_share,
     "verification.png": overlay_verification,
     "success_hist.png": overlay_success_hist,
     "signals.png": overlay_signals,
+    "heldout.png": overlay_heldout,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from synco.analysis.rundata import RunData, TaskRow
+from synco.analysis.rundata import HeldoutPoint, RunData, TaskRow
 from synco.analysis.stats import (
     DifficultyOrder,
     Histogram,
@@ -179,6 +179,7 @@ class RunAnalysis(BaseModel):
     factor_success: FactorSuccess
     n_reports: int
     latest_report_step: int | None
+    heldout: list[HeldoutPoint] = []  # the Reasoner's greedy held-out accuracy by step (empty without evaluation)
 
 
 def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnalysis:
@@ -211,6 +212,7 @@ def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnal
         factor_success=factor_success(valid, ranges, opts.factor),
         n_reports=data.n_reports,
         latest_report_step=data.latest_report[0] if data.latest_report else None,
+        heldout=data.heldout,
     )
 
 

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
 from synco.pool import SCHEMA_VERSION
 from synco.rewards import teachability
@@ -78,6 +78,19 @@ class MetricsLine(BaseModel):
     gradient_share: float | None = None
 
 
+class HeldoutPoint(BaseModel):
+    """Greedy held-out accuracy per group after ``step`` training steps (0: the initial Reasoner)."""
+
+    step: int
+    greedy: dict[str, float]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean(self) -> float:
+        """Unweighted mean over the groups."""
+        return sum(self.greedy.values()) / len(self.greedy) if self.greedy else float("nan")
+
+
 @dataclass
 class RunData:
     """Everything read from one run directory."""
@@ -89,6 +102,7 @@ class RunData:
     metrics: list[MetricsLine]
     latest_report: tuple[int, str] | None = None  # (step, text) of the newest reports/step_N.txt
     n_reports: int = 0
+    heldout: list[HeldoutPoint] = field(default_factory=list)  # the Reasoner's held-out curve, by step
 
     @property
     def mode(self) -> str:
@@ -105,7 +119,33 @@ def load_run(path: str | Path, label: str | None = None) -> RunData:
     metrics = read_metrics(run / "metrics.jsonl")
     latest, n_reports = read_reports(run / "reports")
     return RunData(path=run, label=label or run.resolve().name, tasks=tasks, steps=steps, metrics=metrics,
-                   latest_report=latest, n_reports=n_reports)
+                   latest_report=latest, n_reports=n_reports, heldout=read_heldout(run))
+
+
+def read_heldout(run: Path) -> list[HeldoutPoint]:
+    """The held-out curve: heldout_before.json (step 0), heldout.jsonl (``heldout_every``) and the final
+    evaluation in summary.json; [] when the run has none. A broken file is an AnalysisError naming it."""
+    points: dict[int, HeldoutPoint] = {}
+    files = [(run / "heldout_before.json", "before"), (run / "heldout.jsonl", "curve"), (run / "summary.json", "after")]
+    for path, kind in files:
+        if not path.is_file():
+            continue
+        try:
+            if kind == "before":
+                data = json.loads(path.read_text(encoding="utf-8"))
+                points[0] = HeldoutPoint(step=0, greedy=data.get("greedy", data))
+            elif kind == "curve":
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        p = HeldoutPoint.model_validate_json(line)
+                        points[p.step] = p
+            else:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if data.get("heldout_after"):
+                    points[int(data["steps"])] = HeldoutPoint(step=int(data["steps"]), greedy=data["heldout_after"])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise AnalysisError(f"{path}: not a held-out evaluation ({e})") from e
+    return [points[s] for s in sorted(points)]
 
 
 def read_pool(path: Path) -> tuple[list[TaskRow], list[int]]:
