@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import statistics
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from synco.config import load_config
+from synco.pretrain import exit_with_parent
 from synco.trainer import RunSummary, train
 
 MODES = ("cotrain", "frozen", "static")
@@ -45,7 +47,8 @@ def main() -> None:
                           f"run_id={mode}-s{seed}", "progress=false", "tensorboard=false",
                           f"threads={1 if args.jobs > 1 else 2}", *args.overrides]) for mode, seed in runs]
     results: dict[str, list[RunSummary]] = {m: [] for m in args.modes}
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
         for (mode, seed, _), s in zip(jobs, ex.map(_run, jobs)):
             results[mode].append(s)
             print(f"done {mode} seed={seed}: grad {s.gradient_share_first:.3f}->{s.gradient_share_last:.3f}, "

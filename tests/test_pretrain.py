@@ -218,3 +218,51 @@ def test_shipped_synthesizer_writes_wellformed_diverse_cards() -> None:
     assert sum(n > 0 for n in stats.level_counts.values()) >= 8, stats  # spread over most levels
     assert max(stats.level_counts.values()) <= 24, stats  # no level takes more than 3/8
 
+
+
+_ORPHAN_PARENT = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from synco.pretrain import exit_with_parent
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=exit_with_parent, initargs=(os.getpid(), 0.1))
+    print(pool.submit(os.getpid).result(), flush=True)  # the worker is up and watching
+    pool.submit(time.sleep, 120)
+    time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited orphan stays a zombie until init reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_spawn_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHAN_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        os.kill(parent.pid, signal.SIGKILL)  # no cleanup runs in the parent
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if not _running(worker):
+                return
+            time.sleep(0.1)
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail(f"worker {worker} still running 15 s after its parent was killed")
+    finally:
+        parent.kill()

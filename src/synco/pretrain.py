@@ -420,6 +420,23 @@ def train_role(spec: RoleSpec) -> RoleResult:
         torch.set_num_threads(old_threads)
 
 
+def exit_with_parent(parent_pid: int, poll_seconds: float = 1.0) -> None:
+    """Worker-process initializer: exit as soon as ``parent_pid`` is gone.
+
+    A killed ``synco pretrain`` (or bench) would otherwise leave its spawn
+    workers training on as orphans, re-parented to init.
+    """
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_seconds)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def pretrain_arith(
     out_dir: str | Path,
     seed: int = 0,
@@ -473,7 +490,8 @@ def pretrain_arith(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
             reasoner, synthesizer = pool.map(train_role, specs)
     else:
         reasoner, synthesizer = (train_role(spec) for spec in specs)
