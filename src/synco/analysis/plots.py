@@ -274,7 +274,8 @@ def plot_heldout(a: RunAnalysis, path: Path) -> Path:
     ax.set_xlabel("step")
     ax.set_ylabel("greedy accuracy")
     ax.set_title(f"{a.label}: held-out accuracy ({a.heldout[0].mean:.3f} -> {a.heldout[-1].mean:.3f})")
-    ax.legend(fontsize=6, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.subplots_adjust(right=0.84)  # room for the legend outside the axes
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return _save(fig, path)
 
 
