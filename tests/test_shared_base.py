@@ -265,3 +265,42 @@ def test_smollm2_shared_base_update_changes_only_that_adapter() -> None:
             assert pol.update([Experience(e.prompt_ids, e.completion_ids, e.advantage) for e in exps]).stepped
         own = {n for n, _ in pol.trainable_parameters()}
         assert changed(before, everything) == own
+
+
+def test_base_view_is_the_initial_model_without_a_copy() -> None:
+    from synco.shared_base import BaseView
+
+    sb = make_shared()
+    r = sb.reasoner
+    view = BaseView(sb, r.config)
+    greedy = SamplingParams(max_new_tokens=8, greedy=True)
+
+    def ids(pol: HFPolicy) -> list[list[int]]:
+        return [g[0].completion_ids for g in pol.generate(["abc", "12"], 1, greedy)]
+
+    before = ids(view)
+    assert ids(r) == before  # lora_B = 0: the fresh agent is the base
+    step_twice(r)
+    with torch.no_grad():
+        for _, p in r.trainable_parameters():
+            p.add_(torch.randn_like(p))
+    assert ids(r) != before  # the agent moved
+    assert ids(view) == before  # the view did not
+    assert view.model is r.model and view.trainable_parameters() == [] and view.optimizer is None
+    assert sb.active_adapter == "reasoner"  # the view left the agents' routing alone
+    with pytest.raises(RuntimeError):
+        view.update(batch(r))
+
+
+def test_consensus_checker_under_shared_base_is_the_base_view() -> None:
+    from synco.config import load_config
+    from synco.shared_base import BaseView
+    from synco.trainer import build_consensus_checker
+    from synco.worlds.math import MathDomain
+
+    sb = make_shared()
+    cfg = load_config("arith", overrides=["domain=math", "consensus_solver=checker", "shared_base=true",
+                                          "synthesizer.lora.rank=4", "reasoner.lora.rank=4",
+                                          "reasoner.model_path=builtin:arith/synthesizer"])
+    checker = build_consensus_checker(cfg, MathDomain(), sb.reasoner)
+    assert isinstance(checker, BaseView) and checker.model is sb.model

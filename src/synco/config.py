@@ -47,7 +47,7 @@ class RunConfig(BaseModel):
     consensus_solver: Literal["reasoner", "checker"] = Field(
         "reasoner", description="Who answers for consensus: reasoner (reuse the K attempts) or checker (a separate frozen model samples consensus_m answers per valid card before the Reasoner solves it; cards it rejects get no rollouts).")
     consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
-    checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model.")
+    checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model (under shared_base with fresh adapters: the shared base with adapters disabled, no second copy).")
     prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")

@@ -299,3 +299,28 @@ class AdapterPolicy(HFPolicy):
         merged.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         del merged
+
+
+class BaseView(AdapterPolicy):
+    """The shared base with every adapter disabled, as a frozen policy.
+
+    With freshly initialised LoRA adapters (peft's ``lora_B = 0``) this *is* the
+    agents' initial model, so a frozen consensus checker under ``shared_base``
+    costs no second copy of the base. It never trains and saves nothing.
+    """
+
+    def __init__(self, shared: SharedBase, config: PolicyConfig) -> None:
+        super().__init__(shared, "", config.model_copy(update={"trainable": False, "lora": None}))
+
+    def activate(self) -> None:
+        """Nothing to route: generation runs with the adapters disabled."""
+
+    def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
+        return []
+
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
+        with self.model.disable_adapter():
+            return HFPolicy.generate(self, prompts, n, params)
+
+    def save(self, path: str | Path) -> None:
+        raise RuntimeError("the base view of a shared base is frozen and has no weights of its own to save")

@@ -85,14 +85,21 @@ def build_domain(cfg: RunConfig) -> Domain:
     raise ValueError(f"domain: unknown domain {cfg.domain!r}")
 
 
-def build_consensus_checker(cfg: RunConfig, domain: Domain) -> HFPolicy | None:
+def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | None = None) -> HFPolicy | None:
     """The frozen consensus checker when ``consensus_solver=checker`` applies (no oracle, consensus on), else None.
 
     ``cfg.checker`` (default: the reasoner's settings and initial model) with ``trainable`` forced off;
-    its sampling parameters are the checker's ``sampling``.
+    its sampling parameters are the checker's ``sampling``. Under ``shared_base`` without a ``checker``
+    section and with fresh adapters, the initial Reasoner is the shared base itself: the checker is a
+    view of it with adapters disabled (no second copy in memory).
     """
     if cfg.consensus_solver != "checker" or not cfg.consensus or domain.has_oracle:
         return None
+    fresh = cfg.reasoner.lora is None or cfg.reasoner.lora.adapter_path is None
+    if cfg.checker is None and cfg.shared_base and fresh and hasattr(reasoner, "shared"):
+        from synco.shared_base import BaseView
+
+        return BaseView(reasoner.shared, cfg.reasoner)  # type: ignore[union-attr]
     base = cfg.checker if cfg.checker is not None else cfg.reasoner.model_copy(update={"lora": None})
     return build_policy(base.model_copy(update={"trainable": False}))
 
@@ -283,7 +290,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
     )
     state = CoTrainState(settings=settings, domain=domain, synthesizer=synthesizer, reasoner=reasoner,
                          verifier=verifier, checker=checker, pool=pool, report=report, rng=rng,
-                         consensus_checker=build_consensus_checker(cfg, domain))
+                         consensus_checker=build_consensus_checker(cfg, domain, reasoner))
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=start_step, heldout=heldout)
 
 
