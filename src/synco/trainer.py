@@ -189,10 +189,11 @@ def evaluate_heldout_greedy(run: "Run") -> dict[str, float]:
     return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens)
 
 
-def evaluate_heldout_both(run: "Run") -> dict[str, dict[str, float]]:
-    """``{"greedy": ..., "sampled": ...}`` held-out accuracy of the run's Reasoner (sampled only when asked)."""
+def evaluate_heldout_both(run: "Run", greedy: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """``{"greedy": ..., "sampled": ...}`` held-out accuracy of the run's Reasoner (sampled only when asked);
+    ``greedy``, when given, is a greedy result already computed for the current weights."""
     cfg, st = run.cfg, run.state
-    out = {"greedy": evaluate_heldout_greedy(run)}
+    out = {"greedy": greedy if greedy is not None else evaluate_heldout_greedy(run)}
     if cfg.heldout_samples:
         out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
                                           params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed)
@@ -435,13 +436,15 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
         before = json.loads(before_path.read_text())
         if "greedy" not in before:  # a run directory written before sampled evaluation existed
             before = {"greedy": before}
-        after = evaluate_heldout_both(run)
+        curve_path = run.dir / "heldout.jsonl"
+        curve = ([json.loads(ln) for ln in curve_path.read_text().splitlines() if ln.strip()]
+                 if curve_path.exists() else [])
+        at_end = curve[-1]["greedy"] if curve and curve[-1]["step"] == len(rows) else None  # no second greedy pass
+        after = evaluate_heldout_both(run, greedy=at_end)
         summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
         if "sampled" in before and "sampled" in after:
             summary.heldout_sampled_before, summary.heldout_sampled_after = before["sampled"], after["sampled"]
-        curve_path = run.dir / "heldout.jsonl"
-        if curve_path.exists():
-            curve = [json.loads(ln) for ln in curve_path.read_text().splitlines() if ln.strip()]
+        if curve:
             summary.heldout_curve = {0: _mean(before["greedy"]), **{c["step"]: c["mean"] for c in curve},
                                      len(rows): _mean(after["greedy"])}
     if rows:
