@@ -1,20 +1,36 @@
-"""Compare cotrain, frozen and static on the embedded world with matched settings and seeds.
+"""Compare co-training with EvoSyn's factor space against its ablations and the paper's controls.
 
-    python bench/cotrain_modes.py [--steps N] --seeds 0 1 2 [--jobs 2] [KEY=VALUE ...]
+    python bench/cotrain_modes.py [--steps N] --seeds 0 1 2 [--jobs 2] [--arms ...] [KEY=VALUE ...]
 
-Prints, per mode (mean over seeds, with the per-seed values): the gradient-bearing
-share of valid tasks in the first vs last 10 % of steps, held-out greedy accuracy
-per level before -> after, the held-out mean gain (greedy, and sampled at the
-Reasoner's training temperature: ``heldout_samples`` answers per problem), and
-seconds per step. The
-paper reports 22.8 % gradient-bearing tasks for co-training vs 4-11 % for static
-corpora; this world is far smaller, so compare the modes with each other.
+Every arm runs the arith preset with the same seeds, cards per step and attempts
+per card (the same rollout budget per step; the Reasoner's initial weights and the
+held-out set depend only on the seed). The arms:
+
+=================  ==================================================================
+evosyn             cotrain + Designer + Reflector (+ learner feedback): the full loop
+cotrain            plain SynCo: cotrain, Designer and Reflector off
+evosyn-noreflect   cotrain + Designer, Reflector off            (EvoSyn ablation)
+evosyn-nofeedback  cotrain + Designer, no learner feedback      (EvoSyn ablation)
+frozen             the paper's frozen-Synthesizer control (Designer and Reflector off)
+frozen-designer    frozen Synthesizer steered by the Designer (what RL adds on top)
+static             the paper's static corpus: a fixed corpus drawn once, revisited
+uniform            fresh uniform draws from the evaluation distribution every step:
+                   an oracle no real domain has
+=================  ==================================================================
+
+Prints, per arm (mean ± sample std over seeds): held-out greedy and sampled accuracy
+gain (mean over levels), the gain split into Learn (held-out problems the initial
+Reasoner got wrong, greedy) and Retain (ones it got right), the gradient-bearing share
+of valid tasks, controllability, factor coverage and balance; then per-level held-out
+accuracy, and each arm's paired difference to ``frozen`` and ``static`` (same seed)
+with its standard error. ``--out DIR`` keeps the runs and writes ``modes.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import statistics
@@ -24,16 +40,25 @@ from pathlib import Path
 
 from synco.config import load_config
 from synco.pretrain import exit_with_parent
-from synco.trainer import RunSummary, train
 
-MODES = ("cotrain", "frozen", "static")
+ARMS: dict[str, list[str]] = {
+    "evosyn": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=true"],
+    "cotrain": ["mode=cotrain", "evosyn.designer=false", "evosyn.reflector=false"],
+    "evosyn-noreflect": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=false"],
+    "evosyn-nofeedback": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=false"],
+    "frozen": ["mode=frozen", "evosyn.designer=false", "evosyn.reflector=false"],
+    "frozen-designer": ["mode=frozen", "evosyn.designer=true", "evosyn.reflector=true"],
+    "static": ["mode=static"],
+    "uniform": ["mode=uniform"],
+}
+DEFAULT_ARMS = ("evosyn", "cotrain", "frozen", "static", "uniform")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=None, help="steps per run (default: the arith preset's)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(ARMS))
     ap.add_argument("--jobs", type=int, default=2,
                     help="runs in parallel, one torch thread each (default: %(default)s; 1: one run at a time, 2 threads)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
@@ -41,60 +66,98 @@ def main() -> None:
     args = ap.parse_args()
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-modes-"))
-    runs = [(mode, seed) for seed in args.seeds for mode in args.modes]
     steps = args.steps or load_config("arith").steps
-    jobs = [(mode, seed, [f"mode={mode}", f"seed={seed}", f"steps={steps}", f"runs_dir={root}",
-                          f"run_id={mode}-s{seed}", "progress=false", "tensorboard=false",
-                          f"threads={1 if args.jobs > 1 else 2}", *args.overrides]) for mode, seed in runs]
-    results: dict[str, list[RunSummary]] = {m: [] for m in args.modes}
+    threads = 1 if args.jobs > 1 else 2
+    jobs = [(arm, seed, [*ARMS[arm], f"seed={seed}", f"steps={steps}", f"runs_dir={root}", f"run_id={arm}-s{seed}",
+                         "progress=false", "tensorboard=false", f"threads={threads}", *args.overrides])
+            for seed in args.seeds for arm in args.arms]
+    results: dict[str, dict[int, dict]] = {a: {} for a in args.arms}
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
-        for (mode, seed, _), s in zip(jobs, ex.map(_run, jobs)):
-            results[mode].append(s)
-            print(f"done {mode} seed={seed}: grad {s.gradient_share_first:.3f}->{s.gradient_share_last:.3f}, "
-                  f"held-out mean {_mean(s.heldout_before):.3f}->{_mean(s.heldout_after):.3f}, "
-                  f"{s.sec_per_step:.2f} s/step", flush=True)
+        for (arm, seed, _), r in zip(jobs, ex.map(_run, jobs)):
+            results[arm][seed] = r
+            print(f"done {arm} seed={seed}: held-out greedy {r['before']:.3f}->{r['after']:.3f} "
+                  f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
+                  f"{r['sec_per_step']:.2f} s/step", flush=True)
 
-    print(f"\n# {steps} steps, seeds {args.seeds}; runs in {root}\n")
-    print("| mode | grad-bearing first | grad-bearing last | held-out mean before | after | gain "
-          "| sampled before | sampled after | sampled gain | s/step |")
+    print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}\n")
+    print("| arm | greedy gain | sampled gain | Learn | Retain | grad-bearing first -> last | controllability "
+          "| coverage | balance | s/step |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    table = {}
-    for mode, runs in results.items():
-        gf = [r.gradient_share_first for r in runs]
-        gl = [r.gradient_share_last for r in runs]
-        hb = [_mean(r.heldout_before) for r in runs]
-        ha = [_mean(r.heldout_after) for r in runs]
-        gain = [a - b for a, b in zip(ha, hb)]
-        sb = [_mean(r.heldout_sampled_before) for r in runs]
-        sa = [_mean(r.heldout_sampled_after) for r in runs]
-        sgain = [a - b for a, b in zip(sa, sb)]
-        sps = [r.sec_per_step for r in runs]
-        print(f"| {mode} | {_ms(gf)} | {_ms(gl)} | {_ms(hb)} | {_ms(ha)} | {_ms(gain, signed=True)} "
-              f"| {_ms(sb)} | {_ms(sa)} | {_ms(sgain, signed=True)} | {_ms(sps, 2)} |")
-        table[mode] = {"grad_first": gf, "grad_last": gl, "heldout_before": hb, "heldout_after": ha,
-                       "gain": gain, "sampled_before": sb, "sampled_after": sa, "sampled_gain": sgain,
-                       "sec_per_step": sps}
-    levels = list(next(iter(results.values()))[0].heldout_before)
-    print("\nheld-out accuracy per level after training (mean over seeds; before in the first row)")
+    for arm, by_seed in results.items():
+        rs = list(by_seed.values())
+
+        def col(key: str, nd: int = 3, signed: bool = False) -> str:
+            return _ms([r[key] for r in rs if r[key] is not None], nd, signed)
+
+        print(f"| {arm} | {col('gain', signed=True)} | {col('sampled_gain', signed=True)} | {col('learn', signed=True)} "
+              f"| {col('retain', signed=True)} | {col('grad_first', 2)} -> {col('grad_last', 2)} "
+              f"| {col('ctrl_last', 2)} | {col('coverage', 2)} | {col('balance', 2)} | {col('sec_per_step', 2)} |")
+    levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
+    print("\nheld-out greedy accuracy per level after training (mean over seeds; before in the first row)")
     print("| | " + " | ".join(levels) + " |")
     print("|---" * (len(levels) + 1) + "|")
-    first = next(iter(results.values()))
-    print("| before | " + " | ".join(f"{statistics.mean(r.heldout_before[g] for r in first):.2f}" for g in levels) + " |")
-    for mode, runs in results.items():
-        print(f"| {mode} | " + " | ".join(f"{statistics.mean(r.heldout_after[g] for r in runs):.2f}" for g in levels) + " |")
-    print("\nlevel distribution of valid tasks in the last 10 % of steps (mean over seeds)")
-    for mode, runs in results.items():
-        if mode == "static":
+    first = list(next(iter(results.values())).values())
+    print("| before | " + " | ".join(f"{statistics.mean(r['before_by_level'][g] for r in first):.2f}" for g in levels) + " |")
+    for arm, by_seed in results.items():
+        print(f"| {arm} | " + " | ".join(f"{statistics.mean(r['after_by_level'][g] for r in by_seed.values()):.2f}"
+                                         for g in levels) + " |")
+    for base in ("frozen", "static"):
+        if base not in results:
             continue
-        dist = {g: statistics.mean(r.groups_last.get(g, 0.0) for r in runs) for g in levels}
-        print(f"  {mode:>8}: " + " ".join(f"{g}:{v:.2f}" for g, v in dist.items()))
-    (root / "modes.json").write_text(json.dumps(table, indent=2))
+        print(f"\npaired difference to {base} (same seeds): greedy gain, sampled gain; mean ± s.e. (t = mean / s.e.)")
+        for arm, by_seed in results.items():
+            if arm == base:
+                continue
+            for key in ("gain", "sampled_gain"):
+                d = [by_seed[s][key] - results[base][s][key] for s in by_seed if s in results[base]]
+                print(f"  {arm:>18} - {base:<7} {key:>12}: {_paired(d)}")
+    (root / "modes.json").write_text(json.dumps(results, indent=2))
 
 
-def _run(job: tuple[str, int, list[str]]) -> RunSummary:
-    """One run in a worker process (its config overrides in ``job``)."""
-    return train(load_config("arith", overrides=job[2]), log=lambda *a, **k: None)
+def _run(job: tuple[str, int, list[str]]) -> dict:
+    """One run in a worker process, then per-problem greedy outcomes before/after for Learn/Retain."""
+    from synco.trainer import train
+
+    cfg = load_config("arith", overrides=job[2])
+    s = train(cfg, log=lambda *a, **k: None)
+    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
+    wrong = [k for k, ok in before.items() if not ok]
+    right = [k for k, ok in before.items() if ok]
+    n = max(1, len(before))
+    return {
+        "before": _mean(s.heldout_before), "after": _mean(s.heldout_after),
+        "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
+        "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
+        # Learn + Retain = the (item-weighted) greedy gain: items newly solved minus items forgotten, over all items
+        "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
+        "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
+        "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
+        "ctrl_last": s.controllability_last, "coverage": s.factor_coverage, "balance": s.factor_balance,
+        "rho": s.allocation_gap_spearman, "factor_changes": s.factor_changes, "sec_per_step": s.sec_per_step,
+        "groups_last": s.groups_last,
+    }
+
+
+def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:
+    """Greedy correctness of each held-out problem for the initial Reasoner (None) or a run's final one."""
+    from synco.answers import AnswerChecker, extract_answer
+    from synco.domain import SamplingParams, solve
+    from synco.trainer import build_domain, build_policy, latest_checkpoint
+
+    domain = build_domain(cfg)
+    items = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345)
+    ckpt = None if run_dir is None else latest_checkpoint(run_dir)
+    policy = build_policy(cfg.reasoner, None if ckpt is None else str(ckpt / "reasoner"))
+    params = SamplingParams(greedy=True, max_new_tokens=cfg.reasoner.sampling.max_new_tokens)
+    out: dict[str, bool] = {}
+    with AnswerChecker() as checker:
+        for start in range(0, len(items), 512):
+            chunk = items[start:start + 512]
+            for it, group in zip(chunk, solve(policy, domain, [it.problem for it in chunk], 1, params)):
+                ans = extract_answer(group[0].text)
+                out[f"{it.group}:{it.problem}"] = ans is not None and checker.match(ans, it.answer)
+    return out
 
 
 def _mean(d: dict[str, float]) -> float:
@@ -102,10 +165,20 @@ def _mean(d: dict[str, float]) -> float:
 
 
 def _ms(xs: list[float], nd: int = 3, signed: bool = False) -> str:
+    if not xs:
+        return "-"
     fmt = f"{{:{'+' if signed else ''}.{nd}f}}"
     if len(xs) == 1:
         return fmt.format(xs[0])
     return fmt.format(statistics.mean(xs)) + " ± " + f"{statistics.stdev(xs):.{nd}f}"
+
+
+def _paired(d: list[float]) -> str:
+    if len(d) < 2:
+        return " ".join(f"{x:+.4f}" for x in d) or "-"
+    m, se = statistics.mean(d), statistics.stdev(d) / math.sqrt(len(d))
+    return f"{m:+.4f} ± {se:.4f} (t = {m / se if se else float('inf'):+.1f}; per seed " + \
+        ", ".join(f"{x:+.3f}" for x in d) + ")"
 
 
 if __name__ == "__main__":

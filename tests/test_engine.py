@@ -85,7 +85,9 @@ def test_all_invalid_batch_is_handled(tmp_path):
     s0 = snapshot(state.synthesizer)
     stats = cotrain_step(state, 0)
     assert stats.n_valid == 0 and stats.n_synth_truncated == 8
-    assert stats.synth_groups_skipped == 1  # all rewards equal (-0.5): no gradient, counted
+    # all rewards equal (-0.5) in every context (one per cell the Designer gave slots to): no gradient, counted
+    assert stats.allocation is not None and sum(stats.allocation.values()) == 8
+    assert stats.synth_groups_skipped == sum(1 for n in stats.allocation.values() if n)
     assert changed(s0, state.synthesizer) == set()
     assert len(state.pool.by_step(0)) == 8
 

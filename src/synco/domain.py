@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from synco.evosyn.space import Cell
 from synco.records import TaskCard
 from synco.report import CapabilityReport
 from synco.sampling import Completion, SamplingParams
@@ -37,8 +38,9 @@ class Domain(Protocol):
 
     name: str
 
-    def synthesizer_prompt(self, report: CapabilityReport) -> str:
-        """The Synthesizer's user prompt, built from the latest capability report."""
+    def synthesizer_prompt(self, report: CapabilityReport, target: Cell | None = None) -> str:
+        """The Synthesizer's user prompt, built from the latest capability report; ``target`` names the
+        Designer's cell for this context (domains with a factor space), None for a report-only prompt."""
         ...
 
     def reasoner_prompt(self, problem: str) -> str:
@@ -80,6 +82,10 @@ class Domain(Protocol):
         ...
 
     # Optional attribute ``reasoner_response_prefix: str`` (see :func:`response_prefix`).
+    # Optional factor space (EvoSyn, see ``synco.evosyn``): ``factor_defs() -> list[FactorDef]`` (every
+    # factor the domain can compute from a problem), ``builtin_factors: tuple[str, ...]`` (those the space
+    # starts with; the rest are the Reflector's candidates) and ``sample_any(rng) -> str`` (a problem from
+    # the domain's generator, to find the feasible cells).
 
 
 def response_prefix(domain: Domain) -> str:

@@ -9,8 +9,15 @@
 ``cotrain_step`` is the function to read; everything it calls is either a pure
 function (rewards, advantages) or a component with one job (policy, verifier,
 pool). Modes: ``cotrain`` updates both agents, ``frozen`` keeps the Synthesizer
-fixed (the paper's control) and ``static`` draws cards from the domain's fixed
-generator instead of the Synthesizer (the static-corpus baseline).
+fixed (the paper's control), ``static`` revisits a fixed, finite corpus drawn
+once from the domain's generator (the paper's static-corpus baseline) and
+``uniform`` draws fresh cards from that generator every step (an oracle of the
+evaluation distribution no real domain has).
+
+With EvoSyn's factor space (``EvoState``), step 1 asks the Designer to split the
+card slots over factor cells: each context is one cell, its prompt names the cell,
+and its cards form one Synthesizer GRPO group; step 6 checks that each card landed
+in its cell (controllability) and penalises the ones that did not.
 """
 
 from __future__ import annotations
@@ -25,21 +32,27 @@ from pydantic import BaseModel
 
 from synco.answers import AnswerChecker, extract_answer, extract_answer_with_method
 from synco.domain import Domain, solve
+from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.run import EvoState
+from synco.evosyn.designer import allocate, cell_needs, cell_stats
+from synco.evosyn.metrics import balance, controlled, coverage, spearman
+from synco.evosyn.space import Cell, cell_key, factor_values
 from synco.grpo import group_advantages
 from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats
 from synco.pool import TaskPool
 from synco.records import Rollout, TaskCard, TaskRecord, Verdict
-from synco.report import CapabilityReport
+from synco.report import CapabilityReport, build_report
 from synco.rewards import (
     ReasonerRewardConfig,
     SynthesizerRewardConfig,
     is_gradient_bearing,
+    off_target,
     reasoner_reward,
     synthesizer_reward,
 )
 from synco.verifier import TaskVerifier
 
-Mode = Literal["cotrain", "frozen", "static"]
+Mode = Literal["cotrain", "frozen", "static", "uniform"]
 
 
 class StepStats(BaseModel):
@@ -71,6 +84,12 @@ class StepStats(BaseModel):
     t_other: float = 0.0
     reasons: dict[str, int] = {}
     groups: dict[str, int] = {}  # valid cards per factor value of ``group_factor``
+    controllability: float | None = None  # share of valid targeted cards whose realised cell is the requested one
+    factor_coverage: float | None = None  # share of the space's feasible cells hit by a valid card
+    factor_balance: float | None = None  # normalised entropy of valid cards over the feasible cells
+    allocation: dict[str, int] | None = None  # Designer: cell -> card slots (Designer on)
+    allocation_gap_spearman: float | None = None  # Spearman rho between each cell's need (gap) and its slots
+    space_version: int | None = None
 
 
 @dataclass
@@ -91,6 +110,16 @@ class StepSettings:
     consensus: bool = True  # apply the verifier's consensus check (no-oracle domains)
     consensus_m: int = 4  # answers the separate consensus checker samples per valid card
     checker_sampling: SamplingParams = field(default_factory=SamplingParams)
+    evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
+    window: int = 500  # recent pool records the Designer measures cells on
+
+
+@dataclass
+class ContextPlan:
+    """One Synthesizer context of a step: its target cell (None: no target) and its number of cards."""
+
+    target: Cell | None
+    n: int
 
 
 @dataclass
@@ -107,6 +136,8 @@ class CoTrainState:
     report: CapabilityReport
     rng: random.Random
     consensus_checker: Policy | None = None  # frozen model answering for consensus; None: reuse the K attempts
+    evo: EvoState | None = None  # the factor space (domains that offer factors)
+    corpus: list[str] | None = None  # static mode: the fixed corpus of raw cards, revisited
 
 
 class _Timer:
@@ -121,22 +152,32 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     """Run one co-training step and record it; never raises on bad model output."""
     s, timer, t0 = state.settings, _Timer(), time.perf_counter()
 
-    # 1. Synthesize: N cards from the latest report (or the fixed generator in static mode).
-    synth_prompt = state.domain.synthesizer_prompt(state.report)
+    # 1. Design and synthesize: the Designer splits the N slots over factor cells (one context per cell,
+    #    its prompt names the cell), or every context gets the same report-only prompt (plain SynCo).
+    plan, allocation, gaps = _plan_contexts(state)
     synth_samples: list[Completion | None]
     context_of: list[int]
-    if s.mode == "static":
-        raws = state.domain.static_cards(state.rng, s.n_cards)
+    if s.mode in ("static", "uniform"):
+        raws = _fixed_cards(state, s.n_cards)
         synth_samples, context_of = [None] * len(raws), [0] * len(raws)
     else:
-        per_context = max(1, s.n_cards // s.n_contexts)
+        report = state.report if s.evosyn.feedback else build_report([])
+        system = state.domain.synthesizer_system_prompt()
+        prompts = [state.synthesizer.format_prompt(_synth_prompt(state.domain, report, c.target), system=system)
+                   for c in plan]
         t = time.perf_counter()
-        prompt = state.synthesizer.format_prompt(synth_prompt, system=state.domain.synthesizer_system_prompt())
-        groups = state.synthesizer.generate([prompt] * s.n_contexts, per_context, s.synth_sampling)
+        if len({c.n for c in plan}) == 1:
+            groups = state.synthesizer.generate(prompts, plan[0].n, s.synth_sampling)
+        else:  # contexts of different sizes: one row per card, regrouped by context
+            flat = state.synthesizer.generate([p for p, c in zip(prompts, plan) for _ in range(c.n)], 1,
+                                              s.synth_sampling)
+            it = iter(g[0] for g in flat)
+            groups = [[next(it) for _ in range(c.n)] for c in plan]
         timer.add("generate", t)
         synth_samples = [c for g in groups for c in g]
         context_of = [ci for ci, g in enumerate(groups) for _ in g]
         raws = [c.text for c in synth_samples]
+    targets = [plan[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
 
     # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle.
     checked = state.verifier.verify_batch(raws)
@@ -145,6 +186,8 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     for card, verdict in checked:
         if card is not None and verdict.valid:
             card.factors.update(state.domain.card_factors(card))
+            if state.evo is not None:  # every factor the domain can compute, so the Reflector can test them
+                card.factors.update(factor_values(card.problem, state.evo.defs))
             domain_reason = state.domain.reject_reason(card)
             if domain_reason is not None:
                 verdict = verdict.model_copy(update={"valid": False, "reasons": [domain_reason, *verdict.reasons]})
@@ -184,7 +227,8 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
             verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded])
         rollouts[i] = graded
 
-    # 6. Rewards: Reasoner per attempt, Synthesizer per card.
+    # 6. Rewards: Reasoner per attempt, Synthesizer per card (a valid card that missed its requested
+    #    cell, as the domain recomputes it, is penalised so RL teaches the Synthesizer to follow the Designer).
     records: list[TaskRecord] = []
     for i, raw in enumerate(raws):
         rs = rollouts.get(i, [])  # kept for consensus-rejected cards too: every attempt is recorded
@@ -198,8 +242,14 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
             reason_codes=verdicts[i].reason_codes,
             config=s.synth_rewards,
         )
+        target, on_target = targets[i], None
+        if target is not None and verdicts[i].valid and cards[i] is not None:
+            on_target = controlled(target, cards[i].factors)  # type: ignore[union-attr]
+            if not on_target:
+                sr = off_target(sr, s.evosyn.control_penalty, s.synth_rewards.invalid_penalty, s.evosyn.control_gate)
         records.append(TaskRecord(step=step, slot=i, context_id=context_of[i], raw=raw, card=cards[i],
-                                  verdict=verdicts[i], rollouts=rs, success_rate=p, synth_reward=sr))
+                                  verdict=verdicts[i], rollouts=rs, success_rate=p, synth_reward=sr,
+                                  target=cell_key(target) if target is not None else None, on_target=on_target))
 
     # 7. GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's cards.
     stats = StepStats(step=step, mode=s.mode)
@@ -216,14 +266,48 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
 
     # 8. Record the whole step in one transaction, then admit its valid problems to the novelty index.
     _fill_stats(stats, records, synth_samples, r_update, s_update, s.group_factor)
+    _fill_evosyn_stats(stats, records, state.evo, allocation, gaps)
     state.pool.record_step(step, records, metrics=None)
     for rec in records:
-        if rec.valid and rec.card is not None:
+        if rec.valid and rec.card is not None and s.mode != "static":  # a fixed corpus is revisited on purpose
             state.verifier.admit(rec.task_id, rec.card.problem)
 
     stats.t_generate, stats.t_train = timer.t["generate"], timer.t["train"]
     stats.t_other = time.perf_counter() - t0 - stats.t_generate - stats.t_train
     return stats
+
+
+def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, int] | None, dict[Cell, float]]:
+    """The step's contexts: one per cell with slots (Designer on), else ``n_contexts`` equal-as-possible ones.
+
+    Never drops or adds a card: the context sizes always sum to ``n_cards``.
+    """
+    s, evo = state.settings, state.evo
+    if s.evosyn.designer and evo is not None and evo.cells and s.mode in ("cotrain", "frozen"):
+        cfg = s.evosyn.designer_settings
+        stats = cell_stats(state.pool.recent(s.window), evo.space) if s.evosyn.feedback else {}
+        slots = allocate(evo.cells, stats, s.n_cards, cfg, feedback=s.evosyn.feedback, offset=state.rng.random())
+        gaps = cell_needs(evo.cells, stats, cfg, s.evosyn.feedback)
+        return [ContextPlan(c, n) for c, n in slots.items() if n > 0], slots, gaps
+    n_ctx = min(s.n_contexts, s.n_cards)
+    base, extra = divmod(s.n_cards, n_ctx)
+    return [ContextPlan(None, base + (i < extra)) for i in range(n_ctx)], None, {}
+
+
+def _synth_prompt(domain: Domain, report: CapabilityReport, target: Cell | None) -> str:
+    """The domain's Synthesizer prompt, naming the target cell when there is one."""
+    return domain.synthesizer_prompt(report, target=target) if target is not None else domain.synthesizer_prompt(report)
+
+
+def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
+    """``static``: n cards from the fixed corpus (distinct within the step while it lasts); ``uniform``: fresh draws."""
+    if state.settings.mode == "uniform" or not state.corpus:
+        return state.domain.static_cards(state.rng, n)
+    corpus = state.corpus
+    out: list[str] = []
+    while len(out) < n:
+        out += state.rng.sample(corpus, min(len(corpus), n - len(out)))
+    return out
 
 
 def _grade(c: Completion, reference: str, checker: AnswerChecker, cfg: ReasonerRewardConfig) -> Rollout:
@@ -314,3 +398,20 @@ def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequ
         if not upd.nan_skipped and math.isfinite(upd.loss):
             setattr(stats, f"{prefix}_loss", upd.loss)
             setattr(stats, f"{prefix}_grad_norm", upd.grad_norm)
+
+
+def _fill_evosyn_stats(stats: StepStats, records: list[TaskRecord], evo: EvoState | None,
+                       allocation: dict[Cell, int] | None, gaps: dict[Cell, float]) -> None:
+    """Controllability, coverage and balance over the space's cells; the allocation and its rho with the gap."""
+    if evo is None:
+        return
+    realised = [evo.space.cell_of(r.card.factors) for r in records if r.valid and r.card is not None]
+    stats.factor_coverage = coverage(realised, evo.cells)
+    stats.factor_balance = balance(realised, evo.cells)
+    stats.space_version = evo.space.version
+    judged = [r.on_target for r in records if r.on_target is not None]
+    stats.controllability = sum(judged) / len(judged) if judged else None
+    if allocation is not None:
+        stats.allocation = {cell_key(c): n for c, n in allocation.items()}
+        cells = list(allocation)
+        stats.allocation_gap_spearman = spearman([gaps[c] for c in cells], [float(allocation[c]) for c in cells])

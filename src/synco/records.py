@@ -125,6 +125,8 @@ class TaskRecord(BaseModel):
     rollouts: list[Rollout] = Field(default_factory=list)
     success_rate: float | None = None
     synth_reward: SynthReward | None = None
+    target: str | None = None  # the Designer's cell for this card's context (``level=L8,carries=0``), if any
+    on_target: bool | None = None  # valid targeted cards: did the realised cell (recomputed) match the target?
 
     @property
     def valid(self) -> bool:

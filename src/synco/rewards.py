@@ -122,6 +122,17 @@ def synthesizer_reward(
                        novelty=novelty, success_rate=success_rate, mode=config.mode)
 
 
+def off_target(reward: SynthReward, penalty: float, invalid_penalty: float, strict: bool = False) -> SynthReward:
+    """The reward of a valid card whose realised cell is not the one the Designer asked for.
+
+    ``total - penalty`` (the penalty is recorded in ``penalty``), or, when ``strict``, the
+    invalid-card penalty: a gate that treats a missed control like a rejected card.
+    """
+    if strict:
+        return reward.model_copy(update={"total": invalid_penalty, "penalty": reward.penalty + invalid_penalty - reward.total})
+    return reward.model_copy(update={"total": reward.total - penalty, "penalty": reward.penalty - penalty})
+
+
 def is_gradient_bearing(rewards: Sequence[float], tol: float = 1e-9) -> bool:
     """A group carries a GRPO gradient only when its rewards are not all equal."""
     return len(rewards) > 1 and (max(rewards) - min(rewards)) > tol

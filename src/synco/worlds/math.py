@@ -56,6 +56,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from synco.domain import HeldoutItem
+from synco.evosyn.space import Cell, FactorDef
 from synco.novelty import normalize_text
 from synco.prompts import PromptError, load_prompt, placeholders, render
 from synco.records import CARD_FIELDS, TaskCard
@@ -727,8 +728,12 @@ class MathDomain:
         """``reasoner_system.txt`` (None when blank: no system message, the policy's default applies)."""
         return self._reasoner_system
 
-    def synthesizer_prompt(self, report: object) -> str:
-        """``synthesizer.txt`` filled from a ``CapabilityReport`` (or already-rendered report text)."""
+    def synthesizer_prompt(self, report: object, target: Cell | None = None) -> str:
+        """``synthesizer.txt`` filled from a ``CapabilityReport`` (or already-rendered report text).
+
+        ``target`` (the Designer's cell for this context) is appended as one line the
+        model must follow, e.g. ``Target cell: topic=geometry, quantities=3-4``.
+        """
         render_report = getattr(report, "render", None)
         text = render_report(self.report_budget) if callable(render_report) else str(report or "")
         values = {"report": text, "schema": card_schema()}
@@ -737,7 +742,24 @@ class MathDomain:
         if "recent_tasks" in self._optional_present:
             recent = list(getattr(report, "recent_problems", []) or [])
             values["recent_tasks"] = "\n".join("- " + p for p in recent) if recent else "- none yet"
-        return render(self._synth_template, **values)
+        prompt = render(self._synth_template, **values)
+        if target:
+            prompt += ("\n\nTarget cell (write a task whose problem has exactly these properties): "
+                       + ", ".join(f"{k}={v}" for k, v in target))
+        return prompt
+
+    # --- the factor space (EvoSyn)
+
+    builtin_factors: tuple[str, ...] = ("topic",)
+    """Factors the space starts with; the rest of :meth:`factor_defs` are the Reflector's candidates."""
+
+    def factor_defs(self) -> list[FactorDef]:
+        """``topic`` (built in), then candidates computed from the problem text: ``quantities``, ``magnitude``, ``length``."""
+        return list(MATH_FACTORS)
+
+    def sample_any(self, rng: random.Random) -> str:
+        """A problem from the built-in generator (to enumerate feasible cells)."""
+        return self.sample(rng).problem
 
     def reasoner_prompt(self, problem: str) -> str:
         """``reasoner.txt``: only the problem and the instruction to box one final answer."""
@@ -824,3 +846,39 @@ def _rejection_lines(report: object) -> str:
         hint = REJECTION_HINTS.get(code)
         lines.append("- " + code + " (" + str(count) + ")" + (": " + hint if hint else ""))
     return "\n".join(lines) if lines else "- none yet"
+
+
+# ----------------------------------------------------------------- factor extractors (EvoSyn)
+
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _numbers(problem: str) -> list[float]:
+    return [float(x) for x in _NUMBER_RE.findall(problem[:4000])]
+
+
+def _quantities(problem: str) -> str | None:
+    n = len(_numbers(problem))
+    return "0-2" if n <= 2 else "3-4" if n <= 4 else "5+"
+
+
+def _magnitude(problem: str) -> str | None:
+    nums = _numbers(problem)
+    if not nums:
+        return None
+    m = max(nums)
+    return "<10" if m < 10 else "<100" if m < 100 else "<1000" if m < 1000 else "1000+"
+
+
+def _length(problem: str) -> str | None:
+    words = len(problem.split())
+    return "short" if words < 25 else "medium" if words < 50 else "long"
+
+
+MATH_FACTORS: tuple[FactorDef, ...] = (
+    FactorDef("topic", (*TOPICS, "other"), lambda p: topic_of(p), "keyword topic of the problem"),
+    FactorDef("quantities", ("0-2", "3-4", "5+"), _quantities, "numbers stated in the problem"),
+    FactorDef("magnitude", ("<10", "<100", "<1000", "1000+"), _magnitude, "largest number in the problem"),
+    FactorDef("length", ("short", "medium", "long"), _length, "words in the problem"),
+)
+"""The math domain's factors, all computed from the problem text: ``topic`` is built in."""

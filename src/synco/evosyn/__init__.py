@@ -1,0 +1,21 @@
+"""EvoSyn inside the co-training loop: an explicit, evolving space of task factors.
+
+* :mod:`~synco.evosyn.space` — ``FactorDef`` (a named extractor problem -> bucket),
+  ``FactorSpace`` (the versioned set of factors in use, with status and provenance)
+  and cells (one bucket per active factor).
+* :mod:`~synco.evosyn.designer` — ``allocate``: splits the step's card slots over
+  cells from the pool's recent window (gap to the teachable band, coverage, an
+  exploration floor, a retention share). A pure function.
+* :mod:`~synco.evosyn.reflector` — conditional mutual information of Reasoner
+  failure with a candidate factor given the current cells, a stratified
+  permutation test, promotion and retirement.
+* :mod:`~synco.evosyn.metrics` — controllability, coverage, balance, Spearman ρ.
+* :mod:`~synco.evosyn.config` — ``EvoSynConfig`` (the ``evosyn`` config section).
+
+Nothing here imports torch.
+"""
+
+from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, FactorState
+
+__all__ = ["Cell", "EvoSynConfig", "FactorChange", "FactorDef", "FactorSpace", "FactorState"]

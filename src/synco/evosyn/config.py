@@ -1,0 +1,65 @@
+"""The ``evosyn`` config section: the three switches of EvoSyn's ablations and their knobs."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class DesignerConfig(BaseModel):
+    """How the Designer splits the card slots of a step over cells."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: float = Field(0.5, gt=0, lt=1, description="Success rate the Designer aims at: a cell's need is 1 there and falls linearly to 0 at success 0 and 1 (the teachable band's centre; GRPO's signal peaks at 0.5).")
+    floor: float = Field(0.15, ge=0, le=1, description="Exploration floor: this share of the slots is spread evenly over all cells, so no cell starves and a cell that becomes learnable is noticed.")
+    retention: float = Field(0.1, ge=0, le=1, description="Retention share: this share of the slots goes to cells the Reasoner has mastered, so skills are not forgotten (moves to the need-driven share when none is mastered).")
+    mastered: float = Field(0.9, gt=0, le=1, description="A cell with (smoothed) success >= this is mastered.")
+    min_tasks: int = Field(4, ge=0, description="Coverage: a cell with fewer measured tasks in the window gets full need (unmeasured cells are explored first).")
+    prior: float = Field(1.0, ge=0, description="Beta prior pseudo-count on each side when smoothing a cell's success rate (Laplace at 1).")
+    sharpness: float = Field(2.0, gt=0, description="need ** sharpness sets the need-driven shares (1: proportional; larger: more focus on the most teachable cells).")
+    min_group: int = Field(2, ge=1, description="A cell that gets any slots gets at least this many (a Synthesizer GRPO group of one card has no advantage).")
+
+    @model_validator(mode="after")
+    def _shares(self) -> "DesignerConfig":
+        if self.floor + self.retention > 1:
+            raise ValueError(f"floor + retention must be <= 1, got {self.floor} + {self.retention}")
+        return self
+
+
+class ReflectorConfig(BaseModel):
+    """When and on what evidence the Reflector changes the factor space."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    every: int = Field(10, ge=1, description="Reflect every this many steps.")
+    window: int = Field(3000, ge=1, description="Most recent task records the Reflector measures on.")
+    min_tasks: int = Field(300, ge=1, description="Minimum evidence: measured valid tasks in the window.")
+    min_bucket_tasks: int = Field(20, ge=1, description="Minimum evidence: a candidate needs at least two buckets with this many tasks.")
+    permutations: int = Field(200, ge=10, description="Stratified permutations (z shuffled within each cell) for the p-value.")
+    alpha: float = Field(0.01, gt=0, lt=1, description="Promote only when the permutation p-value is <= alpha.")
+    min_excess_cmi: float = Field(0.002, ge=0, description="... and the CMI exceeds its permutation-null mean by at least this many nats.")
+    retire_alpha: float = Field(0.2, gt=0, lt=1, description="An experimental factor whose p-value given the other factors is above this at its next reflection is retired; below it, confirmed.")
+    max_cells: int = Field(96, ge=1, description="Never promote a factor that would make the space have more feasible cells than this.")
+    proposer: bool = Field(False, description="(math domain, real LMs) also test factors the Synthesizer writes in its cards' `factors` field; promoted on the same evidence test.")
+
+
+class EvoSynConfig(BaseModel):
+    """EvoSyn's closed loop inside co-training; each switch is one of the paper's ablations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    designer: bool = Field(True, description="Designer on: each step's card slots are split over factor cells by need; each Synthesizer context names its cell. Off: plain SynCo (every context gets the same report-only prompt).")
+    reflector: bool = Field(True, description="Reflector on: every reflector.every steps, promote a candidate factor that explains Reasoner failure beyond the current cells (and retire ones that stopped).")
+    feedback: bool = Field(True, description="Learner feedback on. Off: no learner information reaches the Synthesizer or the Designer (empty report; the Designer sees coverage only, never success; the Reflector has nothing to measure and makes no change).")
+    control_penalty: float = Field(0.3, ge=0, description="Subtracted from the Synthesizer reward of a valid card whose realised cell (recomputed by the domain) differs from the requested one.")
+    control_gate: bool = Field(False, description="Instead of the penalty, a card that misses its cell gets the invalid penalty (strict).")
+    designer_settings: DesignerConfig = Field(default_factory=DesignerConfig, description="Designer knobs.")
+    reflector_settings: ReflectorConfig = Field(default_factory=ReflectorConfig, description="Reflector knobs.")
+
+    @model_validator(mode="after")
+    def _finite(self) -> "EvoSynConfig":
+        if not math.isfinite(self.control_penalty):
+            raise ValueError(f"control_penalty must be finite, got {self.control_penalty}")
+        return self

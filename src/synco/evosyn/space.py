@@ -1,0 +1,193 @@
+"""The factor space: named, bucketed task factors the loop steers by, as versioned run state.
+
+A *factor* is a function of a problem computed by the domain (never taken from
+the card's claims): ``level`` of an arithmetic problem, the number of carries,
+the topic of a word problem. ``FactorDef`` is that function with its buckets;
+``FactorSpace`` is the serialisable state of which factors are in use, their
+status and where they came from:
+
+* ``standard`` — in use; a built-in factor, or a promoted one that held up;
+* ``experimental`` — promoted by the Reflector at some step, in use, to be
+  confirmed (→ standard) or retired at the next reflection;
+* ``retired`` — no longer in use (kept, with the evidence, for the history).
+
+A *cell* is one bucket per active factor, e.g. ``level=L5,carries=2``: the unit
+the Designer allocates card slots to and a Synthesizer context asks for.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Cell = tuple[tuple[str, str], ...]
+"""``((factor, bucket), ...)`` in the space's factor order."""
+
+Status = Literal["standard", "experimental", "retired"]
+
+
+@dataclass(frozen=True)
+class FactorDef:
+    """A factor the domain can compute: ``extract(problem)`` -> one of ``buckets``, or None (not applicable)."""
+
+    name: str
+    buckets: tuple[str, ...]
+    extract: Callable[[str], str | None]
+    description: str = ""
+
+    def value(self, problem: str) -> str | None:
+        """The problem's bucket; None when the extractor does not apply or returns an unknown bucket."""
+        v = self.extract(problem)
+        return v if v in self.buckets else None
+
+
+class FactorEvidence(BaseModel):
+    """What the Reflector measured about one factor on the recent window."""
+
+    cmi: float = Field(description="I(fail; z | current cell) in nats (plug-in estimate).")
+    cmi_null: float = Field(description="Mean CMI under the stratified permutation null (the estimate's bias).")
+    p_value: float = Field(description="Permutation p-value: (1 + #null >= observed) / (1 + permutations).")
+    n_tasks: int
+    n_attempts: int
+    failure_by_bucket: dict[str, float] = Field(default_factory=dict)
+    n_by_bucket: dict[str, int] = Field(default_factory=dict, description="Tasks per bucket.")
+
+    @property
+    def excess(self) -> float:
+        """CMI above what shuffled labels give: the bias-corrected information."""
+        return self.cmi - self.cmi_null
+
+
+class FactorState(BaseModel):
+    """One factor in the space: buckets, status and provenance."""
+
+    name: str
+    buckets: list[str]
+    status: Status = "standard"
+    origin: Literal["builtin", "promoted"] = "builtin"
+    since_step: int | None = None  # step of promotion (None: built in)
+    evidence: FactorEvidence | None = None  # the evidence it was promoted (or last confirmed) on
+
+
+class FactorChange(BaseModel):
+    """One line of ``factors.jsonl``: a decision of the Reflector and its evidence."""
+
+    step: int
+    action: Literal["promote", "confirm", "retire", "reject"]
+    factor: str
+    version: int  # space version after the change
+    evidence: FactorEvidence | None = None
+    note: str = ""
+
+
+class FactorSpace(BaseModel):
+    """The factors in use (versioned): saved with checkpoints, restored on resume."""
+
+    version: int = 0
+    factors: list[FactorState] = Field(default_factory=list)
+
+    @classmethod
+    def from_defs(cls, defs: Iterable[FactorDef]) -> "FactorSpace":
+        """A space whose built-in (standard) factors are ``defs``."""
+        return cls(factors=[FactorState(name=d.name, buckets=list(d.buckets)) for d in defs])
+
+    def active(self) -> list[FactorState]:
+        """Factors in use (standard and experimental), in order."""
+        return [f for f in self.factors if f.status != "retired"]
+
+    def active_names(self) -> list[str]:
+        return [f.name for f in self.active()]
+
+    def get(self, name: str) -> FactorState | None:
+        return next((f for f in self.factors if f.name == name), None)
+
+    def cell_of(self, values: Mapping[str, str]) -> Cell | None:
+        """The cell of a problem's factor values, or None when an active factor is missing/out of its buckets."""
+        out = []
+        for f in self.active():
+            v = values.get(f.name)
+            if v is None or v not in f.buckets:
+                return None
+            out.append((f.name, v))
+        return tuple(out)
+
+    def promote(self, d: FactorDef, step: int, evidence: FactorEvidence) -> FactorChange:
+        """Add ``d`` as an experimental factor (or bring a retired one back)."""
+        old = self.get(d.name)
+        if old is not None:
+            self.factors.remove(old)
+        self.factors.append(FactorState(name=d.name, buckets=list(d.buckets), status="experimental",
+                                        origin="promoted", since_step=step, evidence=evidence))
+        self.version += 1
+        return FactorChange(step=step, action="promote", factor=d.name, version=self.version, evidence=evidence)
+
+    def confirm(self, name: str, step: int, evidence: FactorEvidence) -> FactorChange:
+        """An experimental factor that still explains failure becomes standard."""
+        f = self._require(name)
+        f.status, f.evidence = "standard", evidence
+        self.version += 1
+        return FactorChange(step=step, action="confirm", factor=name, version=self.version, evidence=evidence)
+
+    def retire(self, name: str, step: int, evidence: FactorEvidence | None, note: str = "") -> FactorChange:
+        """Take a factor out of use (it stays in the history)."""
+        f = self._require(name)
+        f.status = "retired"
+        self.version += 1
+        return FactorChange(step=step, action="retire", factor=name, version=self.version, evidence=evidence,
+                            note=note)
+
+    def _require(self, name: str) -> FactorState:
+        f = self.get(name)
+        if f is None:
+            raise KeyError(f"factor {name!r} is not in the space ({', '.join(x.name for x in self.factors)})")
+        return f
+
+
+def cell_key(cell: Cell) -> str:
+    """``level=L5,carries=2`` (the form used in prompts, metrics and plots)."""
+    return ",".join(f"{k}={v}" for k, v in cell)
+
+
+def parse_cell_key(key: str) -> Cell:
+    """Inverse of :func:`cell_key`; the empty string is the empty cell."""
+    if not key:
+        return ()
+    out = []
+    for part in key.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not name:
+            raise ValueError(f"cell {key!r}: part {part!r} is not factor=bucket")
+        out.append((name, value))
+    return tuple(out)
+
+
+def factor_values(problem: str, defs: Sequence[FactorDef]) -> dict[str, str]:
+    """Every applicable factor value of ``problem`` (bucketed), computed by the domain's extractors."""
+    out = {}
+    for d in defs:
+        v = d.value(problem)
+        if v is not None:
+            out[d.name] = v
+    return out
+
+
+def feasible_cells(space: FactorSpace, defs: Sequence[FactorDef], sample: Callable[[random.Random], str],
+                   n: int = 4000, seed: int = 0) -> list[Cell]:
+    """Cells of the space that occur among ``n`` problems from the domain's generator, in a stable order.
+
+    Cells no problem can realise (``level=L1,answer_digits=6``) are never allocated.
+    """
+    rng = random.Random(seed)
+    by_name = {d.name: d for d in defs}
+    active = [by_name[f.name] for f in space.active() if f.name in by_name]
+    seen: dict[Cell, None] = {}
+    for _ in range(n):
+        cell = space.cell_of(factor_values(sample(rng), active))
+        if cell is not None:
+            seen.setdefault(cell, None)
+    order = {f.name: {b: i for i, b in enumerate(f.buckets)} for f in space.active()}
+    return sorted(seen, key=lambda c: tuple(order[k][v] for k, v in c))
