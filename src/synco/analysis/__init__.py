@@ -1,12 +1,15 @@
 """Run analysis (``synco analyze``) and Learn/Retain comparison (``synco compare``).
 
-Reads only a run's files (pool.sqlite read-only, metrics.jsonl, reports/) or an
-eval directory's raw/*.jsonl; never imports torch, so it runs anywhere the
-runs were copied to. Modules:
+Reads only a run's files (pool.sqlite read-only, metrics.jsonl, reports/, EvoSyn's
+factors.jsonl / reflector.jsonl / factor_space.json when present) or an eval
+directory's raw/*.jsonl; never imports torch, so it runs anywhere the runs were
+copied to. Modules:
 
 - ``rundata``: load a run directory into typed rows (``load_run``, ``AnalysisError``)
 - ``stats``: pure statistics (Pearson / point-biserial, top-fraction share, precision/recall, ...)
 - ``run``: the analyses of one run (``analyze_run`` -> ``RunAnalysis`` = summary.json)
+- ``evosyn``: EvoSyn's part of it (controllability, coverage, balance, allocation, gap vs next allocation,
+  factor-space changes, the Reflector's evidence); None for runs without a factor space
 - ``plots``, ``html``: PNG figures and the self-contained report.html
 - ``compare``: Learn / Retain decomposition of an evaluation gain
 - ``cli``: ``configure_analyze`` / ``run_analyze``, ``configure_compare`` / ``run_compare``

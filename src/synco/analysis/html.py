@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from synco.analysis.evosyn import EvoSynAnalysis
 from synco.analysis.run import OUTCOMES, RunAnalysis
+from synco.evosyn.space import FactorEvidence
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -90,16 +92,78 @@ def run_tables(a: RunAnalysis) -> str:
     return "\n".join(parts)
 
 
+def bucket_failures(ev: FactorEvidence | None) -> str:
+    """``bucket: failure rate (n tasks)`` for every bucket of a factor's evidence, in the evidence's order."""
+    if ev is None:
+        return "–"
+    return ", ".join(f"{b}: {fmt(r, True)} (n={ev.n_by_bucket[b]})" if b in ev.n_by_bucket else f"{b}: {fmt(r, True)}"
+                     for b, r in ev.failure_by_bucket.items())
+
+
+def _evidence_cells(ev: FactorEvidence | None) -> list[str]:
+    """CMI, excess CMI over the permutation null, p-value and n tasks of one factor's evidence."""
+    if ev is None:
+        return ["–"] * 4
+    return [f"{ev.cmi:.4f}", f"{ev.excess:.4f}", f"{ev.p_value:.4f}", str(ev.n_tasks)]
+
+
+def evosyn_tables(e: EvoSynAnalysis) -> str:
+    """EvoSyn's key numbers, the factor-space changes (factors.jsonl) and the last reflection's candidates."""
+    parts = [
+        _table(["controllability (first 10 %)", "controllability (last 10 %)", "coverage (mean)", "balance (mean)",
+                "allocation-gap rho (mean)", "gap -> next allocation rho", "promotions", "confirmations",
+                "retirements", "space version", "factors in use", "cells"],
+               [[fmt(e.controllability_first), fmt(e.controllability_last), fmt(e.coverage_mean), fmt(e.balance_mean),
+                 fmt(e.allocation_gap_spearman_mean), fmt(e.gap_next_spearman), str(e.n_promotions),
+                 str(e.n_confirmations), str(e.n_retirements), fmt(e.space_version),
+                 ", ".join(e.active_factors) or "–", fmt(e.n_cells)]]),
+        "<h3>Factor-space changes (factors.jsonl)</h3>",
+    ]
+    if e.changes:
+        parts.append(_table(["step", "action", "factor", "version", "CMI (nats)", "excess CMI", "p-value", "n tasks",
+                             "failure rate per bucket", "note"],
+                            [[str(c.step), c.action, c.factor, str(c.version), *_evidence_cells(c.evidence),
+                              bucket_failures(c.evidence), c.note or ""] for c in e.changes]))
+    else:
+        parts.append("<p>No factor was promoted, confirmed or retired.</p>")
+    r = e.last_reflection
+    if r is None:
+        parts.append("<p>No reflection was recorded (reflector.jsonl).</p>")
+        return "\n".join(parts)
+    parts.append(f"<h3>Reflection at step {r.step} (reflector.jsonl, {e.n_reflections} reflections; "
+                 f"{r.n_tasks} measured tasks)</h3>")
+    if not r.candidates:
+        parts.append("<p>Too few measured tasks: no candidate was tested.</p>")
+        return "\n".join(parts)
+    decided = {c.factor: c.action for c in e.changes if c.step == r.step}
+    rows = sorted(r.candidates.items(), key=lambda kv: -kv[1].excess)
+    parts.append(_table(["factor", "decision", "CMI (nats)", "excess CMI", "p-value", "n tasks", "null CMI",
+                         "n attempts", "failure rate per bucket"],
+                        [[name, decided.get(name, "–"), *_evidence_cells(ev), f"{ev.cmi_null:.4f}",
+                          str(ev.n_attempts), bucket_failures(ev)] for name, ev in rows]))
+    return "\n".join(parts)
+
+
+def evosyn_section(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path) -> list[str]:
+    """The "EvoSyn" section of a run's report: tables then plots; [] for a run without EvoSyn."""
+    if a.evosyn is None:
+        return []
+    return ["<h2>EvoSyn</h2>", evosyn_tables(a.evosyn), *(figure(p, base, c) for p, c in plots)]
+
+
 def _page(title: str, body: Sequence[str]) -> str:
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
 def run_report(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path,
-               latest_report: tuple[int, str] | None = None) -> str:
-    """The report.html of one run: tables, every plot, and the newest capability report."""
+               latest_report: tuple[int, str] | None = None,
+               evosyn_plots: Sequence[tuple[Path, str]] = ()) -> str:
+    """The report.html of one run: tables, every plot, the EvoSyn section (if any) and the newest
+    capability report."""
     body = [f"<h1>synco analysis: {escape(a.label)}</h1>", f"<p>run directory: <code>{escape(a.run)}</code></p>",
-            run_tables(a), "<h2>Plots</h2>", *(figure(p, base, c) for p, c in plots)]
+            run_tables(a), "<h2>Plots</h2>", *(figure(p, base, c) for p, c in plots),
+            *evosyn_section(a, evosyn_plots, base)]
     if latest_report is not None:
         body.append(f"<details><summary>Newest capability report (reports/step_{latest_report[0]}.txt)</summary>"
                     f"<pre>{escape(latest_report[1])}</pre></details>")
@@ -117,4 +181,6 @@ def compare_report(runs: Sequence[RunAnalysis], overlays: Sequence[tuple[Path, s
             "<h2>Overlays</h2>", *(figure(p, base, c) for p, c in overlays)]
     for a in runs:
         body += [f"<h2>Run {escape(a.label)}</h2>", f"<p><code>{escape(a.run)}</code></p>", run_tables(a)]
+        if a.evosyn is not None:
+            body += ["<h3>EvoSyn</h3>", evosyn_tables(a.evosyn)]
     return _page("synco analysis: " + " vs ".join(a.label for a in runs), body)

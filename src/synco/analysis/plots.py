@@ -45,6 +45,21 @@ OVERLAY_PLOTS: dict[str, str] = {
 }
 """File name -> caption of every multi-run overlay figure."""
 
+EVOSYN_PLOTS: dict[str, str] = {
+    "evosyn_allocation.png": "EvoSyn Designer: share of each step's card slots per cell (grouped when there are "
+                             "many cells); dotted lines mark factor-space changes.",
+    "evosyn_gap.png": "EvoSyn Designer: a cell's gap (need of its mean success at step t) vs its share of the slots "
+                      "at step t + 1, with Spearman's rho.",
+    "evosyn_metrics.png": "EvoSyn data metrics per step: controllability (valid targeted cards on their cell), "
+                          "factor coverage and balance.",
+}
+"""File name -> caption of the EvoSyn figures of one run (drawn only for runs with a factor space)."""
+
+EVOSYN_OVERLAY_PLOTS: dict[str, str] = {
+    "evosyn.png": "EvoSyn controllability, factor coverage and balance per step, runs overlaid.",
+}
+"""File name -> caption of the EvoSyn overlay (drawn only when some run has a factor space)."""
+
 
 def _figure(ncols: int = 1, width: float = 6.0, height: float = 3.6,
             bottom: float = 0.55) -> tuple["Figure", list["Axes"]]:
@@ -294,6 +309,153 @@ SINGLE_FUNCS = {
 def plot_run(a: RunAnalysis, out: Path) -> list[Path]:
     """Every single-run figure into ``out``; returns the paths in SINGLE_PLOTS order."""
     return [SINGLE_FUNCS[name](a, out / name) for name in SINGLE_PLOTS]
+
+
+# ------------------------------------------------------------------ EvoSyn
+
+EVOSYN_SERIES: tuple[tuple[str, str], ...] = (("controllability", "controllability"),
+                                              ("coverage", "factor coverage"), ("balance", "factor balance"))
+"""(EvoSynAnalysis field, label) of the per-step data metrics."""
+
+
+def _group_colors(groups: Sequence[str]) -> list[object]:
+    """A distinct colour per allocation group; ``other`` is grey."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"] if len(groups) > 10 else colormaps["tab10"]
+    return ["#adb5bd" if g == "other" else cmap(i % cmap.N) for i, g in enumerate(groups)]
+
+
+def _mark_changes(ax: "Axes", a: RunAnalysis) -> None:
+    """Whole-number step ticks; dotted vertical lines at the factor-space changes (applied from the next step)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    e = a.evosyn
+    if e is None or not e.steps:
+        return
+    for c in e.changes:
+        if c.step >= e.steps[-1]:  # takes effect after the last plotted step
+            continue
+        ax.axvline(c.step + 0.5, color="black", ls=":", lw=0.8)
+        ax.text(c.step + 0.5, 0.98, f"{c.action} {_short(c.factor, 12)}", rotation=90, va="top", ha="left",
+                fontsize=6, transform=ax.get_xaxis_transform(),
+                bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1})
+
+
+def plot_evosyn_allocation(a: RunAnalysis, path: Path) -> Path:
+    """Stacked shares of the card slots per step, one area per cell (or per first-factor bucket / top cell)."""
+    fig, (ax,) = _figure(1, width=8.0)
+    alloc = a.evosyn.allocation if a.evosyn else None
+    if alloc is None or not alloc.steps:
+        _no_data(ax, "no Designer allocation in metrics.jsonl (Designer off)")
+        return _save(fig, path)
+    colors = _group_colors(alloc.groups)
+    columns = [[row[i] for row in alloc.shares] for i in range(len(alloc.groups))]
+    labels = [_short(g, 22) for g in alloc.groups]
+    if len(alloc.steps) == 1:  # an area needs two points
+        bottom = 0.0
+        for col, lab, color in zip(columns, labels, colors):
+            ax.bar(alloc.steps, col, bottom=bottom, color=color, label=lab, width=0.6)
+            bottom += col[0]
+    else:
+        ax.stackplot(alloc.steps, columns, labels=labels, colors=colors)
+        ax.set_xlim(alloc.steps[0], alloc.steps[-1])
+    _mark_changes(ax, a)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of the step's card slots")
+    how = {"cell": "per cell", "first_factor": "grouped by first factor", "top": "top cells + other"}[alloc.grouping]
+    ax.set_title(f"{a.label}: Designer allocation {how} ({alloc.n_cells} cells)")
+    fig.subplots_adjust(right=0.8)  # room for the legend outside the axes
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, reverse=True)
+    return _save(fig, path)
+
+
+def plot_evosyn_gap(a: RunAnalysis, path: Path) -> Path:
+    """Scatter of a cell's gap at step t against its allocation share at t + 1, coloured by step."""
+    fig, (ax,) = _figure(1)
+    e = a.evosyn
+    if e is None or not e.gap_points:
+        _no_data(ax, "no cell measured at a step followed by an allocation")
+        return _save(fig, path)
+    pts = e.gap_points
+    sc = ax.scatter([p.gap for p in pts], [p.next_share for p in pts], c=[p.step for p in pts], cmap="viridis",
+                    s=[12 + 4 * min(p.n_tasks, 20) for p in pts], alpha=0.75, edgecolors="none")
+    fig.colorbar(sc, ax=ax, label="step t")
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(f"gap at step t: need(mean success), target {e.designer_target:g}")
+    ax.set_ylabel("share of slots at step t + 1")
+    rho = "n/a" if e.gap_next_spearman is None else f"{e.gap_next_spearman:.2f}"
+    ax.set_title(f"{a.label}: gap vs next allocation (Spearman rho = {rho}, {len(pts)} points)", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_evosyn_metrics(a: RunAnalysis, path: Path) -> Path:
+    """Controllability, coverage and balance per step, with the factor-space changes marked."""
+    fig, (ax,) = _figure(1, width=7.0)
+    e = a.evosyn
+    series = [] if e is None else [(label, [(s, v) for s, v in zip(e.steps, getattr(e, field)) if v is not None])
+                                   for field, label in EVOSYN_SERIES]
+    drawn = False
+    for label, pts in series:
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+            drawn = True
+    if not drawn:
+        _no_data(ax, "no EvoSyn metrics in metrics.jsonl")
+        return _save(fig, path)
+    _mark_changes(ax, a)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{a.label}: EvoSyn data metrics")
+    return _save(fig, path)
+
+
+EVOSYN_FUNCS = {
+    "evosyn_allocation.png": plot_evosyn_allocation,
+    "evosyn_gap.png": plot_evosyn_gap,
+    "evosyn_metrics.png": plot_evosyn_metrics,
+}
+
+
+def plot_evosyn(a: RunAnalysis, out: Path) -> list[tuple[Path, str]]:
+    """The EvoSyn figures of one run into ``out`` with their captions; [] for a run without EvoSyn."""
+    if a.evosyn is None:
+        return []
+    return [(EVOSYN_FUNCS[name](a, out / name), caption) for name, caption in EVOSYN_PLOTS.items()]
+
+
+def overlay_evosyn(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Controllability, coverage and balance per step of each run with EvoSyn, one panel each."""
+    fig, axes = _figure(3, width=4.5)
+    for ax, (field, label) in zip(axes, EVOSYN_SERIES):
+        drawn = False
+        for a in runs:
+            if a.evosyn is None:
+                continue
+            pts = [(s, v) for s, v in zip(a.evosyn.steps, getattr(a.evosyn, field)) if v is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=a.label)
+                drawn = True
+        if not drawn:
+            _no_data(ax, f"no {label}")
+            continue
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_xlabel("step")
+        ax.set_title(label)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_evosyn_overlays(runs: Sequence[RunAnalysis], out: Path) -> list[tuple[Path, str]]:
+    """The EvoSyn overlay with its caption; [] when no run has EvoSyn."""
+    if not any(a.evosyn is not None for a in runs):
+        return []
+    return [(overlay_evosyn(runs, out / name), caption) for name, caption in EVOSYN_OVERLAY_PLOTS.items()]
 
 
 # ------------------------------------------------------------------ overlays

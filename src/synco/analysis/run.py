@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from synco.analysis.evosyn import EvoSynAnalysis, evosyn_analysis
 from synco.analysis.rundata import HeldoutPoint, RunData, TaskRow
 from synco.analysis.stats import (
     DifficultyOrder,
@@ -180,6 +181,7 @@ class RunAnalysis(BaseModel):
     n_reports: int
     latest_report_step: int | None
     heldout: list[HeldoutPoint] = []  # the Reasoner's greedy held-out accuracy by step (empty without evaluation)
+    evosyn: EvoSynAnalysis | None = None  # factor space, Designer and Reflector (None: the run has no EvoSyn)
 
 
 def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnalysis:
@@ -213,6 +215,7 @@ def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnal
         n_reports=data.n_reports,
         latest_report_step=data.latest_report[0] if data.latest_report else None,
         heldout=data.heldout,
+        evosyn=evosyn_analysis(data),
     )
 
 

@@ -1,4 +1,4 @@
-"""Read a run directory for analysis: the pool (read-only), metrics.jsonl and reports/.
+"""Read a run directory for analysis: the pool (read-only), metrics.jsonl, reports/ and EvoSyn's files.
 
 Nothing here writes to the run: the pool is opened through a read-only SQLite
 URI (``TaskPool`` would create tables and switch the journal mode), and only the
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
+from synco.evosyn.space import FactorChange, FactorEvidence, FactorSpace
 from synco.pool import SCHEMA_VERSION
 from synco.rewards import teachability
 
@@ -76,6 +77,41 @@ class MetricsLine(BaseModel):
     reasoner_accuracy: float | None = None
     valid_rate: float | None = None
     gradient_share: float | None = None
+    # EvoSyn (absent from runs without a factor space)
+    controllability: float | None = None
+    factor_coverage: float | None = None
+    factor_balance: float | None = None
+    allocation: dict[str, int] | None = None  # cell key -> card slots (Designer on)
+    allocation_gap_spearman: float | None = None
+    space_version: int | None = None
+
+    @property
+    def has_evosyn(self) -> bool:
+        """Whether this step recorded any EvoSyn number."""
+        return any(v is not None for v in (self.controllability, self.factor_coverage, self.factor_balance,
+                                           self.allocation, self.allocation_gap_spearman, self.space_version))
+
+
+class ReflectionLine(BaseModel):
+    """One line of reflector.jsonl: a reflection of the factor space and every candidate's evidence."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    step: int
+    n_tasks: int = 0  # measured valid tasks in the Reflector's window
+    space_version: int | None = None  # after the reflection
+    candidates: dict[str, FactorEvidence] = {}  # factor -> evidence (promoted or not); {} when too few tasks
+
+
+@dataclass
+class EvoSynFiles:
+    """EvoSyn's run files: factor-space changes, reflections and the final space (each may be absent)."""
+
+    changes: list[FactorChange] = field(default_factory=list)  # factors.jsonl, in file order
+    reflections: list[ReflectionLine] = field(default_factory=list)  # reflector.jsonl, in file order
+    space: FactorSpace | None = None  # factor_space.json
+    n_cells: int | None = None  # feasible cells of that space, as the trainer counted them
+    designer_target: float | None = None  # evosyn.designer_settings.target of config.yaml, when readable
 
 
 class HeldoutPoint(BaseModel):
@@ -103,6 +139,7 @@ class RunData:
     latest_report: tuple[int, str] | None = None  # (step, text) of the newest reports/step_N.txt
     n_reports: int = 0
     heldout: list[HeldoutPoint] = field(default_factory=list)  # the Reasoner's held-out curve, by step
+    evosyn: EvoSynFiles | None = None  # None: the run has no EvoSyn file
 
     @property
     def mode(self) -> str:
@@ -119,7 +156,77 @@ def load_run(path: str | Path, label: str | None = None) -> RunData:
     metrics = read_metrics(run / "metrics.jsonl")
     latest, n_reports = read_reports(run / "reports")
     return RunData(path=run, label=label or run.resolve().name, tasks=tasks, steps=steps, metrics=metrics,
-                   latest_report=latest, n_reports=n_reports, heldout=read_heldout(run))
+                   latest_report=latest, n_reports=n_reports, heldout=read_heldout(run), evosyn=read_evosyn(run))
+
+
+EVOSYN_FILES: tuple[str, ...] = ("factors.jsonl", "reflector.jsonl", "factor_space.json")
+"""EvoSyn's files in a run directory (see ``synco.evosyn.run``); runs before EvoSyn have none."""
+
+
+def read_evosyn(run: Path) -> EvoSynFiles | None:
+    """factors.jsonl, reflector.jsonl and factor_space.json; None when the run has none of them.
+
+    A broken line or file is an AnalysisError naming it (and the line number).
+    """
+    if not any((run / name).is_file() for name in EVOSYN_FILES):
+        return None
+    out = EvoSynFiles(changes=_read_jsonl(run / "factors.jsonl", FactorChange, "factor-space change"),
+                      reflections=_read_jsonl(run / "reflector.jsonl", ReflectionLine, "reflection"),
+                      designer_target=read_designer_target(run / "config.yaml"))
+    path = run / "factor_space.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out.space = FactorSpace.model_validate(data)
+            n_cells = data.get("n_cells")
+            out.n_cells = int(n_cells) if isinstance(n_cells, int) else None
+        except (ValueError, AttributeError) as e:  # ValidationError is a ValueError
+            raise AnalysisError(f"{path}: not a factor space ({_first_error(e)})") from e
+    return out
+
+
+def _read_jsonl(path: Path, model: type[BaseModel], what: str) -> list:  # type: ignore[type-arg]
+    """Every line of ``path`` as ``model`` (a missing file is no lines); AnalysisError names file:line."""
+    if not path.is_file():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(model.model_validate_json(line))
+        except ValidationError as e:
+            raise AnalysisError(f"{path}:{n}: not a {what} ({_first_error(e)})") from e
+    return rows
+
+
+def _first_error(e: Exception) -> str:
+    """The first message of a pydantic ValidationError (its field and why), else the exception text."""
+    if isinstance(e, ValidationError):
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" if where else err["msg"]
+    return str(e)
+
+
+def read_designer_target(path: Path) -> float | None:
+    """``evosyn.designer_settings.target`` of a run's config.yaml; None when absent or unreadable.
+
+    Only used to measure a cell's gap the way the Designer did; the analysis falls
+    back to the default target when the config cannot be read.
+    """
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+        target = cfg["evosyn"]["designer_settings"]["target"]
+    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
+        return None
+    return float(target)
 
 
 def read_heldout(run: Path) -> list[HeldoutPoint]:
