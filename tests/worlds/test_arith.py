@@ -304,3 +304,56 @@ def test_prefilled_answers_are_the_answers_the_warm_start_writes_itself(one_thre
     assert [g[0].text for g in prefilled] == [g[0].text for g in plain]
     assert all(g[0].text.startswith("\\boxed{") for g in prefilled)
     assert sum(len(g[0].completion_ids) for g in prefilled) < sum(len(g[0].completion_ids) for g in plain) - 6 * len(items)
+
+
+# ----------------------------------------------------------------- the factor space (EvoSyn)
+
+
+@pytest.mark.parametrize("problem,expected", [
+    # 347*6 = 2082: partial-product carries 7*6=42 (4), 4*6+4=28 (2), 3*6+2=20 (2) -> 3 -> "3+"
+    ("347*6", {"level": "L8", "carries": "3+", "answer_digits": "4", "zeros": "no", "lead": "1-3", "ones": "high"}),
+    # 812-347 = 465: 2-7 borrows, 1-4-1 borrows, 8-3-1 = 4 -> 2 borrows; lead digit of 812 is 8; ones of 347: 7
+    ("812-347", {"level": "L7", "carries": "2", "answer_digits": "3", "zeros": "no", "lead": "7-9", "ones": "high"}),
+    # 305*4 = 1220: 5*4=20 (2), 0*4+2=2 (0), 3*4=12 (1) -> 2; operands hold a 0; ones of the smaller (4) is low
+    ("305*4", {"level": "L8", "carries": "2", "answer_digits": "4", "zeros": "yes", "lead": "1-3", "ones": "low"}),
+    # 47+58 = 105: 7+8 carries, 4+5+1 carries -> 2; larger operand 58 leads with 5
+    ("47+58", {"level": "L3", "carries": "2", "answer_digits": "3", "zeros": "no", "lead": "4-6", "ones": "high"}),
+    # 500-1 = 499: 0-1 borrows, 0-0-1 borrows, 5-0-1 = 4 -> 2
+    ("500-1", {"level": "L2", "carries": "2", "answer_digits": "3", "zeros": "yes", "lead": "4-6", "ones": "low"}),
+    ("999+1", {"level": "L1", "carries": "3+", "answer_digits": "4", "zeros": "no", "lead": "7-9", "ones": "low"}),
+    (" 123+456 ", {"level": "L6", "carries": "0", "answer_digits": "3", "zeros": "no", "lead": "4-6", "ones": "low"}),
+])
+def test_factor_extractors_on_hand_examples(problem: str, expected: dict[str, str]) -> None:
+    from synco.evosyn.space import factor_values
+
+    assert factor_values(problem, DOMAIN.factor_defs()) == expected
+    # the built-in carries agree with the card factors the report uses
+    assert DOMAIN.factors(problem)["carries"] == expected["carries"]
+
+
+@pytest.mark.parametrize("problem", ["(1+2)*3", "12-30", "1234+5", "12*3", "hello", "", "7"])
+def test_factor_extractors_do_not_apply_outside_the_level_families(problem: str) -> None:
+    assert all(d.value(problem) is None for d in DOMAIN.factor_defs())
+
+
+def test_factor_space_hooks() -> None:
+    defs = DOMAIN.factor_defs()
+    assert [d.name for d in defs] == ["level", "carries", "answer_digits", "zeros", "lead", "ones"]
+    assert DOMAIN.builtin_factors == ("level",)
+    assert defs[0].buckets == tuple(f"L{i}" for i in range(1, 12))
+    rng_a, rng_b = random.Random(5), random.Random(5)
+    drawn = [DOMAIN.sample_any(rng_a) for _ in range(300)]
+    assert drawn == [DOMAIN.sample_any(rng_b) for _ in range(300)]
+    assert {DOMAIN.level_of(p) for p in drawn} == set(DOMAIN.levels)
+    assert not any(DOMAIN.is_heldout(p) for p in drawn)
+
+
+def test_synthesizer_prompt_names_the_target_cell() -> None:
+    assert DOMAIN.synthesizer_prompt("weak:l5", target=(("level", "L8"),)) == "weak:l5\nDO:level=L8\nCARD:"
+    # written in the world's factor order (level first), whatever order the space lists the factors in
+    cell = (("carries", "0"), ("level", "L8"))
+    assert DOMAIN.synthesizer_prompt("weak:l5", target=cell) == "weak:l5\nDO:level=L8,carries=0\nCARD:"
+    assert DOMAIN.synthesizer_prompt("weak:l5", target=None) == DOMAIN.synthesizer_prompt("weak:l5") == "weak:l5\nCARD:"
+    assert DOMAIN.synthesizer_prompt("weak:l5", target=()) == "weak:l5\nCARD:"
+    long = DOMAIN.synthesizer_prompt("x" * 200 + "\nmore", target=(("level", "L10"), ("answer_digits", "5")))
+    assert long.split("\n")[1:] == ["DO:level=L10,answer_digits=5", "CARD:"] and len(long) <= 110

@@ -391,3 +391,43 @@ def test_report_keeps_recent_valid_problems() -> None:
     assert CapabilityReport.from_json(report.to_json()).recent_problems == report.recent_problems
     parsed = parse_task_card(raw_card("Solve for x: 3x + 4 = 19. What is x?", "5"))
     assert parsed.final_answer == "5"
+
+
+# ----------------------------------------------------------------- the factor space (EvoSyn)
+
+
+@pytest.mark.parametrize("problem,expected", [
+    # numbers 12, 7, 3 -> 3 quantities, largest 12; 15 words
+    ("A box holds 12 apples and 7 pears. How many fruits are in 3 boxes?",
+     {"quantities": "3-4", "magnitude": "<100", "length": "short"}),
+    # 2.5 is one number; the largest is 1000
+    ("What is 2.5 times 1000?", {"quantities": "0-2", "magnitude": "1000+", "length": "short"}),
+    # no numbers: no magnitude at all (the factor does not apply)
+    ("Find the derivative of x squared.", {"quantities": "0-2", "length": "short"}),
+    ("Add " + " and ".join(str(i) for i in range(1, 7)) + ".", {"quantities": "5+", "magnitude": "<10",
+                                                                  "length": "short"}),
+    (" ".join(["word"] * 30) + " 999", {"quantities": "0-2", "magnitude": "<1000", "length": "medium"}),
+    (" ".join(["word"] * 60), {"quantities": "0-2", "length": "long"}),
+])
+def test_math_factor_extractors_on_hand_examples(problem: str, expected: dict[str, str]) -> None:
+    from synco.evosyn.space import factor_values
+    from synco.worlds.math import MATH_FACTORS
+
+    values = factor_values(problem, MATH_FACTORS)
+    assert {k: v for k, v in values.items() if k != "topic"} == expected
+    assert values["topic"] == topic_of(problem)  # from the problem alone, never the card's teaching intent
+
+
+def test_math_factor_space_hooks_and_target_line() -> None:
+    domain = MathDomain()
+    assert domain.builtin_factors == ("topic",)
+    assert [d.name for d in domain.factor_defs()] == ["topic", "quantities", "magnitude", "length"]
+    assert set(domain.factor_defs()[0].buckets) == {*TOPICS, "other"}
+    problem = domain.sample_any(random.Random(3))
+    assert isinstance(problem, str) and problem == domain.sample_any(random.Random(3))
+    report = build_report([])
+    plain = domain.synthesizer_prompt(report)
+    targeted = domain.synthesizer_prompt(report, target=(("topic", "geometry"), ("quantities", "3-4")))
+    assert targeted.startswith(plain)
+    assert targeted.endswith("exactly these properties): topic=geometry, quantities=3-4")
+    assert domain.synthesizer_prompt(report, target=None) == plain

@@ -42,7 +42,6 @@ class ReflectorConfig(BaseModel):
     min_excess_cmi: float = Field(0.002, ge=0, description="... and the CMI exceeds its permutation-null mean by at least this many nats.")
     retire_alpha: float = Field(0.2, gt=0, lt=1, description="An experimental factor whose p-value given the other factors is above this at its next reflection is retired; below it, confirmed.")
     max_cells: int = Field(96, ge=1, description="Never promote a factor that would make the space have more feasible cells than this.")
-    proposer: bool = Field(False, description="(math domain, real LMs) also test factors the Synthesizer writes in its cards' `factors` field; promoted on the same evidence test.")
 
 
 class EvoSynConfig(BaseModel):

@@ -180,9 +180,10 @@ def reflect(records: Sequence[TaskRecord], space: FactorSpace, defs: Sequence[Fa
             changes.append(space.confirm(f.name, step, ev))
     # 2. candidates: not in use (never promoted, or retired), measured given the current cells.
     active = space.active_names()
+    changed = {ch.factor for ch in changes}  # a factor retired just now is not a candidate again until the next reflection
     best: tuple[float, FactorDef, FactorEvidence] | None = None
     for d in defs:
-        if d.name in active:
+        if d.name in active or d.name in changed:
             continue
         ev = factor_evidence(obs, d.name, active, cfg.permutations, rng)
         evidence[d.name] = ev

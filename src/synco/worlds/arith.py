@@ -392,8 +392,8 @@ class ArithDomain:
                 out["carries"] = _bucket(column_carries(a.value, b.value))
             elif op == "-" and a.value >= b.value:
                 out["carries"] = _bucket(column_borrows(a.value, b.value))
-            elif op == "*":
-                out["carries"] = _bucket(product_carries(a.value, b.value))
+            elif op == "*":  # longer operand on top, as in _carries
+                out["carries"] = _bucket(product_carries(max(a.value, b.value), min(a.value, b.value)))
         level = level_of_tree(tree)
         if level is not None:
             out["level"] = level
@@ -533,6 +533,8 @@ def _carries(problem: str) -> str | None:
     if v is None:
         return None
     op, a, b = v[:3]
+    if op == "*":  # the long-multiplication layout: the longer operand on top, so 6*347 is 347*6
+        a, b = max(a, b), min(a, b)
     n = column_carries(a, b) if op == "+" else column_borrows(a, b) if op == "-" else product_carries(a, b)
     return _bucket(n)
 

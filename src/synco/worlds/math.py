@@ -850,11 +850,12 @@ def _rejection_lines(report: object) -> str:
 
 # ----------------------------------------------------------------- factor extractors (EvoSyn)
 
-_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER_RE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+"""A number as written in a word problem: ``1,000`` (thousands separators) is one number."""
 
 
 def _numbers(problem: str) -> list[float]:
-    return [float(x) for x in _NUMBER_RE.findall(problem[:4000])]
+    return [float(x.replace(",", "")) for x in _NUMBER_RE.findall(problem[:4000])]
 
 
 def _quantities(problem: str) -> str | None:
