@@ -1,5 +1,6 @@
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -446,3 +447,43 @@ def test_hostile_batch_gives_one_verdict_each(checker, raws):
         assert 0.0 <= v.quality <= 1.0 and 0.0 <= v.reliability <= 1.0
         assert card is not None or not v.valid
         assert all(":" not in code and code for code in v.reason_codes)
+
+
+# --- per-card time bound ---------------------------------------------------------------------------
+
+
+class SlowChecker:
+    """Stand-in checker whose calls each take 0.2 s; like AnswerChecker it has a timeout and takes timeout=."""
+
+    timeout = 5.0
+
+    def __init__(self) -> None:
+        self.given: list[float | None] = []
+
+    def match(self, predicted: str, reference: str, *, timeout: float | None = None) -> bool:
+        self.given.append(timeout)
+        time.sleep(0.2)
+        return False
+
+    def understands(self, answer: str, *, timeout: float | None = None) -> bool:
+        self.given.append(timeout)
+        time.sleep(0.2)
+        return True
+
+
+def test_card_time_budget_stops_a_slow_card():
+    """21 slow checks (4 s) on one card with a 0.3 s budget: rejected as check_timeout, checks capped by the budget."""
+    slow = SlowChecker()
+    verifier = TaskVerifier(VerifierConfig(strict=True, card_timeout=0.3), checker=slow)  # type: ignore[arg-type]
+    solution = " ".join(str(i) for i in range(1, 22))  # no boxed answer: the last 20 numbers are compared one by one
+    start = time.monotonic()
+    card, v = one(verifier, raw(solution=solution, final_answer="7"))
+    elapsed = time.monotonic() - start
+    assert card is not None and not v.valid
+    assert codes(v)[-1] == "check_timeout"
+    assert elapsed < 2.0, f"{elapsed:.1f} s: the budget did not stop the checks"
+    assert slow.given and all(t is not None and t <= 0.3 for t in slow.given)
+    # the same card with the default budget is checked in full
+    slow = SlowChecker()
+    _, v = one(TaskVerifier(VerifierConfig(strict=True), checker=slow), raw(solution="so 7 and 8", final_answer="7"))  # type: ignore[arg-type]
+    assert "check_timeout" not in codes(v) and slow.given == [None, None, None]

@@ -35,6 +35,10 @@ from typing import Any, TextIO
 REL_TOL = 1e-6
 """Relative tolerance for the numeric guard on math-verify's True verdicts."""
 
+DEFAULT_BUDGET = 2.0
+MAX_BUDGET = 3600.0
+"""A request's time budget is clamped to [0.01, MAX_BUDGET] seconds (inf or 1e10 would overflow the timers)."""
+
 
 _WARM_UP = (
     ("\\frac{1}{2}", "0.5"),
@@ -141,12 +145,23 @@ def _reply(out: TextIO, payload: dict[str, Any]) -> None:
     out.flush()
 
 
+def _budget(value: Any) -> float:
+    """A request's time budget in seconds: clamped to [0.01, MAX_BUDGET]; DEFAULT_BUDGET when missing, NaN or not a number."""
+    try:
+        budget = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return DEFAULT_BUDGET
+    if math.isnan(budget):
+        return DEFAULT_BUDGET
+    return min(max(budget, 0.01), MAX_BUDGET)
+
+
 def _handle(checker: _Checker, request: dict[str, Any]) -> dict[str, Any]:
     """Run one request under its time budget; never raises for bad input."""
     rid = request.get("id", -1)
-    budget = float(request.get("budget", 2.0))
+    budget = _budget(request.get("budget", DEFAULT_BUDGET))
     _limit_cpu(budget)
-    signal.setitimer(signal.ITIMER_REAL, max(budget, 0.01))
+    signal.setitimer(signal.ITIMER_REAL, budget)
     try:
         if request.get("op") == "match":
             result = checker.match(str(request["ref"]), str(request["pred"]))

@@ -5,7 +5,9 @@ Two jobs:
 * **Extraction** (:func:`extract_answer`, :func:`extract_answer_with_method`,
   :func:`boxed_answers`): find the final answer in a response: the last
   ``\\boxed{..}`` / ``\\fbox{..}`` after the last ``</think>``, else the last
-  "final answer:" / "answer:" line.
+  "final answer:" / "answer:" line. Only the last :data:`MAX_SCAN_CHARS`
+  characters of that visible part are read, in linear time, so a response of
+  megabytes of ``\\boxed{`` or spaces costs milliseconds.
 * **Checking** (:class:`AnswerChecker`, :func:`answers_match`): decide whether a
   predicted answer is mathematically the same as a reference answer.
 
@@ -19,6 +21,8 @@ numerals, multiple-choice letters, short words), decides with exact
 a persistent child process (:mod:`synco._mathverify_worker`) so every call is
 bounded by a wall-clock timeout from any thread, the child can be killed when
 a hostile answer (``9^{9^{9^9}}``) makes sympy spin, and its memory is capped.
+The timeout covers the whole call, waiting for the shared worker included
+(``inf`` means :data:`MAX_TIMEOUT`); see :class:`AnswerChecker`.
 
 Decisions (no false positives is the priority: a checker that calls a wrong
 answer right poisons training):
@@ -39,9 +43,18 @@ answer right poisons training):
 * ``(A)``, ``A``, ``\\text{(A)}``, ``\\textbf{(A)} 12`` are all choice A.
 * Units are dropped (``10\\text{ cm}`` == ``10``) unless both sides carry
   different units (``5 cm != 5 km``). Degree marks are dropped.
+* A base-n numeral equals its bare digits (``52_8 == 52``) when the base is
+  2-36 written without a leading zero and the digits fit it. Any other
+  decoration on a number that the fast path cannot read, namely subscripts
+  (``1_000``, ``5_2``), primes (``5'``), ellipses (``2.5\\ldots``), digit groups
+  written apart (``10 00``) or digits after ``!`` / ``%``, makes the answer
+  wrong without asking math-verify, which reads those as the bare number.
+  A list of two or more items never equals a single number (``5,5 != 5``).
 * Answers over :data:`MAX_ANSWER_CHARS` characters, or containing code-like
   text (``__``, ``import``, ``lambda`` without a backslash, backticks, ...), are
-  wrong answers and never reach sympy. Nothing here evals model text; the
+  wrong answers and never reach sympy. Invisible characters (zero-width,
+  bidi, NUL) are removed and compatibility forms folded (NFKC) before that
+  filter, and it runs again on the normalised answer. Nothing here evals model text; the
   worker only hands strings to latex2sympy's grammar-based parser.
 """
 
@@ -50,6 +63,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
+import numbers
 import os
 import re
 import select
@@ -57,6 +72,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 import weakref
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,6 +87,8 @@ MAX_ANSWER_CHARS = 1000
 """Answers longer than this (after extraction) are treated as wrong, never parsed."""
 
 DEFAULT_TIMEOUT = 2.0
+MAX_TIMEOUT = 3600.0
+"""The largest time bound a check takes, in seconds: ``float('inf')`` or a huge timeout means this."""
 REL_TOL = Fraction(1, 10**6)
 _MAX_DEPTH = 12  # nesting the fast path follows before it defers to math-verify
 _MAX_EXP = 400  # largest |exponent| of 10 the fast path evaluates
@@ -92,19 +110,58 @@ class Extraction:
 
     @property
     def hedged(self) -> bool:
-        """Several boxed answers that differ after normalisation (syntactic; the verifier may check semantically)."""
+        """Several boxed answers that differ after normalisation (syntactic; the verifier may check semantically).
+
+        Stops at the second distinct key, and calls more than :data:`_MAX_HEDGE_FORMS` distinct boxed
+        strings hedged without normalising them, so a response with thousands of boxes costs little.
+        """
+        distinct = dict.fromkeys(b.strip() for b in self.boxed)
+        if len(distinct) <= 1:
+            return False
+        if len(distinct) > _MAX_HEDGE_FORMS:
+            return True
         keys = set()
-        for b in self.boxed:
+        for b in distinct:
             prep = _prepare(b)
-            keys.add(prep.key if prep is not None else b.strip())
-        return len(keys) > 1
+            keys.add(prep.key if prep is not None else b)
+            if len(keys) > 1:
+                return True
+        return False
 
 
+MAX_SCAN_CHARS = 100_000
+"""Extraction reads at most this many characters from the end of a response's visible part (the final
+answer is at the end); with every step linear in it, one response costs milliseconds whatever its size."""
+
+_MAX_HEDGE_FORMS = 64
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+# Written without two adjacent optional runs of whitespace (``\s*(?:\*\*)?\s*``), which backtrack
+# quadratically on "answer" followed by a long run of spaces.
 _ANSWER_MARK = re.compile(
-    r"(?i)\b(final\s+answer|answer)\b\s*(?:\*\*|__)?\s*(?:is\b\s*:?|:)\s*(?:\*\*|__)?"
+    r"(?i)\b(final\s+answer|answer)\b\s*(?:(?:\*\*|__)\s*)?(?:is\b\s*:?|:)\s*(?:\*\*|__)?"
 )
-_HOPE = re.compile(r"(?i)\s*I hope it is correct\.?\s*$")
+_THINK_CLOSE_TAG = re.compile(r"(?i)</think>")
+_THINK_OPEN_TAG = re.compile(r"(?i)<think>")
+_HOPE_PHRASE = "i hope it is correct"
+_LINE_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of the closing ``}`` of every ``{`` that closes, in one left-to-right pass (escaped ``\\{ \\}`` ignored).
+
+    Gives the same pair as scanning forward from each ``{`` (:func:`_match_brace`), in linear time
+    instead of one scan per opening brace.
+    """
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_TOKEN.finditer(text):
+        tok = m.group()
+        if tok == "{":
+            stack.append(m.start())
+        elif tok == "}" and stack:
+            pairs[stack.pop()] = m.start()
+    return pairs
 
 
 def _match_brace(text: str, open_index: int) -> int:
@@ -129,79 +186,130 @@ def _match_brace(text: str, open_index: int) -> int:
 
 def _visible_text(response: str) -> str | None:
     """The part of a response after its reasoning: text after the last ``</think>``; None if a ``<think>`` never closes."""
-    lower = response.lower()
-    end = lower.rfind("</think>")
-    if end >= 0:
-        return response[end + len("</think>") :]
-    if "<think>" in lower:
+    last = None
+    for last in _THINK_CLOSE_TAG.finditer(response):
+        pass
+    if last is not None:
+        return response[last.end() :]
+    if _THINK_OPEN_TAG.search(response):
         return None
     return response
 
 
+def _skip_space(text: str, start: int, end: int) -> int:
+    """First index in ``[start, end)`` that is not whitespace (``end`` if none)."""
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+def _skip_space_back(text: str, start: int, end: int) -> int:
+    """One past the last index in ``[start, end)`` that is not whitespace (``start`` if none)."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
 def boxed_answers(text: str) -> list[str]:
-    """Contents of every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped)."""
+    """Contents of every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped).
+
+    Linear in ``len(text)``: brace pairs are found in one pass, then each box is a lookup.
+    """
+    pairs = _brace_pairs(text)
     found: list[str] = []
     pos = 0
     while True:
         m = _BOX_OPEN.search(text, pos)
         if m is None:
             return found
-        close = _match_brace(text, m.end() - 1)
+        close = pairs.get(m.end() - 1, -1)
         if close < 0:
             pos = m.end()
             continue
-        content = text[m.end() : close].strip()
+        start = _skip_space(text, m.end(), close)
+        end = _skip_space_back(text, start, close)
         while True:  # \boxed{\boxed{5}} -> 5
-            inner = _BOX_OPEN.match(content)
-            if inner is None or _match_brace(content, inner.end() - 1) != len(content) - 1:
+            inner = _BOX_OPEN.match(text, start, end)
+            if inner is None or pairs.get(inner.end() - 1, -1) != end - 1:
                 break
-            content = content[inner.end() : -1].strip()
-        if content:
-            found.append(content)
+            start = _skip_space(text, inner.end(), end - 1)
+            end = _skip_space_back(text, start, end - 1)
+        if end > start:
+            found.append(text[start:end])
         pos = close + 1
 
 
 def _clean_line_answer(text: str) -> str:
-    """Strip what surrounds an answer on an answer line: bold marks, ``$``, ``\\( \\)``, trailing period, "I hope it is correct"."""
+    """Strip what surrounds an answer on an answer line: bold marks, ``$``, ``\\( \\)``, trailing period, "I hope it is correct".
+
+    Works on two indices moving inwards, so nested wrappers (``$$$$..``) cost linear time, not a copy each.
+    """
+    if not text or text.isspace():
+        return ""
+    i, j = 0, len(text)
+    i, j = _skip_space(text, i, j), _skip_space_back(text, i, j)
     prev = None
-    s = text.strip()
-    while s != prev:
-        prev = s
-        s = _HOPE.sub("", s).strip()
-        s = s.strip("*").strip()
-        if s.endswith(".") and not s.endswith(".."):
-            s = s[:-1].rstrip()
-        for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
-            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
-                s = s[len(left) : len(s) - len(right)].strip()
-    return s
+    while (i, j) != prev:
+        prev = (i, j)
+        tail = text[max(i, j - len(_HOPE_PHRASE) - 1) : j].lower()
+        for phrase in (_HOPE_PHRASE, _HOPE_PHRASE + "."):
+            if tail.endswith(phrase):
+                j = _skip_space_back(text, i, j - len(phrase))
+                break
+        while i < j and text[i] == "*":
+            i += 1
+        while j > i and text[j - 1] == "*":
+            j -= 1
+        i, j = _skip_space(text, i, j), _skip_space_back(text, i, j)
+        if j > i and text[j - 1] == "." and not (j - i >= 2 and text[j - 2] == "."):
+            j = _skip_space_back(text, i, j - 1)
+        for left, right in _LINE_WRAPPERS:
+            if j - i >= len(left) + len(right) and text.startswith(left, i, j) and text.endswith(right, i, j):
+                i, j = i + len(left), j - len(right)
+                i, j = _skip_space(text, i, j), _skip_space_back(text, i, j)
+    return text[i:j]
 
 
 def _answer_line(text: str) -> tuple[str, ExtractionMethod] | None:
-    """The answer on the last "final answer:" / "answer:" line (or the next non-empty line if it is bare there)."""
+    """The answer on the last "final answer:" / "answer:" line (or the next non-empty line if it is bare there).
+
+    One backward pass that remembers the nearest non-blank line below, so it is linear in the text.
+    """
     lines = text.splitlines()
+    below = ""  # the first non-blank line after the current one
+    below_clean: str | None = None  # its cleaned form, computed once when needed
     for idx in range(len(lines) - 1, -1, -1):
-        marks = list(_ANSWER_MARK.finditer(lines[idx]))
-        if not marks:
-            continue
-        mark = marks[-1]
-        method: ExtractionMethod = "final_answer_line" if mark.group(1).lower().startswith("final") else "answer_line"
-        rest = _clean_line_answer(lines[idx][mark.end() :])
-        if not rest:
-            following = (ln for ln in lines[idx + 1 :] if ln.strip())
-            rest = _clean_line_answer(next(following, ""))
-        if rest:
-            return rest, method
+        line = lines[idx]
+        mark = None
+        for mark in _ANSWER_MARK.finditer(line):
+            pass
+        if mark is not None:
+            method: ExtractionMethod = "final_answer_line" if mark.group(1).lower().startswith("final") else "answer_line"
+            rest = _clean_line_answer(line[mark.end() :])
+            if not rest:
+                if below_clean is None:
+                    below_clean = _clean_line_answer(below)
+                rest = below_clean
+            if rest:
+                return rest, method
+        if line and not line.isspace():
+            below, below_clean = line, None
     return None
 
 
 def extract_answer_with_method(response: str) -> Extraction:
-    """Find the final answer of a Reasoner response; see the module docstring for the order of rules."""
+    """Find the final answer of a Reasoner response; see the module docstring for the order of rules.
+
+    Only the last :data:`MAX_SCAN_CHARS` characters of the visible text are read, and every step is
+    linear in them, so hostile responses (megabytes of ``\\boxed{``, spaces, ``answer:`` lines) are cheap.
+    """
     if not isinstance(response, str):
         return Extraction(None, "none")
     text = _visible_text(response)
     if text is None:
         return Extraction(None, "none")
+    if len(text) > MAX_SCAN_CHARS:
+        text = text[-MAX_SCAN_CHARS:]
     boxed = tuple(boxed_answers(text))
     if boxed:
         return Extraction(boxed[-1], "boxed", boxed)
@@ -233,6 +341,14 @@ _UNICODE = {
     "\u00bd": " 1/2", "\u00bc": " 1/4", "\u00be": " 3/4",
 }
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f"
+    "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+"""Characters that print as nothing: C0/C1 controls other than whitespace, every format (Cf) character,
+fillers and variation selectors."""
 _SQRT_SYMBOL = re.compile(r"\u221a\s*(\d+|[A-Za-z])")
 _TEXT_CMDS = r"(?:text|textbf|textit|textrm|textnormal|textsf|texttt|mbox|mathrm|mathbf|mathit|mathsf|mathtt|rm)"
 _TEXT_GROUP = re.compile(r"\\" + _TEXT_CMDS + r"\s*\{([^{}]*)\}")
@@ -291,8 +407,23 @@ class _Prepared:
 
 
 def _looks_hostile(text: str) -> bool:
-    """Code-like content that has no business in a maths answer; such answers are wrong, full stop."""
-    return _HOSTILE.search(text) is not None
+    """Code-like content that has no business in a maths answer; such answers are wrong, full stop.
+
+    Also looks at the NFKC form, so full-width or compatibility letters (``ｉｍｐｏｒｔ``) are caught;
+    callers remove invisible characters first (:func:`_strip_invisible`).
+    """
+    if _HOSTILE.search(text) is not None:
+        return True
+    folded = unicodedata.normalize("NFKC", text)
+    return folded != text and _HOSTILE.search(folded) is not None
+
+
+def _strip_invisible(text: str) -> str:
+    """Remove characters that print as nothing (zero-width, bidi and format controls, NUL, variation selectors).
+
+    Done before any filter, so ``imp\\u200bort`` or ``__\\x00import`` cannot hide a word from it.
+    """
+    return _INVISIBLE.sub("", text)
 
 
 def _strip_outer(text: str) -> tuple[str, bool]:
@@ -363,9 +494,10 @@ def _prepare(answer: str) -> _Prepared | None:
     """Normalise one answer string; None when it is empty, too long or code-like (a wrong answer)."""
     if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
         return None
-    if _looks_hostile(answer):
+    s = _strip_invisible(answer)
+    if _looks_hostile(s):
         return None
-    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], answer)
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
     s = _SQRT_SYMBOL.sub(r"\\sqrt{\1}", s).replace("\u221a", "\\sqrt")
     s = s.replace("\x01", "").replace("\\\\", "\x01")  # protect LaTeX row breaks from the spacing rules below
     s, was_text = _strip_outer(s)
@@ -378,7 +510,7 @@ def _prepare(answer: str) -> _Prepared | None:
     s = re.sub(r"\\(?:[,;: ]|quad|qquad|enspace|thinspace)", " ", s).replace("~", " ")
     s = s.replace("\\$", "").replace("$", "")
     s = s.replace("\\%", "%")
-    s = re.sub(r"(?i)\s*\bpercent(?:age)?\b", "%", s)
+    s = re.sub(r"(?i)(?<!\s)\s*\bpercent(?:age)?\b", "%", s)  # (?<!\s): one try per run of spaces, not one per space
     s = _DEGREES.sub("", s)
     s = s.replace("**", "^")
     for pattern, repl in _FRAC_SHORT:
@@ -414,7 +546,7 @@ def _prepare(answer: str) -> _Prepared | None:
         s = s[:-1].rstrip()
     s = re.sub(r"^(\d+)(?:st|nd|rd|th)$", r"\1", s)  # ordinals: "6th" -> 6
     s = s.replace("\x01", "\\\\")
-    if not s:
+    if not s or _looks_hostile(s):  # again: unwrapping \text{}, dropping $ or \! can join code words
         return None
     unit = " ".join(_normalise_unit(u) for u in reversed(units)) if units else None
     return _Prepared(text=s, key=_space_key(s), unit=unit or None, was_text=was_text)
@@ -515,7 +647,7 @@ _MIXED = re.compile(
     r"^(?P<sign>[-+]?)\s*(?P<w>\d+)(?:\s*\\frac\s*\{\s*(?P<n1>\d+)\s*\}\s*\{\s*(?P<d1>\d+)\s*\}|\s+(?P<n2>\d+)\s*/\s*(?P<d2>\d+))$"
 )
 _POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
-_BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>\d+)\s*\}|(?P<b2>\d+))$")
+_BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>[1-9]\d*)\s*\}|(?P<b2>[1-9]\d*))$")  # 1_05 is no base
 _INF = re.compile(r"(?i)^(?P<sign>[-+]?)\s*(?:\\infty|\\inf|infinity|inf|oo)$")
 _CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$", re.DOTALL)
 _WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
@@ -873,6 +1005,10 @@ def _same(a: _Value, b: _Value) -> bool | None:
         return _same(a, b.rhs)
     if isinstance(a, _Num) and isinstance(b, _Num):
         return _compare_numbers(a, b)
+    if isinstance(a, _Seq) and isinstance(b, (_Num, _Inf)) or isinstance(b, _Seq) and isinstance(a, (_Num, _Inf)):
+        seq = a if isinstance(a, _Seq) else b
+        if len(seq.items) > 1:  # type: ignore[union-attr]
+            return False  # "5,5" (a list, or 5.5 with a decimal comma) and "3:4" are not the number 5 or 0.75
     if isinstance(a, _Inf) and isinstance(b, _Inf):
         return a.sign == b.sign
     if isinstance(a, (_Num, _Inf)) and isinstance(b, (_Num, _Inf)):
@@ -978,6 +1114,39 @@ def _variables_differ(pred_text: str, ref_text: str, a: _Value | None, b: _Value
     return None
 
 
+_PRIME_TEX = re.compile(
+    r"\^\s*\{\s*(?:\\(?:prime|dprime|trprime)\s*)+\}|\^\s*\\(?:prime|dprime|trprime)(?![A-Za-z])"
+    r"|\\(?:prime|dprime|trprime|backprime)(?![A-Za-z])"
+)
+_PRIME_RUN = re.compile("(\\S?)\\s*[\"'\u2019\u201d\u2032\u2033\u2034\u2035]+")
+_ELLIPSIS = r"(?:\\(?:ldots|dots|cdots|dotsc|dotsb|dotso|mathellipsis)(?![A-Za-z])|\.{3,}|\u2026)"
+_ELLIPSIS_ON_NUMBER = re.compile(r"[\d.})\]]\s*" + _ELLIPSIS + "|" + _ELLIPSIS + r"\s*\d")
+_NUMBER_DECORATION = re.compile(
+    r"(?:^|[\d.})\]])\s*_"  # a subscript on a numeral or group (a valid base numeral like 52_8 is read by the fast path)
+    r"|(?<![_^\d])\d+\s+\d"  # digit groups apart that are not thousands (1 000 is read by the fast path): "10 00"
+    r"|!\s*[\d.]"  # a factorial followed by digits: "1!000"
+    r"|%\s*[\d.]"  # digits after a percent sign: "10%00"
+)
+
+
+def _decorated_number(text: str) -> bool:
+    """Whether an answer the fast path could not read carries decorations math-verify reads as nothing.
+
+    math-verify drops subscripts, primes and ellipses on numbers and multiplies digit groups
+    written apart, so it equates ``1_000``, ``5_2``, ``5'``, ``2.5\\ldots`` with ``1``, ``5``,
+    ``5``, ``2.5`` and ``10 00`` with ``0``: reward-hacking doors. Such answers are judged not
+    equal (unless identical), never sent to math-verify. Primes after a letter (``f'(x)``,
+    ``y''``) and ellipses inside lists (``1, 2, \\ldots, n``) are left alone.
+    """
+    if _NUMBER_DECORATION.search(text):
+        return True
+    t = _PRIME_TEX.sub("'", text)
+    for m in _PRIME_RUN.finditer(t):
+        if not m.group(1).isalpha():
+            return True
+    return _ELLIPSIS_ON_NUMBER.search(t) is not None
+
+
 def _is_prose(text: str) -> bool:
     """Sentences rather than maths: two or more ordinary words (not function names, not in capitals)."""
     words = re.findall(r"(?<![\\A-Za-z])[A-Za-z][a-z]{2,}(?![A-Za-z])", text)
@@ -1011,24 +1180,36 @@ def _replace_calls(text: str, name: str, template: str) -> str:
     return text
 
 
+_EXP_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _paren_pairs(text: str) -> dict[int, int]:
+    """Index of the ``)`` closing each ``(`` that closes, in one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for i, c in enumerate(text):
+        if c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
 def _braced_exponents(text: str) -> str:
-    """``x^(n+1)`` -> ``x^{n+1}``, ``2^10`` -> ``2^{10}`` (plain-text powers, as models write them)."""
+    """``x^(n+1)`` -> ``x^{n+1}``, ``2^10`` -> ``2^{10}`` (plain-text powers, as models write them); linear time."""
+    pairs = _paren_pairs(text) if "^" in text else {}
     out, i = [], 0
     while i < len(text):
         if text[i] == "^":
             j = i + 1
             while j < len(text) and text[j] == " ":
                 j += 1
-            if j < len(text) and text[j] == "(":
-                depth, k = 1, j + 1
-                while k < len(text) and depth:
-                    depth += {"(": 1, ")": -1}.get(text[k], 0)
-                    k += 1
-                if depth == 0:
-                    out.append("^{" + text[j + 1 : k - 1] + "}")
-                    i = k
-                    continue
-            m = re.compile(r"-?\d+(?:\.\d+)?").match(text, j)
+            close = pairs.get(j)
+            if close is not None:
+                out.append("^{" + text[j + 1 : close] + "}")
+                i = close + 1
+                continue
+            m = _EXP_NUMBER.match(text, j)
             if m:
                 out.append("^{" + m.group(0) + "}")
                 i = m.end()
@@ -1095,7 +1276,7 @@ class _WorkerProcess:
                 del self._buf[: nl + 1]
                 return line
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(max(1, int(remaining * 1000))):
+            if remaining <= 0 or not poller.poll(min(max(1, int(remaining * 1000)), 60_000)):
                 if time.monotonic() >= deadline:
                     raise _WorkerLate()
                 continue
@@ -1167,17 +1348,39 @@ class CheckerStats:
     n_worker_starts: int
 
 
+def _valid_timeout(value: object, name: str = "timeout") -> float:
+    """``value`` as a time bound in seconds, at most :data:`MAX_TIMEOUT` (so ``inf`` or ``1e10`` mean a large cap).
+
+    Zero, negative, NaN or non-numeric values raise ``ValueError`` naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer too large for a float
+        seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return min(seconds, MAX_TIMEOUT)
+
+
 class AnswerChecker:
     """Decides whether a predicted answer equals a reference answer; safe from any thread, bounded in time.
 
-    ``timeout`` bounds the math-verify stage of each call (seconds; the fast path
-    takes microseconds). The first math-verify call also waits for the worker
-    to start (1-3 s, at most ``startup_timeout``); ``warm_up`` makes the worker
-    run a few representative checks at start-up so sympy's lazy imports do not
-    eat into the first calls' deadlines. Calls from several threads share one
-    worker and take turns. ``use_math_verify=False`` keeps only the fast path
-    (anything it cannot decide is False). The worker's address space is capped
-    at ``memory_limit_mb``.
+    ``timeout`` bounds each call as a whole (seconds): normalising, waiting for
+    the shared math-verify worker while other threads use it, and the
+    math-verify request. When the deadline passes the answer is judged not
+    equal, the same as a math-verify timeout. ``float('inf')`` or a huge value
+    means :data:`MAX_TIMEOUT`; zero, negative or NaN raises ``ValueError``.
+    The one exception is a worker's start-up (importing math-verify, 1-3 s, at
+    most ``startup_timeout``): a call that has to wait for one gets that time on
+    top of its timeout, so the first checks of a run and the first after a
+    worker was killed are not judged wrong for want of a worker. ``warm_up``
+    makes the worker run a few representative checks at start-up so sympy's
+    lazy imports do not eat into the first calls' deadlines. Calls from several
+    threads share one worker and take turns. ``use_math_verify=False`` keeps
+    only the fast path (anything it cannot decide is False). The worker's
+    address space is capped at ``memory_limit_mb``.
     """
 
     def __init__(
@@ -1189,12 +1392,10 @@ class AnswerChecker:
         startup_timeout: float = 60.0,
         warm_up: bool = True,
     ) -> None:
-        if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
-        self.timeout = float(timeout)
+        self.timeout = _valid_timeout(timeout)
         self.use_math_verify = use_math_verify
         self.memory_limit_mb = memory_limit_mb
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = _valid_timeout(startup_timeout, "startup_timeout")
         self.warm_up = warm_up
         self.n_calls = 0
         self.n_fast_path = 0
@@ -1208,42 +1409,38 @@ class AnswerChecker:
         self._worker: _WorkerProcess | None = None
         self._finalizer: weakref.finalize | None = None
         self._start_failures = 0
+        self._startup_total = 0.0  # seconds calls have spent waiting for workers to start (finished waits)
+        self._startup_began: float | None = None  # when the wait for a starting worker began, while one lasts
 
     # -- public API --------------------------------------------------------
 
     def match(self, predicted: str, reference: str, *, timeout: float | None = None) -> bool:
         """Whether ``predicted`` is the same answer as ``reference`` (False for anything unreadable or too slow).
 
-        ``timeout`` overrides the checker's timeout for this call.
+        ``timeout`` overrides the checker's timeout for this call; it covers the whole call (see the class).
         """
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
-        self._count("n_calls")
-        try:
-            pred = _prepare(predicted)
-            ref = _prepare(reference)
-            if pred is None or ref is None:
-                self._count("n_rejected")
-                return False
-            verdict = self._fast(pred, ref)
-        except Exception:  # a bug in the fast path must not crash a training step; counted and logged
-            self._count("n_errors")
-            logger.exception("answer fast path failed on %r vs %r", str(predicted)[:200], str(reference)[:200])
-            return False
-        if verdict is not None:
-            self._count("n_fast_path")
-            return verdict
-        if not self.use_math_verify or _is_prose(pred.text):
-            return False
-        payload = {"op": "match", "ref": _to_latex(ref.text), "pred": _to_latex(pred.text)}
-        return self._ask_worker(payload, self.timeout if timeout is None else timeout)
+        deadline = time.monotonic() + self._call_timeout(timeout)
+        return self._match_until(predicted, reference, deadline)
+
+    def grade(self, response: str, reference: str, *, timeout: float | None = None) -> tuple[Extraction, bool]:
+        """Extract the final answer of a whole response and check it against ``reference``, within one time bound.
+
+        The per-attempt path in one call: extraction reads at most :data:`MAX_SCAN_CHARS`
+        characters in linear time, and whatever it leaves of ``timeout`` bounds the check.
+        """
+        deadline = time.monotonic() + self._call_timeout(timeout)
+        extraction = extract_answer_with_method(response)
+        if extraction.answer is None:
+            return extraction, False
+        return extraction, self._match_until(extraction.answer, reference, deadline)
 
     def understands(self, answer: str, *, timeout: float | None = None) -> bool:
         """Whether ``answer`` is something checkable: a number, expression, set/tuple/interval, choice, equation, short word.
 
         False for empty, over-long or code-like text, prose, placeholders ("see above"), a literal division
-        by zero, and anything math-verify cannot parse either.
+        by zero, and anything math-verify cannot parse either (within ``timeout``, as for :meth:`match`).
         """
+        deadline = time.monotonic() + self._call_timeout(timeout)
         prep = _prepare(answer)
         if prep is None:
             return False
@@ -1259,7 +1456,15 @@ class AnswerChecker:
             return not isinstance(value, _DivZero)
         if _is_prose(prep.text) or not self.use_math_verify:
             return False
-        return self._ask_worker({"op": "parse", "text": _to_latex(prep.text)}, self.timeout if timeout is None else timeout)
+        return self._ask_worker({"op": "parse", "text": _to_latex(prep.text)}, deadline)
+
+    @property
+    def startup_seconds(self) -> float:
+        """Seconds calls have spent waiting for math-verify workers to start (a wait in progress included).
+
+        Time bounds exclude it (see the class); a caller bounding several calls can exclude it the same way.
+        """
+        return self._startup_spent()
 
     def stats(self) -> CheckerStats:
         with self._count_lock:
@@ -1281,11 +1486,44 @@ class AnswerChecker:
 
     # -- internals ---------------------------------------------------------
 
+    def _call_timeout(self, timeout: float | None) -> float:
+        """The bound of one call: the checker's, or a validated per-call override."""
+        return self.timeout if timeout is None else _valid_timeout(timeout)
+
+    def _match_until(self, predicted: str, reference: str, deadline: float) -> bool:
+        """:meth:`match` with an absolute deadline (``time.monotonic()`` seconds)."""
+        self._count("n_calls")
+        try:
+            pred = _prepare(predicted)
+            ref = _prepare(reference)
+            if pred is None or ref is None:
+                self._count("n_rejected")
+                return False
+            verdict = self._fast(pred, ref)
+        except Exception:  # a bug in the fast path must not crash a training step; counted and logged
+            self._count("n_errors")
+            logger.exception("answer fast path failed on %r vs %r", str(predicted)[:200], str(reference)[:200])
+            return False
+        if verdict is not None:
+            self._count("n_fast_path")
+            return verdict
+        if not self.use_math_verify or _is_prose(pred.text):
+            return False
+        payload = {"op": "match", "ref": _to_latex(ref.text), "pred": _to_latex(pred.text)}
+        return self._ask_worker(payload, deadline)
+
     def _count(self, name: str, k: int = 1) -> None:
         with self._count_lock:
             setattr(self, name, getattr(self, name) + k)
 
     def _fast(self, pred: _Prepared, ref: _Prepared) -> bool | None:
+        """The fast path's verdict; a decorated number it cannot read is never handed to math-verify (False)."""
+        verdict = self._fast_verdict(pred, ref)
+        if verdict is None and (_decorated_number(pred.text) or _decorated_number(ref.text)):
+            return False
+        return verdict
+
+    def _fast_verdict(self, pred: _Prepared, ref: _Prepared) -> bool | None:
         if pred.unit and ref.unit and pred.unit != ref.unit:
             return False
         if pred.key == ref.key:
@@ -1320,6 +1558,26 @@ class AnswerChecker:
         self._count("n_worker_starts")
         return True
 
+    def _startup_spent(self) -> float:
+        """Seconds calls have spent waiting for workers to start, including a wait in progress."""
+        with self._count_lock:
+            began = self._startup_began
+            return self._startup_total + (time.monotonic() - began if began is not None else 0.0)
+
+    def _wait_ready(self, worker: _WorkerProcess) -> None:
+        """Wait (at most ``startup_timeout``) for a starting worker, recording the time so deadlines can exclude it."""
+        if worker.ready:
+            return
+        with self._count_lock:
+            self._startup_began = time.monotonic()
+        try:
+            worker.wait_ready(self.startup_timeout)
+        finally:
+            with self._count_lock:
+                assert self._startup_began is not None
+                self._startup_total += time.monotonic() - self._startup_began
+                self._startup_began = None
+
     def _ready_worker(self) -> _WorkerProcess | None:
         """The running worker (started if needed), or None when math-verify cannot be started here."""
         if self._worker is not None and self._worker.owner_pid != os.getpid():
@@ -1333,7 +1591,7 @@ class AnswerChecker:
             return None
         assert self._worker is not None
         try:
-            self._worker.wait_ready(self.startup_timeout)
+            self._wait_ready(self._worker)
         except (_WorkerGone, _WorkerLate, ValueError) as exc:
             self._start_failures += 1
             logger.warning("math-verify worker failed to start (%s); attempt %d", exc, self._start_failures)
@@ -1341,19 +1599,42 @@ class AnswerChecker:
             return None
         return self._worker
 
-    def _ask_worker(self, payload: dict[str, Any], timeout: float) -> bool:
-        """One math-verify request with a wall-clock deadline; on timeout the worker is killed and replaced."""
-        payload = dict(payload, budget=max(0.8 * timeout, 0.01))
-        with self._lock:
+    def _acquire_until(self, deadline: float, startup_mark: float) -> bool:
+        """Take the worker lock before ``deadline``, extended by any worker start-up since ``startup_mark``."""
+        while True:
+            remaining = deadline + (self._startup_spent() - startup_mark) - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._lock.acquire(timeout=min(remaining, threading.TIMEOUT_MAX)):
+                return True
+
+    def _ask_worker(self, payload: dict[str, Any], deadline: float) -> bool:
+        """One math-verify request before ``deadline``, lock wait included; on timeout the worker is killed and replaced.
+
+        Time spent waiting for a worker to start (by this call or by the call it queues behind)
+        is added to the deadline; see :class:`AnswerChecker`.
+        """
+        startup_mark = self._startup_spent()
+        if not self._acquire_until(deadline, startup_mark):
+            self._count("n_timeouts")  # the worker was busy with other calls until our deadline
+            return False
+        try:
+            if deadline + (self._startup_spent() - startup_mark) <= time.monotonic():
+                self._count("n_timeouts")  # got the lock just too late: no waiting for a worker to start either
+                return False
             worker = self._ready_worker()
             if worker is not None and worker.proc.poll() is not None:
                 self._drop_worker()  # it died since the last call (killed from outside): start afresh
                 worker = self._ready_worker()
             if worker is None:
                 return False
+            remaining = deadline + (self._startup_spent() - startup_mark) - time.monotonic()
+            if remaining <= 0:
+                self._count("n_timeouts")
+                return False
             self._count("n_math_verify")
             try:
-                reply = worker.call(payload, timeout)
+                reply = worker.call(dict(payload, budget=max(0.8 * remaining, 0.01)), remaining)
             except _WorkerLate:
                 self._count("n_timeouts")
                 self._drop_worker()
@@ -1370,6 +1651,8 @@ class AnswerChecker:
                 logger.warning("bad reply from math-verify worker: %s", exc)
                 self._drop_worker()
                 return False
+        finally:
+            self._lock.release()
         status = reply.get("status")
         if status == "timeout":
             self._count("n_timeouts")
@@ -1393,5 +1676,5 @@ def default_checker() -> AnswerChecker:
 
 
 def answers_match(predicted: str, reference: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
-    """Whether ``predicted`` equals ``reference``, using the shared :class:`AnswerChecker`."""
+    """Whether ``predicted`` equals ``reference``, using the shared :class:`AnswerChecker`, within ``timeout`` seconds."""
     return default_checker().match(predicted, reference, timeout=timeout)

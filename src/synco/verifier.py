@@ -43,6 +43,9 @@ only the score and the reasons record it):
 * consensus (after solving, H): ``consensus_disagrees`` (a clear majority of
   the attempts agree on another answer) and ``unreliable`` (reliability below
   ``reliability_threshold``; off by default).
+* ``check_timeout`` (H): checking the card took longer than ``card_timeout``
+  seconds; the checks not yet run are skipped. Every checker call of a card
+  gets at most the card's remaining time, so one card cannot stall a step.
 * ``internal_error`` (H): an unexpected exception while checking one card. It
   is logged with its traceback and counted in ``n_internal_errors`` (re-raised
   when ``strict``), so a bug never passes silently as a bad card.
@@ -58,6 +61,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -120,6 +124,7 @@ class VerifierConfig(BaseModel):
     consensus_majority: float = Field(0.5, ge=0.0, lt=1.0, description="A different answer shared by more than this share of attempts rejects the card.")
     reliability_threshold: float = Field(0.0, ge=0.0, le=1.0, description="After consensus, a reliability below this rejects the card (0 disables).")
     strict: bool = Field(False, description="Re-raise unexpected per-card exceptions instead of recording internal_error (tests, debugging).")
+    card_timeout: float = Field(10.0, gt=0.0, description="Wall-clock budget in seconds for checking one card (parse, problem, answer, novelty); past it the card is rejected as check_timeout. Answer checks get at most the remaining time.")
 
     @model_validator(mode="after")
     def _check(self) -> "VerifierConfig":
@@ -132,6 +137,10 @@ class VerifierConfig(BaseModel):
         if self.w_format + self.w_schema + self.w_problem + self.w_answer + self.w_dedup <= 0:
             raise ValueError("quality weights must not all be zero")
         return self
+
+
+class _CardTimeout(Exception):
+    """The card's time budget ran out (``VerifierConfig.card_timeout``)."""
 
 
 @dataclass
@@ -156,6 +165,8 @@ class TaskVerifier:
         self.checker = checker if checker is not None else AnswerChecker()
         self.oracle = oracle
         self.n_internal_errors = 0
+        self._deadline: float | None = None  # time.monotonic() by which the card being checked must be done
+        self._startup_mark = 0.0  # the checker's worker start-up seconds when the card began
         self._pool = self._new_index()
         self._banned = [(t, re.compile(rf"(?<!\w){re.escape(t)}(?!\w)", re.IGNORECASE)) for t in self.config.banned_terms if t.strip()]
         self._benchmarks = self._load_benchmarks(self.config.benchmark_paths)
@@ -245,7 +256,15 @@ class TaskVerifier:
     # ------------------------------------------------------------------ one card
 
     def _verify_one(self, raw: str, slot: int, batch: NoveltyIndex) -> tuple[TaskCard | None, Verdict]:
-        """Parse and check one raw output; ``batch`` holds the earlier cards of the batch."""
+        """Parse and check one raw output within ``card_timeout`` seconds; ``batch`` holds the earlier cards of the batch."""
+        self._deadline = time.monotonic() + min(self.config.card_timeout, 1e9)
+        self._startup_mark = self._checker_startup()
+        try:
+            return self._verify_one_timed(raw, slot, batch)
+        finally:
+            self._deadline = None
+
+    def _verify_one_timed(self, raw: str, slot: int, batch: NoveltyIndex) -> tuple[TaskCard | None, Verdict]:
         checks = _Checks()
         try:
             card = parse_task_card(raw)
@@ -259,9 +278,17 @@ class TaskVerifier:
             checks.fail(f"parse_error: {err}")
             return None, self._verdict(checks, reference=None, reliability=0.0)
         checks.scores["format"] = checks.scores["schema"] = 1.0
-        self._check_problem(card, checks)
-        reference, reliability = self._check_answer(card, checks)
-        self._check_novelty(card, slot, batch, checks)
+        reference, reliability = card.final_answer, 0.0
+        try:
+            self._time_left()
+            self._check_problem(card, checks)
+            self._time_left()
+            reference, reliability = self._check_answer(card, checks)
+            self._time_left()
+            self._check_novelty(card, slot, batch, checks)
+        except _CardTimeout:
+            checks.fail(f"check_timeout: checking the card took over {self.config.card_timeout:g} s")
+            return card, self._verdict(checks, reference=reference, reliability=0.0)
         return card, self._verdict(checks, reference=reference, reliability=reliability)
 
     def _check_problem(self, card: TaskCard, checks: _Checks) -> None:
@@ -362,18 +389,50 @@ class TaskVerifier:
         return Verdict(valid=not checks.hard, scores=scores, quality=min(1.0, quality), reliability=reliability,
                        reasons=checks.reasons, reference=reference)
 
+    def _checker_startup(self) -> float:
+        """Seconds the checker has waited for its math-verify worker to start (0 for checkers that do not say)."""
+        spent = getattr(self.checker, "startup_seconds", 0.0)
+        return spent if isinstance(spent, (int, float)) else 0.0
+
+    def _time_left(self) -> float | None:
+        """Seconds left of the current card's budget (None outside a card); raises _CardTimeout when none are.
+
+        Time the checker spent starting its worker during the card is not charged to the card, as the
+        checker does not charge it to its own calls.
+        """
+        if self._deadline is None:
+            return None
+        left = self._deadline + (self._checker_startup() - self._startup_mark) - time.monotonic()
+        if left <= 0:
+            raise _CardTimeout()
+        return left
+
+    def _checker_kwargs(self) -> dict[str, float]:
+        """``timeout=`` for a checker call: the card's remaining time when it is below the checker's own timeout.
+
+        Only a checker with a numeric ``timeout`` attribute (an ``AnswerChecker``) is given one, so simple
+        stand-ins with ``match(predicted, reference)`` keep working.
+        """
+        left = self._time_left()
+        own = getattr(self.checker, "timeout", None)
+        if left is None or not isinstance(own, (int, float)) or own <= left:
+            return {}
+        return {"timeout": left}
+
     def _match(self, predicted: str, reference: str) -> bool:
-        """Checker equality; a timeout the checker lets through counts as no match."""
+        """Checker equality within the card's budget; a timeout the checker lets through counts as no match."""
+        kwargs = self._checker_kwargs()
         try:
-            return self.checker.match(predicted, reference)
+            return self.checker.match(predicted, reference, **kwargs)
         except TimeoutError:
             logger.warning("answer check timed out: %r vs %r", predicted[:80], reference[:80])
             return False
 
     def _understands(self, answer: str) -> bool:
-        """Checker parseability; a timeout counts as not understood."""
+        """Checker parseability within the card's budget; a timeout counts as not understood."""
+        kwargs = self._checker_kwargs()
         try:
-            return self.checker.understands(answer)
+            return self.checker.understands(answer, **kwargs)
         except TimeoutError:
             logger.warning("answer parse timed out: %r", answer[:80])
             return False
