@@ -204,6 +204,7 @@ REJECTION_HINTS: dict[str, str] = {
     "consensus_disagrees": "independent solvers found another answer: check the solution",
     "unreliable": "make sure the answer is right and unique",
     "heldout_problem": "write an original problem",
+    "check_timeout": "keep the answer a short exact value that is quick to check",
 }
 """What to do about each rejection reason code (the prompt lists the report's top codes with these)."""
 
