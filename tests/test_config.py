@@ -65,3 +65,81 @@ def test_every_field_is_documented():
     rows = describe_fields()
     missing = [name for name, _, desc in rows if not desc]
     assert not missing, f"fields without a description: {missing}"
+
+
+@pytest.mark.parametrize("override,field", [
+    ("reasoner.grpo.lr=inf", "reasoner.grpo.lr=inf"),
+    ("synth_rewards.invalid_penalty=nan", "synth_rewards.invalid_penalty=nan"),
+    ("synth_rewards.duplicate_penalty=-.inf", "synth_rewards.duplicate_penalty=-inf"),
+])
+def test_non_finite_numbers_are_refused_naming_the_field(override, field):
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=[override])
+    assert field in str(e.value) and "finite" in str(e.value)
+
+
+def test_non_finite_numbers_in_a_yaml_file_are_refused(tmp_path):
+    f = tmp_path / "my.yaml"
+    f.write_text("reasoner:\n  grpo:\n    lr: .inf\n")
+    with pytest.raises(ConfigError, match=r"reasoner\.grpo\.lr=inf"):
+        load_config("arith", f)
+
+
+def test_a_missing_local_model_path_is_refused_when_the_config_loads(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=[f"reasoner.model_path={tmp_path / 'no-such-model'}"])
+    assert "reasoner.model_path" in str(e.value) and "no-such-model" in str(e.value)
+    assert "synthesizer.model_path" not in str(e.value)
+    with pytest.raises(ConfigError, match="checker.model_path"):
+        load_config("smollm2", overrides=["consensus_solver=checker", "checker.model_path=./models/gone"])
+    with pytest.raises(ConfigError, match=r"reasoner\.lora\.adapter_path"):
+        load_config("arith", overrides=["reasoner.lora.rank=4", f"reasoner.lora.adapter_path={tmp_path}/gone"])
+    with pytest.raises(ConfigError, match="unknown built-in model"):
+        load_config("arith", overrides=["reasoner.model_path=builtin:arith/teacher"])
+
+
+def test_model_paths_that_may_exist_are_accepted(tmp_path):
+    (tmp_path / "weights").mkdir()
+    cfg = load_config("arith", overrides=[f"reasoner.model_path={tmp_path / 'weights'}",
+                                          "synthesizer.model_path=Qwen/Qwen3-8B"])  # a hub id: only the hub can tell
+    assert cfg.reasoner.model_path == str(tmp_path / "weights")
+    assert load_config("smollm2").reasoner.model_path == "smollm2"  # a model preset
+    assert load_config("arith").reasoner.model_path == "builtin:arith/reasoner"
+
+
+@pytest.mark.parametrize("overrides,field", [
+    (["evosyn.designer=maybe"], "evosyn.designer"),
+    (["evosyn.designer_settings.floor=2"], "evosyn.designer_settings.floor"),
+    (["evosyn.designer_settings.target=1"], "evosyn.designer_settings.target"),
+    (["evosyn.designer_settings.min_group=0"], "evosyn.designer_settings.min_group"),
+    (["evosyn.reflector_settings.alpha=1.5"], "evosyn.reflector_settings.alpha"),
+    (["evosyn.reflector_settings.permutations=3"], "evosyn.reflector_settings.permutations"),
+    (["evosyn.nope=1"], "evosyn.nope"),
+    (["evosyn.designer_settings.nope=1"], "evosyn.designer_settings.nope"),
+    (["evosyn.control_penalty=-1"], "evosyn.control_penalty"),
+])
+def test_bad_evosyn_values_name_the_field(overrides, field):
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=overrides)
+    assert field in str(e.value)
+
+
+def test_floor_plus_retention_above_one_names_both():
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=["evosyn.designer_settings.floor=0.6", "evosyn.designer_settings.retention=0.5"])
+    msg = str(e.value)
+    assert "evosyn.designer_settings" in msg and "floor + retention" in msg and "0.6 + 0.5" in msg
+    ok = load_config("arith", overrides=["evosyn.designer_settings.floor=0.6", "evosyn.designer_settings.retention=0.4"])
+    assert ok.evosyn.designer_settings.floor == pytest.approx(0.6)
+
+
+def test_evosyn_section_from_yaml_and_build_config(tmp_path):
+    from synco.config import build_config
+
+    f = tmp_path / "evo.yaml"
+    f.write_text("evosyn:\n  feedback: false\n  reflector_settings: {every: 3, min_tasks: 20}\n")
+    cfg = load_config("arith", f)
+    assert cfg.evosyn.feedback is False and cfg.evosyn.reflector_settings.every == 3
+    assert cfg.evosyn.reflector_settings.window == 3000 and cfg.evosyn.designer is True  # the rest from the preset
+    with pytest.raises(ConfigError, match="evosyn.reflector_settings.every"):
+        build_config({"evosyn": {"reflector_settings": {"every": 0}}})

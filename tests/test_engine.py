@@ -125,3 +125,181 @@ def test_step_without_gradient_bearing_groups_skips_reasoner_update(tmp_path):
     assert stats.n_valid > 0
     assert stats.n_gradient_bearing == 0 and stats.reasoner_groups_skipped == stats.n_valid
     assert stats.reasoner_accuracy == 1.0 and fake.updates == 0
+
+
+# ----------------------------------------------------------------- EvoSyn: contexts, cells and controllability
+
+import json  # noqa: E402
+import random  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from synco.answers import AnswerChecker  # noqa: E402
+from synco.engine import CoTrainState, StepSettings, _plan_contexts  # noqa: E402
+from synco.evosyn.config import EvoSynConfig  # noqa: E402
+from synco.evosyn.run import build_evo_state  # noqa: E402
+from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key  # noqa: E402
+from synco.policy import UpdateStats  # noqa: E402
+from synco.pool import TaskPool  # noqa: E402
+from synco.report import build_report  # noqa: E402
+from synco.rewards import synthesizer_reward  # noqa: E402
+from synco.verifier import TaskVerifier, VerifierConfig  # noqa: E402
+
+
+def _plan_state(n_cards, n_contexts, evo=None, designer=False, feedback=True, records=()):
+    """Just what ``_plan_contexts`` reads: settings, the factor space, the pool window and the rng."""
+    settings = StepSettings(mode="cotrain", n_cards=n_cards, n_contexts=n_contexts,
+                            evosyn=EvoSynConfig(designer=designer, feedback=feedback))
+    pool = SimpleNamespace(recent=lambda n: list(records))
+    return SimpleNamespace(settings=settings, evo=evo, pool=pool, rng=random.Random(n_cards * 100 + n_contexts))
+
+
+def test_n_contexts_never_drops_or_adds_cards():
+    for n_cards in range(1, 41):
+        for n_contexts in range(1, 13):
+            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, n_contexts))
+            sizes = [c.n for c in plan]
+            assert sum(sizes) == n_cards, (n_cards, n_contexts, sizes)
+            assert len(plan) == min(n_cards, n_contexts) and max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+            assert all(c.target is None for c in plan) and allocation is None and gaps == {}
+
+
+def test_designer_contexts_sum_to_n_cards_one_per_cell():
+    evo = build_evo_state(ArithDomain())
+    for feedback in (True, False):
+        for n_cards in range(1, 41):
+            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, 3, evo, designer=True, feedback=feedback))
+            assert sum(c.n for c in plan) == n_cards == sum(allocation.values())
+            assert all(c.n > 0 for c in plan)
+            targets = [c.target for c in plan]
+            assert len(set(targets)) == len(targets) and set(targets) <= set(evo.cells)
+            assert set(allocation) == set(evo.cells) == set(gaps)
+    # 128 slots over 11 unmeasured cells: everyone's need is 1, so 11 or 12 each
+    plan, _, _ = _plan_contexts(_plan_state(128, 1, evo, designer=True))
+    assert len(plan) == 11 and {c.n for c in plan} <= {11, 12}
+
+
+class CellWriter:
+    """A stand-in Synthesizer: in each context, card j is ``write(target_level, j)`` -> (problem, claimed level)."""
+
+    def __init__(self, domain, write, extra_factors=None):
+        self.domain, self.write, self.extra_factors = domain, write, extra_factors or {}
+        self.prompts = []
+
+    def format_prompt(self, text, system=None):
+        return text
+
+    def generate(self, prompts, n, params=None):
+        self.prompts += prompts
+        out = []
+        for prompt in prompts:
+            target = prompt.split("DO:")[1].split("\n")[0]
+            level = dict(kv.split("=") for kv in target.split(","))["level"]
+            group = []
+            for j in range(n):
+                problem, claimed = self.write(level, j)
+                card = json.loads(self.domain.format_card(problem, claimed, self.domain.answer(problem)))
+                card["factors"] = {"level": claimed, **self.extra_factors}  # the model's own claims
+                group.append(Completion(text=json.dumps(card), prompt_ids=[1], completion_ids=[2, 3],
+                                        logprobs=[-0.5, -0.5], truncated=False, finish_reason="stop"))
+            out.append(group)
+        return out
+
+    def update(self, batch):
+        raise AssertionError("frozen mode never updates the Synthesizer")
+
+
+class HalfRightReasoner:
+    """A stand-in Reasoner: half of the attempts at each problem are right (p = 0.5, full teachability)."""
+
+    def __init__(self, domain):
+        self.domain = domain
+
+    def format_prompt(self, text, system=None):
+        return text
+
+    def generate(self, prompts, n, params=None):
+        out = []
+        for p in prompts:
+            ans = int(self.domain.answer(p[len("Q:"):].split("\n")[0]))
+            out.append([Completion(text=f"{ans if j < n // 2 else ans + 1}}}", prompt_ids=[1], completion_ids=[5, 6],
+                                   logprobs=[-0.1, -0.1], truncated=False, finish_reason="stop") for j in range(n)])
+        return out
+
+    def update(self, batch):
+        return UpdateStats(loss=0.0, n_sequences=len(batch), n_tokens=2 * len(batch), n_skipped_zero_adv=0,
+                           grad_norm=0.0, clip_frac=0.0, kl=0.0, lr=0.0, nan_skipped=False, stepped=True)
+
+
+def _fake_state(tmp_path, write, cells, evosyn=None, space=None, defs=None, extra_factors=None):
+    domain = ArithDomain()
+    evo = build_evo_state(domain, space)
+    if defs is not None:
+        evo.defs = defs
+    evo.cells = cells
+    checker = AnswerChecker(use_math_verify=False)
+    settings = StepSettings(mode="frozen", n_cards=2 * len(cells), k=4,
+                            evosyn=evosyn or EvoSynConfig(designer=True, reflector=False))
+    return CoTrainState(settings=settings, domain=domain, synthesizer=CellWriter(domain, write, extra_factors),
+                        reasoner=HalfRightReasoner(domain),
+                        verifier=TaskVerifier(VerifierConfig(max_problem_chars=40), checker=checker, oracle=domain.oracle),
+                        checker=checker, pool=TaskPool(tmp_path / "pool.sqlite"), report=build_report([]),
+                        rng=random.Random(0), evo=evo)
+
+
+LEVEL_CELLS = [(("level", lv),) for lv in ("L2", "L5", "L8")]
+OTHER = {"L2": "L10", "L5": "L11", "L8": "L4"}
+
+
+def _on_and_off_target(level, j):
+    """Card 0 of a context is of the requested level; card 1 is of another level but claims the requested one."""
+    rng = random.Random(f"{level}-{j}")
+    return (ArithDomain().sample_problem(rng, level if j == 0 else OTHER[level]), level)
+
+
+def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
+    state = _fake_state(tmp_path, _on_and_off_target, LEVEL_CELLS)
+    stats = cotrain_step(state, 0)
+    assert sorted(p.split("\n")[1] for p in state.synthesizer.prompts) == ["DO:level=L2", "DO:level=L5", "DO:level=L8"]
+    records = state.pool.by_step(0)
+    assert len(records) == 6 and all(r.valid for r in records)
+    for rec in records:
+        assert rec.target in {cell_key(c) for c in LEVEL_CELLS}
+        requested = rec.target.split("=")[1]
+        on = rec.card.problem == _on_and_off_target(requested, 0)[0]
+        # the card claims the requested level in difficulty_estimate and factors; only the problem decides
+        assert rec.card.difficulty_estimate == requested
+        assert rec.card.factors["level"] == (requested if on else OTHER[requested])
+        assert rec.on_target is on
+        plain = synthesizer_reward(True, rec.verdict.quality, rec.verdict.reliability, rec.success_rate,
+                                   novelty=rec.verdict.scores.get("novelty", 1.0))
+        assert rec.success_rate == 0.5 and plain.total > 0.3
+        assert rec.synth_reward.total == pytest.approx(plain.total - (0.0 if on else 0.3))
+        assert rec.synth_reward.penalty == pytest.approx(0.0 if on else -0.3)
+    assert stats.controllability == pytest.approx(0.5)
+    assert stats.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}
+    # the on-target cards cover the 3 cells evenly; the off-target ones (L10, L11, L4) are outside them
+    assert stats.factor_coverage == pytest.approx(1.0) and stats.factor_balance == pytest.approx(1.0)
+
+
+def test_control_gate_gives_off_target_cards_the_invalid_penalty(tmp_path):
+    state = _fake_state(tmp_path, _on_and_off_target, LEVEL_CELLS,
+                        evosyn=EvoSynConfig(designer=True, reflector=False, control_gate=True))
+    cotrain_step(state, 0)
+    off = [r for r in state.pool.by_step(0) if r.on_target is False]
+    assert len(off) == 3 and all(r.synth_reward.total == pytest.approx(-0.5) for r in off)
+
+
+def test_a_factor_claimed_by_the_card_but_not_computable_never_places_it(tmp_path):
+    # e.g. the math domain's `magnitude` of a problem without numbers: the domain cannot compute it, so the
+    # card's own `factors` claim must not stand in for it (it would put the card in the requested cell).
+    tag = FactorDef("tag", ("t", "u"), lambda p: None)
+    space = FactorSpace(factors=[FactorState(name="level", buckets=["L2", "L5", "L8"]),
+                                 FactorState(name="tag", buckets=["t", "u"])])
+    cells = [(("level", "L5"), ("tag", "t"))]
+    state = _fake_state(tmp_path, lambda level, j: (ArithDomain().sample_problem(random.Random(j), level), level),
+                        cells, space=space, defs=[*ArithDomain().factor_defs(), tag], extra_factors={"tag": "t"})
+    stats = cotrain_step(state, 0)
+    records = state.pool.by_step(0)
+    assert len(records) == 2 and all(r.valid and r.target == "level=L5,tag=t" for r in records)
+    assert all("tag" not in r.card.factors and r.on_target is False for r in records)
+    assert stats.controllability == 0.0

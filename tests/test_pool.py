@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticSerializationError
 
-from synco.pool import EXPORT_COLUMNS, SCHEMA_VERSION, TaskPool
+from synco.pool import EXPORT_COLUMNS, SCHEMA_VERSION, PoolError, TaskPool
 from synco.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
 
 
@@ -156,6 +157,42 @@ def test_step_is_atomic_when_serialisation_fails(pool: TaskPool) -> None:
     assert pool.count() == 0 and pool.last_step() is None
 
 
+def test_disk_full_mid_step_is_the_error_raised_and_the_pool_stays_usable(pool: TaskPool) -> None:
+    pool.record_step(0, [make_record(0, 0)])
+    # A page cap stands in for a full disk: the same SQLITE_FULL, after which SQLite has already rolled the
+    # transaction back itself (a second ROLLBACK used to fail and hide it behind "no transaction is active").
+    pages = pool._conn.execute("PRAGMA page_count").fetchone()[0]
+    pool._conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        pool.record_step(1, [make_record(1, k) for k in range(40)])
+    assert pool.last_step() == 0 and pool.count() == 1
+    pool._conn.execute("PRAGMA max_page_count = 1073741823")  # space again
+    pool.record_step(1, [make_record(1, 0)])
+    assert pool.last_step() == 1 and pool.count() == 2
+
+
+def test_a_file_that_is_not_a_pool_is_a_pool_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    path.write_bytes(b"this is not a database " * 300)
+    with pytest.raises(PoolError, match=re.escape(str(path))):
+        TaskPool(path)
+
+
+def test_integrity_check_finds_damage_inside_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        for step in range(10):
+            p.record_step(step, [make_record(step, k) for k in range(20)])
+        p.check_integrity()  # intact
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8192] = b"\xff" * 8192
+    path.write_bytes(bytes(data))
+    with TaskPool(path) as p:  # opening reads only the first pages, so it succeeds
+        with pytest.raises(PoolError, match="damaged"):
+            p.check_integrity()
+
+
 def test_duplicate_step_is_an_error(pool: TaskPool) -> None:
     pool.record_step(4, [make_record(4, 0)])
     with pytest.raises(ValueError, match="step 4"):
@@ -259,3 +296,31 @@ def test_schema_version_mismatch_is_refused(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(ValueError, match="schema version 999"):
         TaskPool(path)
+
+
+def test_designer_target_and_on_target_round_trip(tmp_path: Path) -> None:
+    on = make_record(0, 0, factors={"level": "L5"}).model_copy(update={"target": "level=L5", "on_target": True})
+    off = make_record(0, 1, factors={"level": "L9"}).model_copy(update={"target": "level=L5", "on_target": False})
+    plain = make_record(0, 2)  # no Designer: no target
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [on, off, plain])
+        back = p.by_step(0)
+    assert [(r.target, r.on_target) for r in back] == [("level=L5", True), ("level=L5", False), (None, None)]
+    with sqlite3.connect(path) as db:
+        rows = db.execute("select target, on_target from tasks order by task_id").fetchall()
+    assert rows == [("level=L5", 1), ("level=L5", 0), (None, None)]
+
+
+def test_a_pool_written_before_the_designer_gets_the_new_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [make_record(0, 0)])
+    with sqlite3.connect(path) as db:  # what a pool of the previous release looks like
+        db.execute("ALTER TABLE tasks DROP COLUMN target")
+        db.execute("ALTER TABLE tasks DROP COLUMN on_target")
+    with TaskPool(path) as p:
+        [old] = p.by_step(0)
+        assert old.target is None and old.on_target is None and old.card is not None
+        p.record_step(1, [make_record(1, 0).model_copy(update={"target": "level=L1", "on_target": True})])
+        assert [(r.target, r.on_target) for r in p.by_step(1)] == [("level=L1", True)]

@@ -98,11 +98,13 @@ def test_bad_config_names_the_field(tmp_path, capsys):
     assert "mode" in capsys.readouterr().err
 
 
-def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
+def test_resume_of_a_directory_without_a_run_is_a_clear_error(tmp_path, capsys):
+    # (a run directory without a checkpoint restarts from step 0: tests/test_trainer_resume.py)
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "config.yaml").write_text("steps: 1\n")
     assert main(["train", "--resume", str(tmp_path / "empty")]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "config file not found" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "missing")]) == 2
+    assert "config file not found" in capsys.readouterr().err
 
 
 def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():

@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "tiny warm-started models, a few minutes on a laptop CPU.")
     _add_config_args(p)
     p.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                   help="continue a run from its last checkpoint (config from RUN_DIR/config.yaml plus overrides)")
+                   help="continue a run from its latest checkpoint, or from step 0 when it has none "
+                        "(config from RUN_DIR/config.yaml plus overrides)")
 
     p = sub.add_parser("pretrain", help="build the embedded world's warm-start checkpoints",
                        description="Supervised warm start of the tiny Synthesizer and Reasoner of the arith world, "
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, FileExistsError) as e:
         print(f"synco {args.command}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # `synco train` says how to resume; any other command just stops, without a traceback
+        print(f"synco {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _load(args: argparse.Namespace):
@@ -102,13 +106,24 @@ def _load(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from synco.config import build_config, load_yaml, apply_overrides
-    from synco.trainer import format_summary, train
+    from synco.pool import PoolError
+    from synco.trainer import RunError, RunInterrupted, format_summary, train
 
     if args.resume is not None:
         cfg = build_config(apply_overrides(load_yaml(args.resume / "config.yaml"), args.overrides))
     else:
         cfg = _load(args)
-    summary = train(cfg, resume=args.resume)
+    try:
+        summary = train(cfg, resume=args.resume)
+    except RunInterrupted as e:  # one line, no traceback: where it stopped and the command that continues it
+        # a fresh run's overrides are in its config.yaml; those given with --resume are not, so they are repeated
+        command = e.resume_command(args.overrides if args.resume is not None else ())
+        print(f"synco train: {e.message}; " + (f"continue with: {command}" if command else "nothing was saved"),
+              file=sys.stderr)
+        return e.exit_code
+    except (RunError, PoolError) as e:
+        print(f"synco train: {e}", file=sys.stderr)
+        return 2
     print(format_summary(summary))
     return 0
 

@@ -9,6 +9,8 @@ a ``ConfigError`` naming the dotted field and the value.
 
 from __future__ import annotations
 
+import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -16,9 +18,11 @@ from typing import Any, Iterable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from synco.evosyn.config import EvoSynConfig
 from synco.policy import PolicyConfig
 from synco.report import ReportConfig
 from synco.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
+from synco.threads import ThreadsSetting
 from synco.verifier import VerifierConfig
 
 PRESETS = ("arith", "paper", "paper-1gpu", "smollm2")
@@ -34,8 +38,9 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     domain: Literal["arith", "math"] = Field("arith", description="Task domain: arith (embedded integer-arithmetic world) or math (free-form maths for real LMs).")
-    mode: Literal["cotrain", "frozen", "static"] = Field(
-        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: tasks from the domain's fixed generator.")
+    mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
+        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
+    static_corpus_size: int = Field(2048, ge=1, description="mode=static: cards in the fixed corpus, drawn once from the domain's generator with the run seed and revisited.")
     seed: int = Field(0, description="Seed for every random generator (Python, NumPy, torch).")
     steps: int = Field(300, ge=0, description="Number of co-training steps.")
     n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
@@ -49,14 +54,16 @@ class RunConfig(BaseModel):
     consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
     checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model (under shared_base with fresh adapters: the shared base with adapters disabled, no second copy).")
     prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
-    save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: only at the end).")
+    save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: by time instead, see save_every_minutes). A checkpoint is always saved at the end and when the run is stopped with Ctrl-C.")
+    save_every_minutes: float = Field(5.0, ge=0, description="With save_every=0: save a checkpoint after the first step that ends this many minutes after the last one (0: only at the end), so a killed run loses about this much work; `synco train --resume RUN_DIR` continues from it. Checkpoints never change the run's results.")
     keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
     runs_dir: str = Field("runs", description="Folder that holds run directories.")
     run_id: str | None = Field(None, description="Name of the run directory (default: <domain>-<mode>-s<seed>-<timestamp>).")
     heldout_per_group: int = Field(150, ge=0, description="Held-out problems per difficulty group for the before/after evaluation (0: skip).")
     heldout_every: int = Field(0, ge=0, description="Also evaluate the held-out set greedily every this many steps and append it to heldout.jsonl (and TensorBoard): the Reasoner's held-out learning curve (0: before/after only).")
     heldout_samples: int = Field(4, ge=0, description="Also score held-out problems by sampling this many answers each with the Reasoner's training sampling settings (0: greedy only). Greedy shows whether the most likely answer changed; sampled accuracy is what GRPO optimises.")
-    threads: int | None = Field(None, description="torch intra-op threads (default: torch's choice).")
+    threads: ThreadsSetting = Field(
+        "auto", description="torch intra-op CPU threads: a positive int (exactly that many), auto (half the usable CPUs, fewer when the load at start leaves less idle, at least 1; keeps idle cores for other programs, since OpenMP threads spin-waiting on a shared core slowed steps ~20x) or null (torch's own choice). Results are bit-identical only at the same thread count: set an int to compare runs across machines or loads.")
     tensorboard: bool = Field(True, description="Write TensorBoard logs to <run>/tb.")
     wandb: bool = Field(False, description="Log metrics to Weights & Biases (needs `pip install wandb`).")
     wandb_project: str = Field("synco", description="Weights & Biases project name.")
@@ -68,6 +75,7 @@ class RunConfig(BaseModel):
                                    description="The Reasoner policy: model, sampling and GRPO settings.")
     verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
     report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
+    evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
 
@@ -80,6 +88,77 @@ class RunConfig(BaseModel):
             if problems:
                 raise ValueError("shared_base=true needs one base and equal LoRA settings: " + "; ".join(problems))
         return self
+
+    @model_validator(mode="after")
+    def _check_finite(self) -> "RunConfig":
+        bad = non_finite_fields(self)
+        if bad:
+            raise ValueError("numbers must be finite: " + "; ".join(f"{name}={value}" for name, value in bad))
+        return self
+
+    @model_validator(mode="after")
+    def _check_model_paths(self) -> "RunConfig":
+        problems = []
+        for role in ("synthesizer", "reasoner", "checker"):
+            policy: PolicyConfig | None = getattr(self, role)
+            if policy is None:
+                continue
+            paths = {f"{role}.model_path": policy.model_path}
+            if policy.lora is not None and policy.lora.adapter_path is not None:
+                paths[f"{role}.lora.adapter_path"] = policy.lora.adapter_path
+            problems += [f"{name}: {why}" for name, path in paths.items() if (why := model_path_problem(path))]
+        if problems:
+            raise ValueError("; ".join(problems) + f" (a model is {MODEL_PATH_FORMS})")
+        return self
+
+
+MODEL_PATH_FORMS = ("a local folder, a hub id such as Qwen/Qwen3-8B, builtin:arith/synthesizer, "
+                    "builtin:arith/reasoner or a model preset such as smollm2")
+"""The forms a model path may take (for error messages)."""
+
+_HUB_ID = re.compile(r"(?:\w(?:[\w.-]*\w)?/)?\w(?:[\w.-]*\w)?")
+
+
+def model_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a model, or None when it may.
+
+    Checked when the config is loaded: a missing local folder would otherwise reach
+    the hub client only when the model loads, and fail there with an error about repo ids.
+    A string shaped like a hub id is accepted (only the hub can tell whether it exists).
+    """
+    from synco.models import PRESETS as MODEL_PRESETS
+
+    if path.startswith("builtin:"):
+        return None if path in ("builtin:arith/synthesizer", "builtin:arith/reasoner") else f"unknown built-in model {path!r}"
+    if path in MODEL_PRESETS or Path(path).exists():
+        return None
+    if _HUB_ID.fullmatch(path) and ".." not in path and "--" not in path and len(path) <= 96:
+        return None
+    hint = " (~ is not expanded)" if path.startswith("~") else ""
+    return f"no such local folder {path!r}{hint}"
+
+
+def non_finite_fields(model: BaseModel, prefix: str = "") -> list[tuple[str, float]]:
+    """(dotted name, value) of every inf or NaN number in a config, sections and lists included.
+
+    Pydantic accepts ``inf`` and ``nan`` for a float field; no setting of a run means either.
+    """
+    found: list[tuple[str, float]] = []
+    for name in type(model).model_fields:
+        found += _non_finite_in(getattr(model, name), prefix + name)
+    return found
+
+
+def _non_finite_in(value: Any, name: str) -> list[tuple[str, float]]:
+    if isinstance(value, BaseModel):
+        return non_finite_fields(value, name + ".")
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(name, value)]
+    if isinstance(value, dict):
+        return [bad for k, v in value.items() for bad in _non_finite_in(v, f"{name}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [bad for i, v in enumerate(value) for bad in _non_finite_in(v, f"{name}.{i}")]
+    return []
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -146,6 +225,9 @@ def build_config(data: dict[str, Any]) -> RunConfig:
     except ValidationError as e:
         lines = []
         for err in e.errors():
+            if not err["loc"] and err["type"] == "value_error":  # a whole-config check: its message names the fields
+                lines.append(f"  {err['ctx']['error']}")
+                continue
             loc = ".".join(str(x) for x in err["loc"]) or "<root>"
             got = err.get("input")
             shown = repr(got) if not isinstance(got, dict) else "{...}"

@@ -185,6 +185,9 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     verdicts: list[Verdict] = []
     for card, verdict in checked:
         if card is not None and verdict.valid:
+            if state.evo is not None:  # the card's own claims never place it in a cell: drop them first
+                for d in state.evo.defs:
+                    card.factors.pop(d.name, None)
             card.factors.update(state.domain.card_factors(card))
             if state.evo is not None:  # every factor the domain can compute, so the Reflector can test them
                 card.factors.update(factor_values(card.problem, state.evo.defs))
@@ -288,7 +291,7 @@ def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, i
         stats = cell_stats(state.pool.recent(s.window), evo.space) if s.evosyn.feedback else {}
         slots = allocate(evo.cells, stats, s.n_cards, cfg, feedback=s.evosyn.feedback, offset=state.rng.random())
         gaps = cell_needs(evo.cells, stats, cfg, s.evosyn.feedback)
-        return [ContextPlan(c, n) for c, n in slots.items() if n > 0], slots, gaps
+        return [ContextPlan(c or None, n) for c, n in slots.items() if n > 0], slots, gaps  # () = no target
     n_ctx = min(s.n_contexts, s.n_cards)
     base, extra = divmod(s.n_cards, n_ctx)
     return [ContextPlan(None, base + (i < extra)) for i in range(n_ctx)], None, {}

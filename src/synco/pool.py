@@ -56,7 +56,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     synth_reward_json   TEXT,
     synth_reward_total  REAL,
     difficulty_estimate TEXT,
-    created_at          REAL NOT NULL
+    created_at          REAL NOT NULL,
+    target              TEXT,
+    on_target           INTEGER
 );
 CREATE TABLE IF NOT EXISTS rollouts (
     task_id   INTEGER NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
@@ -83,7 +85,7 @@ CREATE INDEX IF NOT EXISTS idx_factors_kv ON task_factors(key, value);
 
 _TASK_COLUMNS = (
     "task_id, step, slot, context_id, raw, card_json, valid, quality, reliability, agreement, "
-    "scores_json, reasons_json, reference, success_rate, synth_reward_json"
+    "scores_json, reasons_json, reference, success_rate, synth_reward_json, target, on_target"
 )
 
 EXPORT_COLUMNS: tuple[str, ...] = (
@@ -102,6 +104,10 @@ EXPORT_COLUMNS: tuple[str, ...] = (
 """Columns of the exported dataset (JSONL objects and HF dataset), in order."""
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
+
+
+class PoolError(RuntimeError):
+    """The pool file cannot be used (not an SQLite database, or damaged); the message names the file."""
 
 
 class TaskPool:
@@ -123,12 +129,25 @@ class TaskPool:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._journal_mode = str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
             self._conn.executescript(_SCHEMA)
+            self._add_missing_columns()
             self._check_schema_version()
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            if isinstance(e, sqlite3.OperationalError) and not _is_damage(e):
+                raise  # e.g. a read-only file or directory: not damage, the caller's message applies
+            raise PoolError(f"pool {self.path} is damaged or not an SQLite file ({e})") from e
         except BaseException:
             self._conn.close()
             raise
 
     # ------------------------------------------------------------------ setup
+
+    def _add_missing_columns(self) -> None:
+        """Pools written before the Designer existed lack ``target`` / ``on_target``: add them (NULL)."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(tasks)")}
+        for name, kind in (("target", "TEXT"), ("on_target", "INTEGER")):
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
 
     def _check_schema_version(self) -> None:
         """Stamp a new pool with SCHEMA_VERSION; refuse a pool written by another version."""
@@ -142,6 +161,21 @@ class TaskPool:
             raise ValueError(
                 f"pool {self.path} has schema version {row[0]}, this synco expects {SCHEMA_VERSION}"
             )
+
+    def check_integrity(self) -> None:
+        """Raise PoolError naming the file when SQLite's ``quick_check`` finds damage (e.g. before resuming).
+
+        Opening a pool only reads its first pages; damage further in would
+        otherwise surface mid-run as ``database disk image is malformed``.
+        """
+        with self._lock:
+            try:
+                problems = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check(5)").fetchall()]
+            except sqlite3.DatabaseError as e:
+                problems = [str(e)]
+        if problems != ["ok"]:
+            lines = [ln for text in problems for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
+            raise PoolError(f"pool {self.path} is damaged ({'; '.join(lines[:3])})")
 
     @property
     def journal_mode(self) -> str:
@@ -198,7 +232,7 @@ class TaskPool:
                     ids.append(self._insert_record(record, now))
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
         for record, task_id in zip(records, ids):
             record.task_id = task_id
@@ -212,8 +246,8 @@ class TaskPool:
         cursor = self._conn.execute(
             "INSERT INTO tasks(step, slot, context_id, raw, card_json, valid, quality, reliability, "
             "agreement, scores_json, reasons_json, reference, success_rate, gradient_bearing, "
-            "synth_reward_json, synth_reward_total, difficulty_estimate, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "synth_reward_json, synth_reward_total, difficulty_estimate, created_at, target, on_target) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.step,
                 record.slot,
@@ -233,6 +267,8 @@ class TaskPool:
                 reward.total if reward is not None else None,
                 card.difficulty_estimate if card is not None else None,
                 now,
+                record.target,
+                None if record.on_target is None else int(record.on_target),
             ),
         )
         task_id = int(cursor.lastrowid or 0)
@@ -273,9 +309,23 @@ class TaskPool:
                 self._conn.execute("DELETE FROM steps WHERE step > ?", (step,))
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
         return int(n)
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if any, and never raise (caller holds the lock).
+
+        After a disk-full or I/O error SQLite may already have rolled the
+        transaction back itself; a second ROLLBACK would then fail with
+        "cannot rollback - no transaction is active" and hide the real error.
+        """
+        if not self._conn.in_transaction:
+            return
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the error being handled is the one to report
 
     # ------------------------------------------------------------------ reading
 
@@ -445,6 +495,12 @@ class TaskPool:
         return datasets.Dataset.from_dict(columns, features=features)
 
 
+def _is_damage(error: sqlite3.OperationalError) -> bool:
+    """True for the OperationalErrors that mean a damaged file rather than e.g. a read-only one."""
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
 def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
     """Rebuild a TaskRecord from its tasks row and its rollouts."""
     verdict = Verdict(
@@ -469,6 +525,8 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
         rollouts=rollouts,
         success_rate=row["success_rate"],
         synth_reward=SynthReward.model_validate_json(reward_json) if reward_json is not None else None,
+        target=row["target"],
+        on_target=None if row["on_target"] is None else bool(row["on_target"]),
     )
 
 

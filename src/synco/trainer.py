@@ -13,18 +13,25 @@ Run directory::
                   reports/step_N.txt every capability report as rendered
                   checkpoints/step_N/{synthesizer,reasoner}/  HF format (the adapter only under LoRA)
                   checkpoints/step_N/trainer_state.pt          step, RNG states, report
+                  checkpoints/damaged-step_N/  a checkpoint found truncated on resume, set aside
                   summary.json       before/after held-out accuracy and run statistics
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import shlex
 import shutil
+import signal
+import threading
+import time
+import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel
 
@@ -32,8 +39,10 @@ from synco.answers import AnswerChecker, extract_answer
 from synco.config import RunConfig, dump_config
 from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
+from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
+from synco.evosyn.space import FactorSpace
 from synco.policy import HFPolicy, Policy, PolicyConfig, SamplingParams
-from synco.pool import TaskPool
+from synco.pool import PoolError, TaskPool
 from synco.report import CapabilityReport, build_report
 from synco.verifier import TaskVerifier
 
@@ -59,6 +68,12 @@ class RunSummary(BaseModel):
     sec_other: float = 0.0
     n_tasks: int = 0
     n_valid_tasks: int = 0
+    controllability_first: float | None = None  # EvoSyn: share of valid targeted cards on their cell, first 10 %
+    controllability_last: float | None = None
+    factor_coverage: float | None = None  # mean over steps
+    factor_balance: float | None = None
+    allocation_gap_spearman: float | None = None  # mean over Designer steps of rho(cell need, cell slots)
+    factor_changes: list[dict[str, Any]] = []  # factors.jsonl: promotions / confirmations / retirements
 
 
 def resolve_model_path(path: str) -> str:
@@ -235,25 +250,224 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return steps[-1][1] if steps else None
 
 
-def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
-    """Create (or reopen, for ``resume``) the run directory and everything the loop needs."""
+# ------------------------------------------------------------------ resuming and stopping safely
+
+
+class RunError(RuntimeError):
+    """A run directory that cannot be resumed as it is; the message says why and what to do."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM: ``message`` says where, ``resume_command`` how to continue."""
+
+    def __init__(self, run_dir: Path, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.run_dir, self.message, self.exit_code = Path(run_dir), message, exit_code
+
+    @classmethod
+    def after_step(cls, run_dir: Path, step: int, signum: int) -> "RunInterrupted":
+        """Stopped cleanly after ``step``, which was checkpointed."""
+        return cls(run_dir, f"stopped after step {step} (saved {run_dir / 'checkpoints' / f'step_{step}'})",
+                   128 + signum)
+
+    @classmethod
+    def at_once(cls, run_dir: Path) -> "RunInterrupted":
+        """Stopped wherever it was: a step in progress is not recorded (the pool rolls it back)."""
+        ckpt = latest_checkpoint(run_dir) if run_dir.is_dir() else None
+        where = (f"resuming continues after {ckpt.name}" if ckpt is not None
+                 else "no checkpoint yet, so resuming restarts from step 0")
+        return cls(run_dir, f"stopped at once (a step in progress is not recorded; {where})")
+
+    def resume_command(self, overrides: Sequence[str] = ()) -> str | None:
+        """The shell command that continues this run, or None when its directory holds no config yet."""
+        if not (self.run_dir / "config.yaml").is_file():
+            return None
+        return shlex.join(["synco", "train", "--resume", str(self.run_dir), *overrides])
+
+
+class _StopRequest:
+    """Signal handling around the step loop (main thread only; elsewhere nothing changes).
+
+    The first SIGINT or SIGTERM only sets ``signum``: the loop finishes the step, checkpoints
+    it and stops. A second one raises KeyboardInterrupt at once.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        try:  # os.write, not print: a handler may run while the main thread is inside a print
+            os.write(2, b"\nstopping after this step, which is then checkpointed (Ctrl-C again to stop at once)\n")
+        except OSError:
+            pass
+
+
+def require_writable(run_dir: Path) -> None:
+    """Raise RunError unless resuming can write the run directory and its pool and logs."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"--resume {run_dir}: no such run directory")
+    probe = run_dir / f".write-probe-{os.getpid()}"
+    files = [run_dir / n for n in ("pool.sqlite", "pool.sqlite-wal", "metrics.jsonl", "heldout.jsonl")]
+    try:
+        probe.touch()
+        probe.unlink()
+        for f in files:
+            if f.exists():
+                open(f, "ab").close()  # opened for appending, nothing written
+    except OSError as e:
+        raise RunError(
+            f"--resume {run_dir}: cannot write {e.filename or run_dir} ({e.strerror}); resuming writes the pool, "
+            f"metrics and checkpoints in the run directory: make it writable (e.g. chmod -R u+w {run_dir}) "
+            f"or resume a writable copy of it") from None
+
+
+def open_pool(path: Path, check: bool = False) -> TaskPool:
+    """The run's pool; with ``check`` (resuming) a full integrity check first. A damaged pool is a RunError."""
+    try:
+        pool = TaskPool(path)
+    except PoolError as e:
+        raise RunError(_damaged_pool_advice(e, path)) from None
+    if check:
+        try:
+            pool.check_integrity()
+        except PoolError as e:
+            pool.close()
+            raise RunError(_damaged_pool_advice(e, path)) from None
+    return pool
+
+
+def _damaged_pool_advice(error: PoolError, path: Path) -> str:
+    return (f"{error}. The run cannot go on without its record of every task: restore {path.name} from a backup, "
+            f"or start a new run with the same config: synco train --config {path.parent / 'config.yaml'} run_id=NEW_ID")
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """Every ``checkpoints/step_N`` folder, oldest first."""
+    found = [p for p in (run_dir / "checkpoints").glob("step_*") if p.is_dir() and p.name[5:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[5:]))
+
+
+def usable_checkpoint(run_dir: Path, log: Callable[[str], None] = print) -> Path | None:
+    """The newest intact checkpoint, or None. A damaged one (a truncated file) is moved aside to
+    ``damaged-step_N`` and the next older one tried; one line says so."""
+    for leftover in (run_dir / "checkpoints").glob(".tmp_step_*"):  # a kill while saving
+        shutil.rmtree(leftover, ignore_errors=True)
+    for ckpt in reversed(checkpoints(run_dir)):
+        problem = checkpoint_problem(ckpt)
+        if problem is None:
+            return ckpt
+        aside = ckpt.with_name("damaged-" + ckpt.name)
+        shutil.rmtree(aside, ignore_errors=True)
+        ckpt.rename(aside)
+        log(f"checkpoint {ckpt} is damaged ({problem}): moved to {aside.name}, falling back to an older one")
+    return None
+
+
+def checkpoint_problem(ckpt: Path) -> str | None:
+    """What makes a checkpoint folder unusable (a missing or truncated file), or None; loads no weights.
+
+    ``.pt`` / ``.bin`` files are zip archives whose index sits at the end, so truncation loses it;
+    a ``.safetensors`` file's header states its exact size; ``.json`` files must parse.
+    """
+    if not (ckpt / "trainer_state.pt").is_file():
+        return "trainer_state.pt is missing"
+    for role in ("synthesizer", "reasoner"):
+        if not any((ckpt / role).glob("*.safetensors")) and not any((ckpt / role).glob("*.bin")):
+            return f"{role}/ holds no weights"
+    for f in sorted(ckpt.rglob("*")):
+        try:
+            if f.suffix in (".pt", ".bin"):
+                zipfile.ZipFile(f).close()
+            elif f.suffix == ".safetensors":
+                _check_safetensors(f)
+            elif f.suffix == ".json":
+                json.loads(f.read_bytes())
+        except (OSError, ValueError, zipfile.BadZipFile) as e:
+            return f"{f.relative_to(ckpt)}: {e}"
+    return None
+
+
+def _check_safetensors(path: Path) -> None:
+    """Raise ValueError unless the file is as long as its header says (8-byte length, JSON header, data)."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        if size < 8 or 8 + n > size:
+            raise ValueError(f"truncated: {size} bytes, header claims {n}")
+        header = json.loads(fh.read(n))
+    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end != size:
+        raise ValueError(f"truncated: {size} bytes, expected {8 + n + end}")
+
+
+def rewind_run(run_dir: Path, pool: TaskPool, last_step: int, log: Callable[[str], None] = print) -> str:
+    """Drop what the run recorded after ``last_step`` (-1: everything): pool steps, metrics and held-out lines.
+
+    A resumed run redoes those steps, so they must not stay twice. Returns a note for the
+    caller's one-line message ("" when nothing was dropped).
+    """
+    pool_last = pool.last_step()
+    n_tasks = pool.truncate_after(last_step)
+    _truncate_metrics(run_dir / "metrics.jsonl", last_step, log)
+    _truncate_metrics(run_dir / "heldout.jsonl", last_step + 1, log)  # its "step" counts steps done
+    if pool_last is None or pool_last <= last_step:
+        return ""
+    return f"; dropped the pool's steps {last_step + 1}..{pool_last} ({n_tasks} tasks), which are redone"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing: a kill mid-write leaves the old file (or none), never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's content, or None when it is absent or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print) -> Run:
+    """Create (or reopen, for ``resume``) the run directory and everything the loop needs.
+
+    Resuming continues after the latest intact checkpoint, or restarts from step 0 when
+    there is none; either way what the run recorded after that point is dropped (``rewind_run``).
+    """
     import torch
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    from synco.threads import apply_threads
+
+    log(apply_threads(cfg.threads).describe())
     if resume is not None:
         run_dir = Path(resume)
-        ckpt = latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"--resume {run_dir}: no checkpoint with trainer_state.pt under {run_dir / 'checkpoints'}")
+        require_writable(run_dir)
+        ckpt = usable_checkpoint(run_dir, log)
     else:
         run_dir = Path(cfg.runs_dir) / (cfg.run_id or new_run_id(cfg))
         if (run_dir / "pool.sqlite").exists():
             raise FileExistsError(f"run directory {run_dir} already holds a run; use --resume {run_dir} or another run_id")
         ckpt = None
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(dump_config(cfg))
+        _write_atomic(run_dir / "config.yaml", dump_config(cfg))
     (run_dir / "reports").mkdir(exist_ok=True)
+    pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
 
     seed_everything(cfg.seed)
     rng = random.Random(cfg.seed)
@@ -268,18 +482,28 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
 
     verifier_cfg = cfg.verifier
     verifier = TaskVerifier(verifier_cfg, checker=checker, oracle=domain.oracle if domain.has_oracle else None)
-    pool = TaskPool(run_dir / "pool.sqlite")
     report = build_report([], cfg.report, step=0)
+    space = None
     start_step = 0
     if ckpt is not None:
         trainer_state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
         start_step = trainer_state["step"] + 1
-        pool.truncate_after(trainer_state["step"])
-        _truncate_metrics(run_dir / "metrics.jsonl", trainer_state["step"])
-        _truncate_metrics(run_dir / "heldout.jsonl", trainer_state["step"] + 1)  # its "step" counts steps done
+        dropped = rewind_run(run_dir, pool, trainer_state["step"], log)
+        log(f"resuming {run_dir} after step {trainer_state['step']} ({ckpt.relative_to(run_dir)}){dropped}")
         verifier.load_pool(pool.valid_problems())
         report = CapabilityReport.from_json(trainer_state["report"])
+        saved_threads = trainer_state.get("threads")
+        if cfg.threads == "auto" and saved_threads and saved_threads != torch.get_num_threads():
+            torch.set_num_threads(saved_threads)  # the count the run started with: resume stays bit-exact
+            log(f"torch threads: {saved_threads} (as when the run started)")
+        if trainer_state.get("factor_space"):
+            space = FactorSpace.model_validate_json(trainer_state["factor_space"])
+        truncate_logs(run_dir, trainer_state["step"])
         set_rng_state(trainer_state["rng"], rng)
+    elif resume is not None:
+        dropped = rewind_run(run_dir, pool, -1, log)
+        truncate_logs(run_dir, -1)
+        log(f"no checkpoint under {run_dir / 'checkpoints'}: restarting from step 0{dropped}")
 
     settings = StepSettings(
         mode=cfg.mode, n_cards=cfg.n_cards, n_contexts=cfg.n_contexts, k=cfg.k, group_factor=cfg.group_factor,
@@ -288,11 +512,23 @@ def setup_run(cfg: RunConfig, resume: Path | None = None) -> Run:
         synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
         reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
         consensus_m=cfg.consensus_m, checker_sampling=(cfg.checker or cfg.reasoner).sampling,
+        evosyn=cfg.evosyn, window=cfg.report.window,
     )
+    evo = build_evo_state(domain, space)
+    if evo is not None:
+        write_space(evo, run_dir)
+    # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
+    corpus = (domain.static_cards(random.Random(f"static-corpus:{cfg.seed}"), cfg.static_corpus_size)
+              if cfg.mode == "static" else None)
     state = CoTrainState(settings=settings, domain=domain, synthesizer=synthesizer, reasoner=reasoner,
                          verifier=verifier, checker=checker, pool=pool, report=report, rng=rng,
-                         consensus_checker=build_consensus_checker(cfg, domain, reasoner))
+                         consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus)
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=start_step, heldout=heldout)
+
+
+def reflects(cfg: RunConfig) -> bool:
+    """Whether the Reflector runs: switched on, with learner feedback, in a mode where the Synthesizer writes."""
+    return cfg.evosyn.reflector and cfg.evosyn.feedback and cfg.mode in ("cotrain", "frozen")
 
 
 def save_checkpoint(run: Run, step: int) -> Path:
@@ -306,7 +542,10 @@ def save_checkpoint(run: Run, step: int) -> Path:
     for role, policy in (("synthesizer", run.state.synthesizer), ("reasoner", run.state.reasoner)):
         policy.save(tmp / role)
         policy.save_state(tmp / f"{role}_state")
-    torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json()},
+    evo = run.state.evo
+    torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json(),
+                "factor_space": evo.space.model_dump_json() if evo is not None else None,
+                "threads": torch.get_num_threads()},
                tmp / "trainer_state.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)  # a checkpoint is either whole or absent
@@ -316,12 +555,27 @@ def save_checkpoint(run: Run, step: int) -> Path:
     return path
 
 
-def _truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop the JSONL rows logged after ``last_step`` (rows a resumed run will log again)."""
+def _truncate_metrics(path: Path, last_step: int, log: Callable[[str], None] = print) -> None:
+    """Drop the JSONL rows logged after ``last_step`` (rows a resumed run will log again).
+
+    A torn last line (the run was killed while writing it) is dropped and reported; an
+    unreadable line elsewhere is a RunError naming the file and line.
+    """
     if not path.exists():
         return
-    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= last_step]
-    path.write_text("".join(ln + "\n" for ln in keep))
+    lines = [ln for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    keep = []
+    for i, ln in enumerate(lines):
+        try:
+            step = json.loads(ln)["step"]
+        except (ValueError, KeyError, TypeError) as e:
+            if i == len(lines) - 1:
+                log(f"{path}: dropped a torn last line (the run was stopped while writing it)")
+                continue
+            raise RunError(f"{path}: line {i + 1} is not a JSON object with a step ({e}); fix or delete that line") from None
+        if step <= last_step:
+            keep.append(ln)
+    _write_atomic(path, "".join(ln + "\n" for ln in keep))
 
 
 class _Loggers:
@@ -335,7 +589,9 @@ class _Loggers:
         if run.cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(str(run.dir / "tb"))
+            # purge_step: a resumed run's TensorBoard hides the events of the steps it redoes
+            resumed = (run.dir / "tb").exists()
+            self.tb = SummaryWriter(str(run.dir / "tb"), purge_step=run.start_step if resumed else None)
         if run.cfg.wandb:
             try:
                 import wandb
@@ -393,29 +649,61 @@ def progress_postfix(stats: StepStats) -> dict[str, str]:
 
 
 def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
-    """Run (or resume) a co-training run to ``cfg.steps`` steps and return its summary."""
+    """Run (or resume) a co-training run to ``cfg.steps`` steps and return its summary.
+
+    Stopping a run never loses it: a first Ctrl-C (or SIGTERM) finishes the current step,
+    checkpoints it and raises ``RunInterrupted``; a second stops at once (that step is not
+    recorded) and raises it too. ``--resume`` continues from the latest checkpoint, or from
+    step 0 when there is none.
+    """
+    if resume is None and cfg.run_id is None:
+        cfg = cfg.model_copy(update={"run_id": new_run_id(cfg)})  # named before anything can stop the run
+    run_dir = Path(resume) if resume is not None else Path(cfg.runs_dir) / str(cfg.run_id)
+    try:
+        run = setup_run(cfg, resume, log=log)
+        try:
+            return _train(run)
+        finally:
+            run.state.pool.close()
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt:  # before the first step, or a second Ctrl-C mid-step
+        raise RunInterrupted.at_once(run_dir) from None
+
+
+def _train(run: Run) -> RunSummary:
+    """The body of ``train``: held-out before, the steps, the final checkpoint, the dataset and the summary."""
     from tqdm.auto import tqdm
 
-    run = setup_run(cfg, resume)
-    st = run.state
+    cfg, st = run.cfg, run.state
     before_path = run.dir / "heldout_before.json"
-    if run.heldout and not before_path.exists():
-        before_path.write_text(json.dumps(evaluate_heldout_both(run)))
+    if run.heldout and _read_json(before_path) is None:  # absent, or torn by a kill while writing it
+        _write_atomic(before_path, json.dumps(evaluate_heldout_both(run)))
     loggers = _Loggers(run)
     bar = tqdm(range(run.start_step, cfg.steps), initial=run.start_step, total=cfg.steps, disable=not cfg.progress,
                desc="co-training", dynamic_ncols=True)
     try:
-        for step in bar:
-            stats = cotrain_step(st, step)
-            loggers.log(stats)
-            if (step + 1) % cfg.report_refresh_every == 0:
-                st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
-                (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
-            if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
-                save_checkpoint(run, step)
-            if run.heldout and cfg.heldout_every and (step + 1) % cfg.heldout_every == 0:
-                loggers.log_heldout(step + 1, evaluate_heldout_greedy(run))
-            bar.set_postfix(progress_postfix(stats), refresh=False)
+        last_save = time.monotonic()
+        with _StopRequest() as stop:
+            for step in bar:
+                stats = cotrain_step(st, step)
+                loggers.log(stats)
+                if (step + 1) % cfg.report_refresh_every == 0:
+                    st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
+                    (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
+                if reflects(cfg) and st.evo is not None and (step + 1) % cfg.evosyn.reflector_settings.every == 0:
+                    reflect_and_log(st.evo, st.pool.recent(cfg.evosyn.reflector_settings.window), cfg.evosyn, step,
+                                    cfg.seed, run.dir)
+                if run.heldout and cfg.heldout_every and (step + 1) % cfg.heldout_every == 0:
+                    loggers.log_heldout(step + 1, evaluate_heldout_greedy(run))
+                stopping = stop.signum is not None and step + 1 < cfg.steps
+                # the checkpoint comes last, so a checkpoint of step N means every file is complete up to step N
+                if stopping or checkpoint_due(cfg, step, (time.monotonic() - last_save) / 60):
+                    save_checkpoint(run, step)
+                    last_save = time.monotonic()
+                if stopping:
+                    raise RunInterrupted.after_step(run.dir, step, stop.signum)
+                bar.set_postfix(progress_postfix(stats), refresh=False)
         if cfg.steps > run.start_step or latest_checkpoint(run.dir) is None:
             save_checkpoint(run, cfg.steps - 1)
     finally:
@@ -423,9 +711,20 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
         loggers.close()
     st.pool.export_jsonl(run.dir / "valid_tasks.jsonl")
     summary = summarize(run, before_path)
-    (run.dir / "summary.json").write_text(summary.model_dump_json(indent=2))
-    st.pool.close()
+    _write_atomic(run.dir / "summary.json", summary.model_dump_json(indent=2))
     return summary
+
+
+def checkpoint_due(cfg: RunConfig, step: int, minutes_since_last: float) -> bool:
+    """Whether to checkpoint after ``step``: every ``save_every`` steps when set, else once ``save_every_minutes``
+    have passed since the last checkpoint (or the start). Never after the last step: ``train`` saves that one.
+
+    One cadence at a time: a step cadence is a deliberate choice (e.g. for checkpoints of many GB)."""
+    if step + 1 >= cfg.steps:
+        return False
+    if cfg.save_every > 0:
+        return (step + 1) % cfg.save_every == 0
+    return cfg.save_every_minutes > 0 and minutes_since_last >= cfg.save_every_minutes
 
 
 def summarize(run: Run, before_path: Path) -> RunSummary:
@@ -472,7 +771,25 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
         summary.sec_per_step = summary.sec_generate + summary.sec_train + summary.sec_other
         summary.n_tasks = sum(r["n_cards"] for r in rows)
         summary.n_valid_tasks = sum(r["n_valid"] for r in rows)
+        _summarize_evosyn(summary, rows, first, last, run.dir)
     return summary
+
+
+def _summarize_evosyn(summary: RunSummary, rows: list[dict[str, Any]], first: list[dict[str, Any]],
+                      last: list[dict[str, Any]], run_dir: Path) -> None:
+    """Controllability, coverage, balance, the allocation-gap rho and the factor-space changes."""
+    def mean_of(rs: list[dict[str, Any]], key: str) -> float | None:
+        xs = [r[key] for r in rs if r.get(key) is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    summary.controllability_first = mean_of(first, "controllability")
+    summary.controllability_last = mean_of(last, "controllability")
+    summary.factor_coverage = mean_of(rows, "factor_coverage")
+    summary.factor_balance = mean_of(rows, "factor_balance")
+    summary.allocation_gap_spearman = mean_of(rows, "allocation_gap_spearman")
+    path = run_dir / "factors.jsonl"
+    if path.exists():
+        summary.factor_changes = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def format_summary(s: RunSummary) -> str:
@@ -506,6 +823,16 @@ def format_summary(s: RunSummary) -> str:
         keys.sort(key=_group_key)
         out.append("task distribution over levels (first 10% -> last 10% of steps):")
         out.append("  " + "  ".join(f"{g}:{s.groups_first.get(g, 0):.2f}->{s.groups_last.get(g, 0):.2f}" for g in keys))
+    if s.factor_coverage is not None:
+        ctrl = ("" if s.controllability_first is None else
+                f"controllability {s.controllability_first:.2f} -> {s.controllability_last or 0:.2f}, ")
+        rho = "" if s.allocation_gap_spearman is None else f", allocation-gap rho {s.allocation_gap_spearman:.2f}"
+        out.append(f"factor space: {ctrl}coverage {s.factor_coverage:.2f}, balance {s.factor_balance or 0:.2f}{rho}")
+        for ch in s.factor_changes:
+            ev = ch.get("evidence") or {}
+            out.append(f"  step {ch['step']}: {ch['action']} {ch['factor']}"
+                       + (f" (CMI {ev['cmi']:.4f} nats, null {ev['cmi_null']:.4f}, p {ev['p_value']:.3f}, "
+                          f"n {ev['n_tasks']})" if ev else ""))
     out.append(f"time per step: {s.sec_per_step:.2f}s = generation {s.sec_generate:.2f}s + training {s.sec_train:.2f}s "
                f"+ other {s.sec_other:.2f}s")
     return "\n".join(out)

@@ -11,6 +11,7 @@ Nothing heavy is imported at module level: matplotlib loads only when plots are 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from synco.analysis.compare import compare, format_comparison, read_eval_dir
+from synco.analysis.evosyn import format_evosyn
 from synco.analysis.rundata import AnalysisError, RunData, load_run
 from synco.analysis.run import AnalyzeOptions, RunAnalysis, analyze_run
 
@@ -55,13 +57,14 @@ def write_run_analysis(run_dir: Path, out: Path | None = None, options: AnalyzeO
 def write_analysis(data: RunData, out: Path, options: AnalyzeOptions | None = None) -> RunAnalysis:
     """Analyse loaded run data into ``out``: PNGs, summary.json, report.html."""
     from synco.analysis.html import run_report
-    from synco.analysis.plots import SINGLE_PLOTS, plot_run
+    from synco.analysis.plots import SINGLE_PLOTS, plot_evosyn, plot_run
 
     analysis = analyze_run(data, options)
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_run(analysis, out)
     (out / "summary.json").write_text(analysis.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    html = run_report(analysis, list(zip(plots, SINGLE_PLOTS.values())), out, data.latest_report)
+    html = run_report(analysis, list(zip(plots, SINGLE_PLOTS.values())), out, data.latest_report,
+                      evosyn_plots=plot_evosyn(analysis, out))
     (out / "report.html").write_text(html, encoding="utf-8")
     return analysis
 
@@ -73,13 +76,13 @@ def write_multi_analysis(run_dirs: Sequence[Path], out: Path,
     Only the overlays are drawn; each run's own figures come from analysing it alone.
     """
     from synco.analysis.html import compare_report
-    from synco.analysis.plots import OVERLAY_PLOTS, plot_overlays
+    from synco.analysis.plots import OVERLAY_PLOTS, plot_evosyn_overlays, plot_overlays
 
     labels = run_labels(run_dirs)
     datas = [load_run(d, lab) for d, lab in zip(run_dirs, labels)]  # read all first: fail before writing
     analyses = [analyze_run(data, options) for data in datas]
     out.mkdir(parents=True, exist_ok=True)
-    overlays = list(zip(plot_overlays(analyses, out), OVERLAY_PLOTS.values()))
+    overlays = list(zip(plot_overlays(analyses, out), OVERLAY_PLOTS.values())) + plot_evosyn_overlays(analyses, out)
     summary = MultiRunSummary(runs={a.label: a for a in analyses})
     (out / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "report.html").write_text(compare_report(analyses, overlays, out), encoding="utf-8")
@@ -158,6 +161,12 @@ def _headline(a: RunAnalysis) -> str:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """``synco analyze``: 0 on success, 2 (message on stderr) when a run cannot be read."""
+    out = args.out or (args.run_dirs[0] / "analysis" if len(args.run_dirs) == 1 else DEFAULT_COMPARE_OUT)
+    problem = output_problem(out)
+    if problem is not None:
+        fix = "choose another --out" if args.out else "pass --out DIR to write the analysis somewhere writable"
+        print(f"synco analyze: cannot write the analysis to {out} ({problem}); {fix}", file=sys.stderr)
+        return 2
     try:
         options = options_from_args(args)
         if len(args.run_dirs) == 1:
@@ -168,10 +177,33 @@ def run_analyze(args: argparse.Namespace) -> int:
     except AnalysisError as e:
         print(f"synco analyze: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a write failing after the check above (disk full, a file made read-only)
+        print(f"synco analyze: {e}", file=sys.stderr)
+        return 2
     for a in analyses:
         print(_headline(a))
+        if a.evosyn is not None:
+            print(format_evosyn(a.evosyn, a.label))
     print(f"wrote {out / 'report.html'} and {out / 'summary.json'}")
     return 0
+
+
+def output_problem(out: Path) -> str | None:
+    """Why files cannot be written into ``out`` (e.g. inside a read-only run directory), or None.
+
+    Probes ``out`` when it exists, else its parent (where it would be made); a
+    missing parent is left to the later error about the run directory itself.
+    """
+    where = out if out.is_dir() else out.parent
+    if not where.is_dir():
+        return None
+    probe = where / f".synco-write-probe-{os.getpid()}"
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def configure_compare(p: argparse.ArgumentParser) -> None:
