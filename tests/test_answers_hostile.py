@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from synco import _mathverify_worker as worker_module
 from synco import answers
-from synco.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
+from synco.answers import AnswerChecker, _match_brace, answers_match, extract_answer, extract_answer_with_method
 
 PATHOLOGICAL = "9^{9^{9^{9}}}"
 MB = 1_000_000
@@ -91,24 +91,6 @@ def test_hedging_with_thousands_of_boxes_is_cheap_and_right() -> None:
     assert t1 + t2 < BOUND_S
 
 
-def _reference_brace(text: str, open_index: int) -> int:
-    """The previous (quadratic) brace matcher, kept as the oracle for the linear one."""
-    depth, i = 0, open_index
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
 def _reference_clean(s: str) -> str:
     prev = None
     s = s.strip()
@@ -137,12 +119,12 @@ def _reference_extract(response: str) -> tuple[str | None, str, tuple[str, ...]]
         text = response
     found, pos = [], 0
     while (m := box.search(text, pos)) is not None:
-        close = _reference_brace(text, m.end() - 1)
+        close = _match_brace(text, m.end() - 1)
         if close < 0:
             pos = m.end()
             continue
         content = text[m.end() : close].strip()
-        while (inner := box.match(content)) is not None and _reference_brace(content, inner.end() - 1) == len(content) - 1:
+        while (inner := box.match(content)) is not None and _match_brace(content, inner.end() - 1) == len(content) - 1:
             content = content[inner.end() : -1].strip()
         if content:
             found.append(content)
@@ -268,7 +250,7 @@ def decorated_integers(draw: st.DrawFn) -> Decorated:
     elif kind == "power":
         text = f"{head}^{{{tail[:2]}}}" if draw(st.booleans()) else f"{head}^{tail[:2]}"
         e = int(tail[:2])
-        if n <= 10**4:
+        if n <= 10**4 or e <= 3:  # its value is cheap to know: 10001^1 is 10001
             power = Fraction(n) ** e if (n, e) != (0, 0) else Fraction(1)
             value = -power if sign else power  # -5^2 is -(5^2)
     elif kind == "thousands":

@@ -9,10 +9,17 @@ generated data, with the loss on the completion only:
   weighted toward the easy end and stopped early, so that before co-training it
   solves the easy levels, fails the hard ones and is *partially* competent
   (greedy held-out accuracy between ~0.2 and ~0.8) on several levels in between;
-* the **Synthesizer** (char tokenizer plus the card's JSON keys as whole tokens)
-  on ``<report>\\nCARD:`` -> a compact nine-field JSON card
-  with the level drawn uniformly and a random capability-report-like prefix (so
-  it writes well-formed, diverse cards over all levels whatever the report says).
+* the **Synthesizer** (char tokenizer plus the card's JSON keys and the target's
+  factor names as whole tokens) on ``<report>\\nDO:<cell>\\nCARD:`` -> a compact
+  nine-field JSON card of a problem *in* that cell, so it learns ``target cell ->
+  card`` (the Designer's cell, e.g. ``level=L8,carries=0``: the level plus, with
+  some probability, one or rarely two of the candidate factors the Reflector may
+  promote; half of the cells drawn uniformly among the feasible ones so rare cells
+  are trained too, see :class:`TargetMix`). The report prefix is random, so the
+  card never depends on it; without a ``DO:`` line (15 % of prompts) the level is
+  uniform, as in the untargeted warm start. How well the cards follow their
+  targets is measured after training (:func:`measure_control`, ``control_*`` in
+  ``meta.json``).
 
 Everything is drawn from the seed: ``torch.manual_seed`` for initialisation,
 a ``random.Random`` per model for the data, and a fixed ``torch`` thread count
@@ -35,15 +42,18 @@ import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+from synco.evosyn.space import Cell, FactorSpace, factor_values, feasible_cells
 from synco.records import CARD_FIELDS
-from synco.worlds.arith import ArithDomain
+from synco.worlds.arith import ARITH_FACTORS, ArithDomain
 from synco.worlds.charlm import card_tokenizer, char_tokenizer, tiny_llama
 
 if TYPE_CHECKING:
@@ -70,6 +80,48 @@ HELDOUT_SEED = 12345
 """Seed of the held-out sample the warm start is scored on."""
 
 Pair = tuple[str, str]
+
+
+class TargetMix(BaseModel):
+    """How the Synthesizer's training prompts name a target cell (``DO:level=L8,carries=0``).
+
+    A target always names the level, plus candidate factors the Reflector may
+    promote at run time (usually one, at most two). Half of the cells are drawn
+    uniformly among the feasible cells of their factor set, so rare-but-feasible
+    cells are trained as well as common ones; the rest come from the natural
+    distribution (uniform level, then the realised cell of a sampled problem).
+
+    ``carries`` is drawn 4x as often as each other candidate: it is the factor
+    measured to explain failure beyond the level, and the slowest to learn (a
+    cell depends on digit sums; measured on the 64 x 2 Synthesizer: with carries
+    in ~35 % of 48k prompts its cards landed in the target cell barely above
+    following the level alone, with 100 % of 38k clearly above).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    p_target: float = Field(0.85, description="Share of prompts with a DO: line (the rest: uniform level, no target).")
+    p_one: float = Field(0.7, description="Of the targets: level plus one candidate factor.")
+    p_two: float = Field(0.15, description="Of the targets: level plus two candidate factors (else level only).")
+    p_uniform: float = Field(0.5, description="Cell uniform over the feasible cells of its factor set (else natural).")
+    max_tries: int = Field(2000, description="Problems drawn per cell by rejection before falling back to natural.")
+    factor_weights: dict[str, float] = Field(
+        default_factory=lambda: {"carries": 4.0},
+        description="Relative weight of each candidate factor in a target (missing: 1).")
+
+
+class ControlStats(BaseModel):
+    """How well Synthesizer cards follow their ``DO:`` target cells (one group of targets, one temperature)."""
+
+    n_targets: int
+    n: int = Field(description="Cards sampled (n_targets x cards per target).")
+    wellformed_rate: float
+    valid_rate: float = Field(description="Well-formed, in a level family and not held out.")
+    distinct_rate: float = Field(description="Distinct well-formed problems / n.")
+    hit_rate: float = Field(description="Share of the valid cards whose realised cell equals the target.")
+    level_hit_rate: float = Field(description="Share of the valid cards with the target's level.")
+    chance: float = Field(description="hit_rate of a Synthesizer that ignores the target (uniform level).")
+    chance_given_level: float = Field(description="hit_rate of one that follows the level only.")
 
 
 class PretrainMeta(BaseModel):
@@ -100,6 +152,13 @@ class PretrainMeta(BaseModel):
     card_valid_rate: float
     card_distinct_rate: float
     card_level_counts: dict[str, int]
+    synthesizer_targets: TargetMix = TargetMix()
+    control_per_target: int = 0
+    control_level_t07: float | None = None  # hit rate (valid cards in the target cell) for level-only targets, T=0.7
+    control_level_t10: float | None = None
+    control_pair_t07: float | None = None  # ... for level x carries targets
+    control_pair_t10: float | None = None
+    control: dict[str, ControlStats] = Field(default_factory=dict)  # every group ("carries@t0.7", ...) in full
     seconds_reasoner: float
     seconds_synthesizer: float
     seconds_eval: float
@@ -163,12 +222,136 @@ def reasoner_pair(domain: ArithDomain, rng: random.Random, weights: Sequence[flo
     return domain.reasoner_prompt(problem), domain.format_reasoner_answer(answer or "")
 
 
-def synthesizer_pair(domain: ArithDomain, rng: random.Random) -> Pair:
-    """One Synthesizer SFT example: a report-like prompt and a correct card of a uniform level."""
-    prompt = domain.synthesizer_prompt(random_report(rng, domain.levels))
-    level = rng.choice(domain.levels)
-    problem = domain.sample_problem(rng, level)
-    return prompt, domain.format_card(problem, level, domain.answer(problem) or "")
+CATALOG_SEED = 777
+"""Seed of the fixed problem sample the cell catalog (feasible cells, P(cell | level)) is computed on."""
+
+
+@dataclass(frozen=True)
+class CellCatalog:
+    """Which cells each target factor set can reach, and how often, under ``domain.sample_problem``.
+
+    ``share`` is P(cell | its level) for every cell seen in the sample (all factor
+    sets in one map: a cell names its factors); ``cells`` lists, per factor set,
+    the cells seen at least ``min_count`` times (the ones trained uniformly).
+    """
+
+    candidates: tuple[str, ...]  # the non-built-in factors, in ARITH_FACTORS order
+    cells: Mapping[tuple[str, ...], tuple[Cell, ...]]
+    share: Mapping[Cell, float] = field(repr=False)
+
+
+FACTOR_ORDER = {d.name: i for i, d in enumerate(ARITH_FACTORS)}
+_FACTOR_DEFS = {d.name: d for d in ARITH_FACTORS}
+
+
+def target_tokens() -> list[str]:
+    """Whole tokens for the factor names of a ``DO:`` target (``DO:level=``, ``,carries=``, ...).
+
+    Measured: with names split into characters, ``carries``, ``answer_digits``,
+    ``zeros`` and ``ones`` all end in ``s=``, and a tiny model learned to read
+    their buckets more slowly.
+    """
+    return ["DO:level=", *(f",{d.name}=" for d in ARITH_FACTORS if d.name != "level")]
+
+
+def cell_of_problem(problem: str, names: Sequence[str]) -> Cell:
+    """The problem's bucket of each factor in ``names`` (an in-family problem has them all)."""
+    out = []
+    for name in names:
+        value = _FACTOR_DEFS[name].value(problem)
+        if value is None:
+            raise ValueError(f"problem {problem!r} has no {name!r} bucket (not an in-family problem?)")
+        out.append((name, value))
+    return tuple(out)
+
+
+def target_factor_sets(candidates: Sequence[str], max_extra: int = 2) -> list[tuple[str, ...]]:
+    """``("level",)`` and ``level`` plus every combination of up to ``max_extra`` candidates."""
+    return [("level", *combo) for k in range(max_extra + 1) for combo in combinations(candidates, k)]
+
+
+@lru_cache(maxsize=4)
+def cell_catalog(n_per_level: int = 2000, min_count: int = 3, seed: int = CATALOG_SEED) -> CellCatalog:
+    """The catalog of the arith world from ``n_per_level`` problems per level (seeded; cached per process).
+
+    A cell seen ``min_count`` times has P(cell | level) >= ~0.0015, so rejection
+    sampling with :attr:`TargetMix.max_tries` finds a problem in it almost always.
+    """
+    domain = ArithDomain()
+    builtin = set(domain.builtin_factors)
+    candidates = tuple(d.name for d in ARITH_FACTORS if d.name not in builtin)
+    sets = target_factor_sets(candidates)
+    rng = random.Random(seed)
+    counts: Counter[Cell] = Counter()
+    for level in domain.levels:
+        for _ in range(n_per_level):
+            values = factor_values(domain.sample_problem(rng, level), ARITH_FACTORS)
+            for names in sets:
+                counts[tuple((n, values[n]) for n in names)] += 1
+    cells = {names: tuple(sorted((c for c, k in counts.items() if k >= min_count and tuple(n for n, _ in c) == names),
+                                 key=cell_order))
+             for names in sets}
+    return CellCatalog(candidates=candidates, cells=cells, share={c: k / n_per_level for c, k in counts.items()})
+
+
+def cell_order(cell: Cell) -> tuple[int, ...]:
+    """Sort key of a cell: by level, then by each factor's bucket order."""
+    return tuple(_FACTOR_DEFS[n].buckets.index(v) for n, v in cell)
+
+
+def problem_in_cell(domain: ArithDomain, rng: random.Random, cell: Cell, max_tries: int) -> str | None:
+    """A training problem whose realised cell is ``cell`` (rejection sampling in its level), or None."""
+    level = dict(cell)["level"]
+    names = [n for n, _ in cell]
+    for _ in range(max_tries):
+        problem = domain.sample_problem(rng, level)
+        if cell_of_problem(problem, names) == cell:
+            return problem
+    return None
+
+
+def draw_factors(rng: random.Random, candidates: Sequence[str], weights: Mapping[str, float], k: int) -> list[str]:
+    """``k`` distinct candidates drawn one by one with probability proportional to their weight (default 1)."""
+    pool, out = list(candidates), []
+    for _ in range(k):
+        pick = rng.choices(pool, weights=[weights.get(c, 1.0) for c in pool])[0]
+        pool.remove(pick)
+        out.append(pick)
+    return out
+
+
+def synthesizer_example(domain: ArithDomain, rng: random.Random, catalog: CellCatalog,
+                        mix: TargetMix) -> tuple[Cell | None, str]:
+    """``(target, problem)`` of one Synthesizer example; the problem is always in the target cell.
+
+    No target (probability ``1 - p_target``): a uniform level, as in the untargeted warm start.
+    """
+    if rng.random() >= mix.p_target:
+        return None, domain.sample_problem(rng, rng.choice(domain.levels))
+    roll = rng.random()
+    k = 2 if roll < mix.p_two else 1 if roll < mix.p_two + mix.p_one else 0
+    names = ("level", *sorted(draw_factors(rng, catalog.candidates, mix.factor_weights, k),
+                              key=FACTOR_ORDER.__getitem__))
+    if rng.random() < mix.p_uniform:
+        cell = rng.choice(catalog.cells[names])
+        problem = problem_in_cell(domain, rng, cell, mix.max_tries)
+        if problem is not None:
+            return cell, problem
+    problem = domain.sample_problem(rng, rng.choice(domain.levels))
+    return cell_of_problem(problem, names), problem
+
+
+def synthesizer_pair(domain: ArithDomain, rng: random.Random, catalog: CellCatalog | None = None,
+                     mix: TargetMix | None = None) -> Pair:
+    """One Synthesizer SFT example: a report-like prompt, mostly with a ``DO:`` target, and a correct card in it.
+
+    The report is random (the card never depends on it); the card's level and
+    problem follow the target cell when there is one, else the level is uniform.
+    """
+    report = random_report(rng, domain.levels)
+    target, problem = synthesizer_example(domain, rng, catalog or cell_catalog(), mix or TargetMix())
+    card = domain.format_card(problem, domain.level_of(problem) or "", domain.answer(problem) or "")
+    return domain.synthesizer_prompt(report, target=target), card
 
 
 def encode_pairs(tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair]) -> tuple[torch.Tensor, ...]:
@@ -319,19 +502,27 @@ def sample_cards(
     return generate_texts(model, tokenizer, [domain.synthesizer_prompt(report)] * n, max_new_tokens, temperature)
 
 
+def wellformed_problem(text: str) -> str | None:
+    """The stripped problem of a well-formed card text (a JSON object with all nine fields as non-empty
+    strings), else None."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k].strip() for k in CARD_FIELDS):
+        return None
+    return obj["problem"].strip()
+
+
 def card_stats(domain: ArithDomain, texts: Sequence[str]) -> CardStats:
     """Well-formed, valid and distinct rates of raw card texts, and the true levels of the valid ones."""
     problems: list[str] = []
     levels: Counter[str] = Counter()
     valid = 0
     for text in texts:
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
+        problem = wellformed_problem(text)
+        if problem is None:
             continue
-        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k].strip() for k in CARD_FIELDS):
-            continue
-        problem = obj["problem"].strip()
         problems.append(problem)
         level = domain.level_of(problem)
         if level is not None and not domain.is_heldout(problem):
@@ -345,6 +536,84 @@ def card_stats(domain: ArithDomain, texts: Sequence[str]) -> CardStats:
         distinct_rate=len(set(problems)) / n,
         level_counts={lv: levels[lv] for lv in domain.levels},
     )
+
+
+CONTROL_LEVELS = ("L2", "L6", "L8", "L10")
+"""Levels of the level x other-factor targets measured (besides carries, which is measured on every level):
+one subtraction, one addition and two multiplications."""
+
+
+def control_targets(domain: ArithDomain, levels: Sequence[str] = CONTROL_LEVELS) -> dict[str, list[Cell]]:
+    """Target cells to measure controllability on, by group, as the Designer would allocate them.
+
+    ``level``: every feasible level cell; ``carries``: every feasible level x carries
+    cell; each other candidate factor: its feasible cells on ``levels``. Feasible is
+    :func:`synco.evosyn.space.feasible_cells` with ``domain.sample_any`` (the Designer's call).
+    """
+    out: dict[str, list[Cell]] = {}
+    defs = domain.factor_defs()
+    for d in defs:
+        names = ("level",) if d.name == "level" else ("level", d.name)
+        space = FactorSpace.from_defs(x for x in defs if x.name in names)
+        cells = feasible_cells(space, defs, domain.sample_any)
+        if d.name not in ("level", "carries"):
+            cells = [c for c in cells if dict(c)["level"] in levels]
+        out[d.name] = cells
+    return out
+
+
+def control_stats(domain: ArithDomain, targets: Sequence[Cell], texts: Sequence[str],
+                  catalog: CellCatalog) -> ControlStats:
+    """Rates of ``texts[i]`` sampled for ``targets[i]``; the realised cell is recomputed from the problem."""
+    if len(targets) != len(texts):
+        raise ValueError(f"targets ({len(targets)}) and texts ({len(texts)}) differ in length")
+    problems: list[str] = []
+    valid = hits = level_hits = 0
+    for target, text in zip(targets, texts):
+        problem = wellformed_problem(text)
+        if problem is None:
+            continue
+        problems.append(problem)
+        if domain.level_of(problem) is None or domain.is_heldout(problem):
+            continue
+        valid += 1
+        realised = factor_values(problem, ARITH_FACTORS)
+        hits += all(realised.get(k) == v for k, v in target)
+        level_hits += realised.get("level") == dict(target).get("level")
+    n, distinct_targets = max(1, len(texts)), list(dict.fromkeys(targets))
+    share = [catalog.share.get(c, 0.0) for c in distinct_targets]
+    return ControlStats(
+        n_targets=len(distinct_targets), n=len(texts), wellformed_rate=len(problems) / n, valid_rate=valid / n,
+        distinct_rate=len(set(problems)) / n, hit_rate=hits / max(1, valid), level_hit_rate=level_hits / max(1, valid),
+        chance=sum(share) / max(1, len(share)) / len(domain.levels),
+        chance_given_level=sum(share) / max(1, len(share)),
+    )
+
+
+def measure_control(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    domain: ArithDomain,
+    targets: Mapping[str, Sequence[Cell]],
+    temperature: float,
+    per_target: int,
+    seed: int = 0,
+) -> dict[str, ControlStats]:
+    """Sample ``per_target`` cards for each target cell (random report prefixes) and score each group.
+
+    Seeds ``torch`` and the report draws from ``seed``; one batched generation for all groups.
+    """
+    import torch
+
+    rng = random.Random(f"control-{seed}")
+    rows = [(group, cell) for group, cells in targets.items() for cell in cells for _ in range(per_target)]
+    prompts = [domain.synthesizer_prompt(random_report(rng, domain.levels), target=cell) for _, cell in rows]
+    torch.manual_seed(seed)
+    texts = generate_texts(model, tokenizer, prompts, max_new_tokens=96, temperature=temperature)
+    catalog = cell_catalog()
+    return {group: control_stats(domain, [c for g, c in rows if g == group],
+                                 [t for (g, _), t in zip(rows, texts) if g == group], catalog)
+            for group in targets}
 
 
 # ----------------------------------------------------------------- the warm start
@@ -366,6 +635,8 @@ class RoleSpec:
     progress: bool
     heldout_per_level: int  # reasoner: held-out items per level to score (0: skip)
     n_cards: int  # synthesizer: cards to sample at temperature 1 (0: skip)
+    control_per_target: int = 0  # synthesizer: cards per target cell and temperature to measure control (0: skip)
+    targets: TargetMix = TargetMix()  # synthesizer: how training prompts name target cells
 
 
 @dataclass(frozen=True)
@@ -378,6 +649,11 @@ class RoleResult:
     seconds_eval: float
     heldout_accuracy: dict[str, float]
     cards: CardStats | None
+    control: dict[str, ControlStats] = field(default_factory=dict)  # "<group>@t<T>", e.g. "carries@t0.7"
+
+
+CONTROL_TEMPERATURES = (0.7, 1.0)
+"""Sampling temperatures controllability is measured at (0.7: the arith preset's)."""
 
 
 def train_role(spec: RoleSpec) -> RoleResult:
@@ -393,14 +669,15 @@ def train_role(spec: RoleSpec) -> RoleResult:
     try:
         t0 = time.perf_counter()
         domain = ArithDomain()
-        tokenizer = char_tokenizer() if spec.role == "reasoner" else card_tokenizer()
+        tokenizer = char_tokenizer() if spec.role == "reasoner" else card_tokenizer(target_tokens())
         model = tiny_llama(tokenizer, seed=spec.seed, hidden_size=spec.hidden, num_layers=spec.layers)
         init_weights(model, INIT_STD, spec.seed)
         rng = random.Random(f"arith-{spec.role}-{spec.seed}")
         if spec.role == "reasoner":
             make_pair: Callable[[], Pair] = lambda: reasoner_pair(domain, rng, REASONER_LEVEL_WEIGHTS)  # noqa: E731
         else:
-            make_pair = lambda: synthesizer_pair(domain, rng)  # noqa: E731
+            catalog = cell_catalog()
+            make_pair = lambda: synthesizer_pair(domain, rng, catalog, spec.targets)  # noqa: E731
         loss = train_sft(model, tokenizer, make_pair, spec.steps, spec.batch, spec.lr, spec.role, spec.progress)
         model.save_pretrained(spec.out_dir / spec.role)
         tokenizer.save_pretrained(spec.out_dir / spec.role)
@@ -412,9 +689,16 @@ def train_role(spec: RoleSpec) -> RoleResult:
         if spec.role == "synthesizer" and spec.n_cards:
             torch.manual_seed(spec.seed)
             cards = card_stats(domain, sample_cards(model, tokenizer, domain, spec.n_cards))
+        control: dict[str, ControlStats] = {}
+        if spec.role == "synthesizer" and spec.control_per_target:
+            targets = control_targets(domain)
+            for temp in CONTROL_TEMPERATURES:
+                stats = measure_control(model, tokenizer, domain, targets, temp, spec.control_per_target, spec.seed)
+                control |= {f"{group}@t{temp}": st for group, st in stats.items()}
         return RoleResult(
             final_loss=loss, n_params=sum(p.numel() for p in model.parameters()),
             seconds_train=t1 - t0, seconds_eval=time.perf_counter() - t1, heldout_accuracy=acc, cards=cards,
+            control=control,
         )
     finally:
         torch.set_num_threads(old_threads)
@@ -441,7 +725,7 @@ def pretrain_arith(
     out_dir: str | Path,
     seed: int = 0,
     reasoner_steps: int = 1000,
-    synthesizer_steps: int = 800,
+    synthesizer_steps: int = 6000,
     progress: bool = True,
     reasoner_batch: int = 64,
     synthesizer_batch: int = 16,
@@ -453,6 +737,8 @@ def pretrain_arith(
     n_cards: int = 64,
     num_threads: int = 1,
     parallel: bool = True,
+    synthesizer_targets: TargetMix | None = None,
+    control_per_target: int = 16,
 ) -> PretrainResult:
     """Train and save the arith warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
 
@@ -461,7 +747,13 @@ def pretrain_arith(
     with the card tokenizer (``charlm.card_tokenizer``: the JSON keys are whole
     tokens, so a ~230-character card is ~45 tokens): its cards dominate the cost
     of its training and of every co-training step, while writing them needs
-    little capacity.
+    little capacity. Following a target cell needs examples more than width:
+    measured on the mix of :class:`TargetMix`, 128 x 2 and 96 x 3 followed no
+    candidate factor better than 64 x 2 after 3,000 steps, and 64 x 3 after 6,000
+    steps was mixed (better on two factors, worse on one); the ``level x
+    carries`` circuit appeared only between 3,000 and 6,000 steps, hence
+    ``synthesizer_steps`` (~5 ms per example on one idle core: ~8 minutes, in
+    parallel with the Reasoner's ~5).
 
     With ``parallel`` the two agents train at the same time in two worker
     processes with ``num_threads`` torch threads each (two cores busy with one
@@ -471,20 +763,25 @@ def pretrain_arith(
     bitwise-identical weights for the same ``seed``, ``num_threads`` and torch
     build. The held-out score uses ``domain.heldout(heldout_per_level,
     HELDOUT_SEED)``; card rates use ``n_cards`` samples at temperature 1 with
-    an empty report.
+    an empty report; controllability (``control_*`` in the meta) uses
+    ``control_per_target`` cards per target cell of :func:`control_targets` at
+    each of :data:`CONTROL_TEMPERATURES`. ``synthesizer_targets`` is the
+    :class:`TargetMix` of the Synthesizer's training prompts (default: ``TargetMix()``).
     """
     import torch
 
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    targets = synthesizer_targets or TargetMix()
     common: dict[str, Any] = dict(out_dir=out, num_threads=num_threads, progress=progress,
                                   heldout_per_level=heldout_per_level, n_cards=n_cards)
     specs = [
         RoleSpec(role="reasoner", seed=seed, steps=reasoner_steps, batch=reasoner_batch, lr=lr,
                  hidden=128, layers=3, **common),  # the tiny_llama defaults
         RoleSpec(role="synthesizer", seed=seed + 1, steps=synthesizer_steps, batch=synthesizer_batch,
-                 lr=synthesizer_lr, hidden=synthesizer_hidden, layers=synthesizer_layers, **common),
+                 lr=synthesizer_lr, hidden=synthesizer_hidden, layers=synthesizer_layers,
+                 control_per_target=control_per_target, targets=targets, **common),
     ]
     if parallel:
         import multiprocessing
@@ -508,6 +805,12 @@ def pretrain_arith(
         heldout_accuracy={k: round(v, 4) for k, v in reasoner.heldout_accuracy.items()},
         n_cards=cards.n, card_wellformed_rate=cards.wellformed_rate, card_valid_rate=cards.valid_rate,
         card_distinct_rate=cards.distinct_rate, card_level_counts=cards.level_counts,
+        synthesizer_targets=targets, control_per_target=control_per_target,
+        control_level_t07=_hit(synthesizer.control, "level@t0.7"),
+        control_level_t10=_hit(synthesizer.control, "level@t1.0"),
+        control_pair_t07=_hit(synthesizer.control, "carries@t0.7"),
+        control_pair_t10=_hit(synthesizer.control, "carries@t1.0"),
+        control=synthesizer.control,
         seconds_reasoner=round(reasoner.seconds_train, 1), seconds_synthesizer=round(synthesizer.seconds_train, 1),
         seconds_eval=round(reasoner.seconds_eval + synthesizer.seconds_eval, 1),
         seconds_total=round(time.perf_counter() - t0, 1),
@@ -518,7 +821,17 @@ def pretrain_arith(
               + " ".join(f"{k}={v:.2f}" for k, v in meta.heldout_accuracy.items())
               + f"; cards well-formed {meta.card_wellformed_rate:.2f} distinct {meta.card_distinct_rate:.2f}",
               flush=True)
+        for key, st in meta.control.items():
+            print(f"[pretrain] control {key:<20} valid {st.valid_rate:.2f} distinct {st.distinct_rate:.2f} "
+                  f"in target cell {st.hit_rate:.2f} (chance {st.chance:.3f}, level followed only "
+                  f"{st.chance_given_level:.2f})", flush=True)
     return PretrainResult(out_dir=out, reasoner_dir=out / "reasoner", synthesizer_dir=out / "synthesizer", meta=meta)
+
+
+def _hit(control: Mapping[str, ControlStats], key: str) -> float | None:
+    """The rounded hit rate of one control group, None when it was not measured."""
+    st = control.get(key)
+    return None if st is None else round(st.hit_rate, 4)
 
 
 def _complete(folder: Path) -> bool:

@@ -9,6 +9,7 @@ ASCII plus newline), and the model is a small Llama-style transformer made from 
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -57,13 +58,16 @@ def card_structure_tokens() -> list[str]:
     return ['{"' + first + '":"', *('","' + name + '":"' for name in rest), '"}']
 
 
-def card_tokenizer() -> PreTrainedTokenizerFast:
+def card_tokenizer(extra_tokens: Sequence[str] = ()) -> PreTrainedTokenizerFast:
     """The char tokenizer plus :func:`card_structure_tokens` (the Synthesizer's tokenizer).
 
+    ``extra_tokens`` are further whole tokens after those, e.g. the factor names of
+    a prompt's ``DO:level=L8,carries=0`` target (``DO:level=``, ``,carries=``), so a
+    tiny model reads which factor a bucket belongs to from one token.
     Any text still encodes (characters are the fallback); decoding is exact concatenation.
     """
     fast = char_tokenizer()
-    fast.add_tokens(card_structure_tokens())
+    fast.add_tokens(card_structure_tokens() + list(extra_tokens))
     return fast
 
 
