@@ -13,6 +13,13 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
 
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# Property tests draw the same examples on every run (CI included): a run that passed here passes there.
+# HYPOTHESIS_PROFILE=explore searches with fresh random examples instead.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture()
