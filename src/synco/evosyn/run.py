@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+import random
+from collections.abc import Callable
 
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.reflector import Reflection, python_seed, reflect
@@ -28,17 +29,15 @@ class EvoState:
     defs: list[FactorDef]  # every factor the domain can compute: the built-in ones and the candidates
     builtin: list[str]
     cells: list[Cell]  # feasible cells of the current space (recomputed when it changes)
-    sample: Any = None  # the domain's problem generator (rng -> problem), for feasibility
+    sample: Callable[[random.Random], str] | None = None  # the domain's problem generator, for feasibility
 
     def refresh_cells(self) -> None:
         """Recompute the feasible cells after the space changed."""
-        self.cells = count_cells(self, self.space, keep=True)
+        self.cells = self.feasible(self.space)
 
-
-def count_cells(evo: EvoState, space: FactorSpace, keep: bool = False) -> Any:
-    """Feasible cells of ``space`` (the list when ``keep``, else how many)."""
-    cells = feasible_cells(space, evo.defs, evo.sample) if evo.sample is not None else []
-    return cells if keep else len(cells)
+    def feasible(self, space: FactorSpace) -> list[Cell]:
+        """Feasible cells of ``space`` (this space or a trial one) under the domain's generator."""
+        return feasible_cells(space, self.defs, self.sample) if self.sample is not None else []
 
 
 def build_evo_state(domain: object, space: FactorSpace | None = None) -> EvoState | None:
@@ -61,7 +60,7 @@ def reflect_and_log(evo: EvoState, records: list[TaskRecord], cfg: EvoSynConfig,
     """One reflection on ``records`` (mutates the space); appends to factors.jsonl / reflector.jsonl."""
     r = cfg.reflector_settings
     reflection = reflect(records, evo.space, evo.defs, evo.builtin, r, step, python_seed(seed, step),
-                         n_cells=lambda sp: count_cells(evo, sp))
+                         n_cells=lambda sp: len(evo.feasible(sp)))
     with open(run_dir / "reflector.jsonl", "a") as f:
         f.write(json.dumps({"step": step, "n_tasks": reflection.n_tasks, "space_version": evo.space.version,
                             "candidates": {k: {**v.model_dump(), "excess": v.excess}
