@@ -163,7 +163,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     else:
         report = state.report if s.evosyn.feedback else build_report([])
         system = state.domain.synthesizer_system_prompt()
-        prompts = [state.synthesizer.format_prompt(_synth_prompt(state.domain, report, c.target), system=system)
+        prompts = [state.synthesizer.format_prompt(state.domain.synthesizer_prompt(report, target=c.target), system=system)
                    for c in plan]
         t = time.perf_counter()
         if len({c.n for c in plan}) == 1:
@@ -295,11 +295,6 @@ def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, i
     n_ctx = min(s.n_contexts, s.n_cards)
     base, extra = divmod(s.n_cards, n_ctx)
     return [ContextPlan(None, base + (i < extra)) for i in range(n_ctx)], None, {}
-
-
-def _synth_prompt(domain: Domain, report: CapabilityReport, target: Cell | None) -> str:
-    """The domain's Synthesizer prompt, naming the target cell when there is one."""
-    return domain.synthesizer_prompt(report, target=target) if target is not None else domain.synthesizer_prompt(report)
 
 
 def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
