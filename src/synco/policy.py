@@ -31,6 +31,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from synco.grpo import GRPOConfig, policy_loss
+from synco.precision import MasterWeights
 from synco.sampling import Completion, Experience, SamplingParams  # re-exported: the records live torch-free
 
 DType = Literal["float32", "bfloat16", "float16"]
@@ -101,7 +102,8 @@ class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model_path: str = Field(description="HF hub id or local directory of the causal LM and its tokenizer.")
-    dtype: DType = Field("float32", description="Parameter dtype when loading; bfloat16 halves memory but AdamW on bf16 weights loses small updates.")
+    dtype: DType = Field("float32", description="Parameter dtype when loading; bfloat16/float16 halve memory (compute and generation run in that dtype; see fp32_master_weights for the update).")
+    fp32_master_weights: bool = Field(True, description="Train bfloat16/float16 parameters through fp32 master copies and fp32 optimizer state, rounded back into the model after every step, so small updates (lr 1e-6) are not lost to rounding. False: AdamW steps the low-precision weights directly (most small updates vanish).")
     device: Literal["cpu", "cuda", "auto"] = Field("auto", description="'auto' picks cuda when available.")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="Optimiser and loss settings.")
     sampling: SamplingParams = Field(default_factory=SamplingParams, description="Default sampling parameters of generate().")
@@ -421,11 +423,15 @@ class HFPolicy:
         cfg = self.config
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+        self.masters = MasterWeights([])
         if cfg.trainable:
             g = cfg.grpo
             params = [p for _, p in self.trainable_parameters()]
             if not params:
                 raise ValueError("the policy is trainable but has no parameter with requires_grad")
+            if cfg.fp32_master_weights:
+                self.masters = MasterWeights(params)
+                params = self.masters.optimizer_params
             self.optimizer = torch.optim.AdamW(
                 params, lr=g.lr, betas=g.betas, eps=g.adam_eps, weight_decay=g.weight_decay
             )
@@ -632,7 +638,7 @@ class HFPolicy:
         """
         opt, sched = self._require_trainable()
         g = self.config.grpo
-        params = [p for _, p in self.trainable_parameters()]
+        params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
         n_tokens = sum(len(e.completion_ids) for e in batch)
         skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.completion_ids and e.advantage == 0.0)
         stats = UpdateStats(
@@ -643,11 +649,14 @@ class HFPolicy:
         losses: list[GradientStats] = []
         for _ in range(g.epochs):
             opt.zero_grad(set_to_none=True)
+            self.masters.zero_model_grads()
             gs = self.compute_gradients(batch, old_cache)
             old_cache.update(gs.old_logprobs)
             if gs.n_forwarded == 0:
+                self.masters.zero_model_grads()
                 break  # nothing gradient-bearing: no step, no scheduler tick
             losses.append(gs)
+            self.masters.grads_to_masters()
             norm = float(torch.nn.utils.clip_grad_norm_(params, g.max_grad_norm))
             stats.grad_norm = norm
             if not (math.isfinite(gs.loss) and math.isfinite(norm)):
@@ -656,6 +665,7 @@ class HFPolicy:
                 break
             stats.lr = float(opt.param_groups[0]["lr"])
             opt.step()
+            self.masters.masters_to_model()
             sched.step()
             self.step += 1
             stats.stepped = True
@@ -691,12 +701,17 @@ class HFPolicy:
         del merged
 
     def save_state(self, path: str | Path) -> None:
-        """Write optimizer, scheduler and step counter to ``path/learner_state.pt`` (weights go through ``save``)."""
+        """Write optimizer, scheduler, step counter and fp32 master weights to ``path/learner_state.pt``.
+
+        The model's own weights go through ``save``; with low-precision parameters
+        those are the masters rounded, so the masters travel here for an exact resume.
+        """
         opt, sched = self._require_trainable()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         torch.save(
-            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": self.step},
+            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": self.step,
+             "masters": self.masters.state_dict()},
             path / STATE_FILE,
         )
 
@@ -707,3 +722,8 @@ class HFPolicy:
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
+        if self.masters:
+            if "masters" not in state or not state["masters"]:
+                raise ValueError(f"{Path(path) / STATE_FILE} has no fp32 master weights but this policy trains "
+                                 f"{self.config.dtype} parameters through them (saved with another dtype, or by an older synco)")
+            self.masters.load_state_dict(state["masters"])

@@ -1,0 +1,122 @@
+"""fp32 master weights: a bf16 policy trained at lr 1e-6 moves like the fp32 one, and resumes exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from synco.grpo import GRPOConfig
+from synco.policy import STATE_FILE, Experience, HFPolicy, PolicyConfig
+from synco.precision import MasterWeights
+from synco.worlds.charlm import char_tokenizer, tiny_llama
+
+torch.set_num_threads(1)
+
+
+def _policy(dtype: torch.dtype, masters: bool = True, lr: float = 1e-6) -> HFPolicy:
+    """The same tiny Llama (weights representable in bf16) as an fp32 or bf16 policy."""
+    tok = char_tokenizer()
+    model = tiny_llama(tok, seed=0, hidden_size=64, num_layers=2)
+    model = model.to(torch.bfloat16).to(dtype)  # identical starting values for every dtype
+    cfg = PolicyConfig(model_path="tiny", device="cpu", dtype="float32" if dtype == torch.float32 else "bfloat16",
+                       fp32_master_weights=masters, grpo=GRPOConfig(lr=lr, warmup_steps=0, weight_decay=0.0))
+    return HFPolicy(model, tok, cfg)
+
+
+def _batch(pol: HFPolicy) -> list[Experience]:
+    enc = lambda s: list(pol.tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    rows = [("12+7=", "19", 1.0), ("12+7=", "21", -1.0), ("30-4=", "26", 0.5), ("30-4=", "24", -0.5), ("8*3=", "24", 0.8)]
+    return [Experience(prompt_ids=pol.encode_prompt(p), completion_ids=enc(c) + [2], advantage=a) for p, c, a in rows]
+
+
+def _trained(pol: HFPolicy) -> dict[str, torch.Tensor]:
+    """The weights the optimizer holds: the fp32 masters where there are any, else the parameters."""
+    if pol.masters:
+        return {n: m.detach().clone() for (n, _), (_, m) in zip(pol.trainable_parameters(), pol.masters.pairs, strict=True)}
+    return {n: p.detach().float().clone() for n, p in pol.trainable_parameters()}
+
+
+def _delta(pol: HFPolicy, steps: int) -> dict[str, torch.Tensor]:
+    before = _trained(pol)
+    for _ in range(steps):
+        assert pol.update(_batch(pol)).stepped
+    after = _trained(pol)
+    return {n: after[n] - before[n] for n in before}
+
+
+def _changed_share(delta: dict[str, torch.Tensor]) -> float:
+    return sum(int((d != 0).sum()) for d in delta.values()) / sum(d.numel() for d in delta.values())
+
+
+def _cosine(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    va = torch.cat([a[n].flatten() for n in a])
+    vb = torch.cat([b[n].flatten() for n in a])
+    return float(torch.nn.functional.cosine_similarity(va, vb, dim=0))
+
+
+def test_bf16_with_masters_moves_like_fp32_at_lr_1e6() -> None:
+    d32 = _delta(_policy(torch.float32), steps=5)
+    pol16 = _policy(torch.bfloat16)
+    assert next(pol16.model.parameters()).dtype == torch.bfloat16  # compute stays in bf16
+    assert pol16.masters and all(m.dtype == torch.float32 for m in pol16.masters.optimizer_params)
+    d16 = _delta(pol16, steps=5)
+    assert _changed_share(d32) > 0.95
+    assert _changed_share(d16) > 0.95
+    assert _cosine(d16, d32) > 0.9
+    norm32 = sum(float(d.norm() ** 2) for d in d32.values()) ** 0.5
+    norm16 = sum(float(d.norm() ** 2) for d in d16.values()) ** 0.5
+    assert norm16 == pytest.approx(norm32, rel=0.2)
+
+
+def test_without_masters_bf16_loses_most_small_updates() -> None:
+    """The old behaviour, kept as an option: AdamW on bf16 weights rounds a 1e-6 step away."""
+    d = _delta(_policy(torch.bfloat16, masters=False), steps=5)
+    assert _changed_share(d) < 0.3
+
+
+def test_masters_are_rounded_into_the_model_after_each_step() -> None:
+    pol = _policy(torch.bfloat16, lr=1e-2)  # large steps: the model visibly moves
+    before = {n: p.detach().clone() for n, p in pol.trainable_parameters()}
+    pol.update(_batch(pol))
+    for (n, p), (_, m) in zip(pol.trainable_parameters(), pol.masters.pairs, strict=True):
+        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16)), n
+        assert p.grad is None
+    assert any(not torch.equal(before[n], p) for n, p in pol.trainable_parameters())
+
+
+def test_resume_restores_masters_exactly(tmp_path: Path) -> None:
+    a = _policy(torch.bfloat16)
+    for _ in range(3):
+        a.update(_batch(a))
+
+    b = _policy(torch.bfloat16)
+    b.update(_batch(b))
+    b.save_state(tmp_path)
+    c = _policy(torch.bfloat16)  # fresh weights: load_state must bring the masters (and so the model) back
+    c.load_state(tmp_path)
+    for _ in range(2):
+        c.update(_batch(c))
+    ta, tc = _trained(a), _trained(c)
+    for n in ta:
+        assert torch.equal(ta[n], tc[n]), n
+    for (n, p), (_, q) in zip(a.trainable_parameters(), c.trainable_parameters(), strict=True):
+        assert torch.equal(p, q), n
+
+
+def test_loading_a_state_without_masters_is_a_clear_error(tmp_path: Path) -> None:
+    _policy(torch.float32).save_state(tmp_path)
+    assert (tmp_path / STATE_FILE).exists()
+    with pytest.raises(ValueError, match="no fp32 master weights"):
+        _policy(torch.bfloat16).load_state(tmp_path)
+
+
+def test_fp32_parameters_need_no_master() -> None:
+    w32 = torch.nn.Parameter(torch.zeros(3))
+    w16 = torch.nn.Parameter(torch.zeros(2, dtype=torch.bfloat16))
+    mw = MasterWeights([w32, w16])
+    assert len(mw.pairs) == 1 and mw.optimizer_params[0] is w32 and mw.optimizer_params[1].dtype == torch.float32
+    assert not MasterWeights([w32])
+    with pytest.raises(ValueError, match="2 master weights"):
+        mw.load_state_dict([torch.zeros(2), torch.zeros(3)])
