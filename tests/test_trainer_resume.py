@@ -279,3 +279,49 @@ def test_resume_of_a_read_only_run_directory_is_a_clear_error(tmp_path, capsys):
         assert main(["train", "--resume", str(run)]) == 2
     err = capsys.readouterr().err
     assert f"--resume {run}: cannot write" in err and "writable" in err and "Traceback" not in err
+
+
+class _FakeCuda:
+    """Stands in for ``torch.cuda`` on a CPU machine: one generator state per visible GPU."""
+
+    def __init__(self, n: int) -> None:
+        import torch
+
+        self.states = [torch.tensor([i, 7], dtype=torch.uint8) for i in range(n)]
+        self.n = n
+
+    def is_available(self) -> bool:
+        return self.n > 0
+
+    def is_initialized(self) -> bool:
+        return self.n > 0
+
+    def device_count(self) -> int:
+        return self.n
+
+    def get_rng_state_all(self):
+        return [s.clone() for s in self.states]
+
+    def set_rng_state_all(self, states) -> None:
+        self.states = [s.clone() for s in states]
+
+
+def test_cuda_rng_states_join_the_resume_state(monkeypatch):
+    import torch
+
+    from synco.trainer import rng_state, set_rng_state
+
+    gpu = _FakeCuda(2)
+    monkeypatch.setattr(torch, "cuda", gpu)
+    rng = random.Random(3)
+    state = rng_state(rng)
+    assert [s.tolist() for s in state["cuda"]] == [[0, 7], [1, 7]]
+    gpu.states = [torch.tensor([9, 9], dtype=torch.uint8)] * 2  # the run went on and drew numbers
+    set_rng_state(state, rng)
+    assert [s.tolist() for s in gpu.states] == [[0, 7], [1, 7]]
+
+    monkeypatch.setattr(torch, "cuda", _FakeCuda(1))  # resumed with fewer GPUs: continues, says it is not exact
+    with pytest.warns(UserWarning, match="2 GPUs and 1 are visible"):
+        set_rng_state(state, rng)
+    monkeypatch.setattr(torch, "cuda", _FakeCuda(0))  # a CPU run records no CUDA state
+    assert "cuda" not in rng_state(rng)

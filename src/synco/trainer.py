@@ -27,6 +27,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -160,8 +161,11 @@ def rng_state(rng: random.Random) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "run_rng": rng.getstate()}
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+             "run_rng": rng.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()  # GPU sampling draws from these: an exact resume needs them
+    return state
 
 
 def set_rng_state(state: dict[str, Any], rng: random.Random) -> None:
@@ -172,6 +176,14 @@ def set_rng_state(state: dict[str, Any], rng: random.Random) -> None:
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     rng.setstate(state["run_rng"])
+    cuda = state.get("cuda")
+    if cuda is not None:
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if visible == len(cuda):
+            torch.cuda.set_rng_state_all(cuda)
+        else:
+            warnings.warn(f"the checkpoint holds the RNG states of {len(cuda)} GPUs and {visible} are visible now: "
+                          "the run continues, but GPU sampling will not repeat the uninterrupted run", stacklevel=2)
 
 
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
