@@ -12,7 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from synco.cli import build_parser, main
 from synco.grpo import GRPOConfig
 from synco.merge import MergeError, merge_adapter, read_adapter_config
-from synco.policy import Experience, HFPolicy, LoraSettings, PolicyConfig
+from synco.hf_policy import HFPolicy
+from synco.policy import Experience, LoraSettings, PolicyConfig
 from synco.shared_base import SharedBase
 from synco.worlds.charlm import char_tokenizer, tiny_llama
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from synco.grpo import GRPOConfig
-from synco.policy import STATE_FILE, Experience, HFPolicy, PolicyConfig
+from synco.hf_policy import HFPolicy
+from synco.policy import STATE_FILE, Experience, PolicyConfig
 from synco.precision import MasterWeights
 from synco.worlds.charlm import char_tokenizer, tiny_llama
 

@@ -10,7 +10,8 @@ import torch
 
 from synco.grpo import GRPOConfig
 from synco.models import unavailable_reason
-from synco.policy import STATE_FILE, Experience, HFPolicy, LoraSettings, Policy, PolicyConfig, SamplingParams
+from synco.hf_policy import HFPolicy
+from synco.policy import STATE_FILE, Experience, LoraSettings, Policy, PolicyConfig, SamplingParams
 from synco.shared_base import AdapterPolicy, SharedBase, shared_base_problems
 from synco.worlds.charlm import char_tokenizer, tiny_llama
 

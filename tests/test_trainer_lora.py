@@ -10,7 +10,7 @@ import torch
 
 from synco import engine
 from synco.config import load_config
-from synco.policy import HFPolicy
+from synco.hf_policy import HFPolicy
 from synco.shared_base import AdapterPolicy
 from synco.trainer import build_policies, save_checkpoint, setup_run
 

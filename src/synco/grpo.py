@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
-from synco.rewards import is_gradient_bearing  # noqa: F401  (re-exported: the group test lives with the rewards)
 from torch import Tensor
 
-LossAgg = Literal["token-mean", "seq-mean-token-mean"]
+from synco.policy import GRPOConfig, LossAgg  # noqa: F401  (re-exported: the settings live torch-free)
+from synco.rewards import is_gradient_bearing  # noqa: F401  (re-exported: the group test lives with the rewards)
+
 
 
 def group_advantages(rewards: Tensor, scale_by_std: bool = True, eps: float = 1e-6) -> Tensor:
@@ -161,23 +160,3 @@ def policy_loss(
             n_tokens=int(n),
         )
     return loss, stats
-
-
-class GRPOConfig(BaseModel):
-    """Optimisation settings of one GRPO learner (the Synthesizer and the Reasoner each have one)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lr: float = Field(1e-6, gt=0, description="AdamW peak learning rate (1e-6 as in the paper for real models; tiny models need ~1e-3).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
-    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear LR warm-up from lr/warmup_steps to lr; constant afterwards.")
-    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2).")
-    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip applied before every optimizer step.")
-    clip_low: float = Field(0.2, ge=0, description="Lower ratio clip: the ratio is clipped below at 1 - clip_low.")
-    clip_high: float = Field(0.28, ge=0, description="Upper ratio clip: clipped above at 1 + clip_high (DAPO clip-higher).")
-    loss_agg: LossAgg = Field("token-mean", description="'token-mean' (every completion token of the batch weighs the same) or 'seq-mean-token-mean' (per-sequence mean, then mean over sequences).")
-    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to the frozen initial policy; 0 keeps no reference model at all.")
-    scale_adv_by_std: bool = Field(True, description="GRPO advantages (r-mean)/std when True; Dr. GRPO (r-mean) when False.")
-    micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward pass; gradients are accumulated, so it changes memory, not the result.")
-    epochs: int = Field(1, ge=1, description="Optimizer steps one update() takes over the same batch; old log-probs stay fixed from before the first, so clipping matters from the second on.")

@@ -1,8 +1,7 @@
-"""The language-model learner: sampling completions and taking GRPO steps.
+"""The learner's contract: the :class:`Policy` protocol, its settings and what an update reports.
 
-The Synthesizer and the Reasoner are two instances of :class:`HFPolicy`, a
-``transformers`` causal LM with an AdamW optimizer. The caller (the co-training
-engine) only sees the :class:`Policy` protocol:
+The Synthesizer and the Reasoner are two instances of one learner. The
+co-training engine only sees the :class:`Policy` protocol:
 
 * ``format_prompt`` turns a user message (and optional system prompt) into the
   model's prompt text, through its chat template when it has one;
@@ -11,31 +10,32 @@ engine) only sees the :class:`Policy` protocol:
 * ``update`` takes one GRPO optimizer step on a batch of :class:`Experience`;
 * ``save`` / ``save_state`` / ``load_state`` persist weights and optimizer.
 
-Generation goes through a small :class:`Generator` object (the default,
-:class:`HFGenerator`, calls ``model.generate``), so a faster engine such as vLLM
-can be plugged in later without changing the caller: after every optimizer step
-the policy calls ``generator.sync_weights(model)``.
+This module is torch-free (configs load, and runs are planned, without it).
+The implementation on ``transformers`` is :class:`synco.hf_policy.HFPolicy`;
+generation goes through a :class:`Generator` (the default
+:class:`~synco.hf_policy.HFGenerator` calls ``model.generate``), so a faster
+engine such as vLLM plugs in without changing the caller: after every
+optimizer step the policy calls ``generator.sync_weights(model)``. The HF names
+(``HFPolicy``, ``HFGenerator``, ``resolve_device``...) are still importable from
+here; they load torch on first use.
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from synco.grpo import GRPOConfig, policy_loss
-from synco.precision import MasterWeights
 from synco.sampling import Completion, Experience, SamplingParams  # re-exported: the records live torch-free
 
+if TYPE_CHECKING:
+    import torch
+
 DType = Literal["float32", "bfloat16", "float16"]
-_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+LossAgg = Literal["token-mean", "seq-mean-token-mean"]
 STATE_FILE = "learner_state.pt"
 """File name ``save_state`` writes inside its directory."""
 
@@ -68,20 +68,28 @@ class UpdateStats:
     ratio_mean: float = 1.0
 
 
-@dataclass
-class GradientStats:
-    """Result of :meth:`HFPolicy.compute_gradients`: the whole-batch loss and token-weighted diagnostics."""
-
-    loss: float
-    n_forwarded: int
-    n_tokens_forwarded: int
-    clip_frac: float
-    ratio_mean: float
-    kl: float
-    old_logprobs: dict[int, torch.Tensor] = field(default_factory=dict)
-
-
 # --------------------------------------------------------------------------- config
+
+
+class GRPOConfig(BaseModel):
+    """Optimisation settings of one GRPO learner (the Synthesizer and the Reasoner each have one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-6, gt=0, description="AdamW peak learning rate (1e-6 as in the paper for real models; tiny models need ~1e-3).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
+    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear LR warm-up from lr/warmup_steps to lr; constant afterwards.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2).")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip applied before every optimizer step.")
+    clip_low: float = Field(0.2, ge=0, description="Lower ratio clip: the ratio is clipped below at 1 - clip_low.")
+    clip_high: float = Field(0.28, ge=0, description="Upper ratio clip: clipped above at 1 + clip_high (DAPO clip-higher).")
+    loss_agg: LossAgg = Field("token-mean", description="'token-mean' (every completion token of the batch weighs the same) or 'seq-mean-token-mean' (per-sequence mean, then mean over sequences).")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to the frozen initial policy; 0 keeps no reference model at all.")
+    scale_adv_by_std: bool = Field(True, description="GRPO advantages (r-mean)/std when True; Dr. GRPO (r-mean) when False.")
+    micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward pass; gradients are accumulated, so it changes memory, not the result.")
+    epochs: int = Field(1, ge=1, description="Optimizer steps one update() takes over the same batch; old log-probs stay fixed from before the first, so clipping matters from the second on.")
+
 
 
 class LoraSettings(BaseModel):
@@ -155,575 +163,15 @@ class Policy(Protocol):
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]: ...
 
 
-# --------------------------------------------------------------------------- helpers
+_HF_NAMES = frozenset({
+    "HFPolicy", "HFGenerator", "GradientStats", "resolve_device", "eos_token_ids", "lora_config", "DTYPES",
+})
 
 
-def resolve_device(device: str) -> torch.device:
-    """``'auto'`` → cuda when available, else cpu."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+def __getattr__(name: str) -> Any:
+    """``HFPolicy`` and friends, imported from :mod:`synco.hf_policy` (and torch) only when asked for."""
+    if name in _HF_NAMES:
+        from synco import hf_policy
 
-
-def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
-    """Every token id that ends a completion: the tokenizer's EOS plus the model's generation-config EOS ids."""
-    ids: list[int] = []
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    gen_cfg = getattr(model, "generation_config", None)
-    extra = getattr(gen_cfg, "eos_token_id", None) if gen_cfg is not None else None
-    if isinstance(extra, int):
-        extra = [extra]
-    for i in extra or []:
-        if int(i) not in ids:
-            ids.append(int(i))
-    if not ids:
-        raise ValueError("the tokenizer and the model define no EOS token")
-    return ids
-
-
-def _cut_at_eos(ids: list[int], eos: set[int]) -> tuple[list[int], bool]:
-    """Ids up to and including the first EOS, and whether one was found."""
-    for i, t in enumerate(ids):
-        if t in eos:
-            return ids[: i + 1], True
-    return ids, False
-
-
-def _left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded ``(R, L)`` ids and attention mask."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    att = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        if r:
-            ids[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
-            att[i, width - len(r) :] = 1
-    return ids.to(device), att.to(device)
-
-
-def _accepts_kwarg(model: torch.nn.Module, name: str) -> bool:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    try:
-        return name in inspect.signature(base.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _is_peft_model(model: torch.nn.Module) -> bool:
-    """True for a ``peft`` wrapper (checked without importing peft unless it is already loaded)."""
-    import sys
-
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
-
-
-def _enable_checkpointing(model: torch.nn.Module) -> None:
-    """Activation checkpointing, non-reentrant (works with frozen inputs, e.g. under LoRA); v5 name first."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if hasattr(base, "activation_checkpointing_enable"):
-        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    else:  # transformers < 5
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-
-
-def _model_device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
-def lora_config(lora: LoraSettings, trainable: bool = True) -> Any:
-    """The ``peft.LoraConfig`` of ``lora`` settings (a causal-LM task; ``inference_mode`` when not trainable)."""
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=lora.rank,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        task_type="CAUSAL_LM",
-        inference_mode=not trainable,
-    )
-
-
-# --------------------------------------------------------------------------- HF generator
-
-
-class HFGenerator:
-    """Default :class:`Generator`: batched ``model.generate`` with left padding.
-
-    ``n`` samples per prompt are made by repeating each prompt ``n`` times.
-    Per-token log-probs come from the raw (pre-temperature, pre-top-k/p) logits
-    that ``output_logits=True`` returns, so they are the model's temperature-1
-    log-probs — what the GRPO ratio compares against. Those logits are stored for
-    every step, hence ``batch_size`` rows per ``generate`` call. Evaluation sets
-    ``keep_logprobs=False`` (``logprobs`` stay empty; storing batch x steps x
-    vocab floats is 12 GB for 16 rows x 4096 steps x 49k vocab) and
-    ``max_positions`` (the budget is capped at the model's context length).
-    """
-
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, eos_ids: Sequence[int], pad_id: int,
-                 batch_size: int = 64, keep_logprobs: bool = True, max_positions: int | None = None) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.eos_ids = list(eos_ids)
-        self.pad_id = pad_id
-        self.batch_size = batch_size
-        self.keep_logprobs = keep_logprobs
-        self.max_positions = max_positions
-
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Nothing to copy: sampling uses the training model itself."""
-        self.model = model
-
-    def _generation_config(self, params: SamplingParams) -> Any:
-        from transformers import GenerationConfig
-
-        # Neutral values are set explicitly: None would be filled in from the checkpoint's generation_config.
-        common: dict[str, Any] = dict(
-            max_new_tokens=params.max_new_tokens,
-            min_length=0,
-            num_beams=1,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            return_dict_in_generate=self.keep_logprobs,
-            output_logits=self.keep_logprobs,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids,
-            use_cache=True,
-        )
-        if params.greedy:  # sampling knobs at transformers' neutral defaults (others trigger a warning)
-            return GenerationConfig(do_sample=False, temperature=1.0, top_p=1.0, top_k=50, **common)
-        return GenerationConfig(
-            do_sample=True,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k,
-            typical_p=1.0,
-            epsilon_cutoff=0.0,
-            eta_cutoff=0.0,
-            **common,
-        )
-
-    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        rows = [(p, list(ids)) for p, ids in enumerate(prompt_ids) for _ in range(n)]
-        out: list[list[Completion]] = [[] for _ in prompt_ids]
-        eos = set(self.eos_ids)
-        device = _model_device(self.model)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            for start in range(0, len(rows), self.batch_size):
-                chunk = rows[start : start + self.batch_size]
-                ids, att = _left_pad([r for _, r in chunk], self.pad_id, device)
-                budget = params.max_new_tokens
-                if self.max_positions is not None:
-                    budget = max(1, min(budget, self.max_positions - ids.shape[1]))
-                gen_cfg = self._generation_config(params.model_copy(update={"max_new_tokens": budget}))
-                with torch.no_grad():
-                    res = self.model.generate(input_ids=ids, attention_mask=att, generation_config=gen_cfg)
-                if self.keep_logprobs:
-                    gen = res.sequences[:, ids.shape[1] :]
-                    steps = min(len(res.logits), gen.shape[1])
-                    lp = torch.empty((len(chunk), steps), dtype=torch.float32, device=gen.device)
-                    for t in range(steps):
-                        step_lp = torch.log_softmax(res.logits[t].float(), dim=-1)
-                        lp[:, t] = step_lp.gather(-1, gen[:, t : t + 1]).squeeze(-1)
-                    del res
-                    gen_list, lp_list = [g[:steps] for g in gen.tolist()], lp.tolist()
-                else:
-                    gen_list = res[:, ids.shape[1] :].tolist()
-                    lp_list = [[] for _ in chunk]
-                for (p, prompt), g, l in zip(chunk, gen_list, lp_list, strict=True):
-                    comp, stopped = _cut_at_eos(g, eos)
-                    out[p].append(
-                        Completion(
-                            text=self.tokenizer.decode(comp, skip_special_tokens=True),
-                            prompt_ids=prompt,
-                            completion_ids=comp,
-                            logprobs=l[: len(comp)],
-                            truncated=not stopped,
-                            finish_reason="stop" if stopped else "length",
-                        )
-                    )
-        finally:
-            self.model.train(was_training)
-        return out
-
-
-# --------------------------------------------------------------------------- HF policy
-
-
-def _warmup_lambda(warmup_steps: int):  # noqa: ANN202 - a plain closure for LambdaLR
-    def f(step: int) -> float:
-        return 1.0 if warmup_steps <= 0 else min(1.0, (step + 1) / warmup_steps)
-
-    return f
-
-
-class HFPolicy:
-    """A ``transformers`` causal LM trained with GRPO (implements :class:`Policy`).
-
-    Build it with :meth:`from_config` (loads ``model_path``), or pass an
-    already-built ``model`` and ``tokenizer`` (tests, shared bases): that model
-    is moved to ``config.device`` but keeps its dtype, and is wrapped with LoRA
-    adapters when ``config.lora`` is set and it is not a peft model already.
-
-    With ``grpo.kl_coef > 0`` a frozen reference is kept (the base with
-    adapters disabled under LoRA, else a deep copy made at construction); with
-    ``kl_coef == 0`` there is none.
-    """
-
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        tokenizer: Any,
-        config: PolicyConfig | None = None,
-        generator: Generator | None = None,
-    ) -> None:
-        cfg = config or PolicyConfig(model_path=str(getattr(getattr(model, "config", None), "_name_or_path", "") or ""))
-        self.config = cfg
-        self.tokenizer = tokenizer
-        if cfg.seed is not None:
-            torch.manual_seed(cfg.seed)
-        self.device = resolve_device(cfg.device)
-        model = model.to(self.device)
-        self.is_peft = _is_peft_model(model)
-        if cfg.lora is not None and not self.is_peft:
-            model = self._wrap_lora(model, cfg.lora, trainable=cfg.trainable)
-            self.is_peft = True
-        self.model = model
-        if not cfg.trainable:
-            for p in self.model.parameters():
-                p.requires_grad_(False)
-            self.model.eval()
-        elif cfg.gradient_checkpointing:
-            _enable_checkpointing(self.model)
-
-        self.eos_ids = eos_token_ids(self.model, tokenizer)
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
-        self.generator: Generator = generator or HFGenerator(
-            self.model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size
-        )
-        self._keep_arg = _accepts_kwarg(self.model, "logits_to_keep")
-
-        self.ref_model: torch.nn.Module | None = None
-        if cfg.trainable and cfg.grpo.kl_coef > 0 and not self.is_peft:
-            self.ref_model = copy.deepcopy(self.model).eval()
-            for p in self.ref_model.parameters():
-                p.requires_grad_(False)
-
-        self.step = 0
-        self._build_optimizer()
-
-    def _build_optimizer(self) -> None:
-        """AdamW over :meth:`trainable_parameters` and its warmup scheduler (None for a frozen policy)."""
-        cfg = self.config
-        self.optimizer: torch.optim.Optimizer | None = None
-        self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
-        self.masters = MasterWeights([])
-        if cfg.trainable:
-            g = cfg.grpo
-            params = [p for _, p in self.trainable_parameters()]
-            if not params:
-                raise ValueError("the policy is trainable but has no parameter with requires_grad")
-            if cfg.fp32_master_weights:
-                self.masters = MasterWeights(params)
-                params = self.masters.optimizer_params
-            self.optimizer = torch.optim.AdamW(
-                params, lr=g.lr, betas=g.betas, eps=g.adam_eps, weight_decay=g.weight_decay
-            )
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_lambda(g.warmup_steps))
-
-    # ------------------------------------------------------------------ construction
-
-    @classmethod
-    def from_config(cls, cfg: PolicyConfig) -> "HFPolicy":
-        """Load tokenizer and model from ``cfg.model_path`` (and a saved LoRA adapter when configured)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model_path)
-        kwargs: dict[str, Any] = {"dtype": _DTYPES[cfg.dtype]}
-        if cfg.attn_implementation:
-            kwargs["attn_implementation"] = cfg.attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(cfg.model_path, **kwargs)
-        if cfg.lora is not None and cfg.lora.adapter_path:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, cfg.lora.adapter_path, is_trainable=cfg.trainable)
-        return cls(model, tokenizer, cfg)
-
-    @staticmethod
-    def _wrap_lora(model: torch.nn.Module, lora: LoraSettings, trainable: bool) -> torch.nn.Module:
-        from peft import get_peft_model
-
-        return get_peft_model(model, lora_config(lora, trainable))
-
-    def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
-        """``(name, parameter)`` of every parameter the optimizer updates."""
-        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-
-    # ------------------------------------------------------------------ prompts and sampling
-
-    def _uses_chat_template(self) -> bool:
-        has = bool(getattr(self.tokenizer, "chat_template", None))
-        if self.config.use_chat_template is True and not has:
-            raise ValueError("use_chat_template=True but the tokenizer has no chat_template")
-        return has and self.config.use_chat_template is not False
-
-    def format_prompt(self, user_text: str, system: str | None = None) -> str:
-        """The prompt text for one user message.
-
-        ``system=None`` uses ``config.system_prompt``; pass ``""`` for none. With
-        a chat template the system prompt is a system message and the assistant
-        generation prompt is appended; without one it is ``system + "\\n\\n" + user``.
-        """
-        system = self.config.system_prompt if system is None else system
-        if self._uses_chat_template():
-            messages = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": user_text}
-            ]
-            extra = {} if self.config.enable_thinking is None else {"enable_thinking": self.config.enable_thinking}
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
-            if not isinstance(text, str):
-                raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
-            return text
-        return f"{system}\n\n{user_text}" if system else user_text
-
-    def encode_prompt(self, text: str) -> list[int]:
-        """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        bos = self.tokenizer.bos_token_id
-        add = self.config.add_bos
-        if add is None:
-            add = bos is not None
-        if add and bos is not None and (not ids or ids[0] != bos):
-            ids = [int(bos)] + ids
-        limit = self.config.max_prompt_tokens
-        if limit is not None and len(ids) > limit:
-            ids = ids[-limit:]
-        return ids
-
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
-        """``n`` sampled completions for each (already formatted) prompt, in prompt order."""
-        ids = [self.encode_prompt(p) for p in prompts]
-        if any(not x for x in ids):
-            raise ValueError("a prompt tokenized to zero tokens")
-        return self.generator.generate(ids, n, params or self.config.sampling)
-
-    # ------------------------------------------------------------------ training
-
-    def _require_trainable(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-        if self.optimizer is None or self.scheduler is None:
-            raise RuntimeError("this policy was built with trainable=False")
-        return self.optimizer, self.scheduler
-
-    @staticmethod
-    def _check_batch(batch: Sequence[Experience]) -> None:
-        for i, e in enumerate(batch):
-            if not e.prompt_ids:
-                raise ValueError(f"experience {i}: empty prompt_ids (the first completion token needs a context)")
-            if e.old_logprobs is not None and len(e.old_logprobs) != len(e.completion_ids):
-                raise ValueError(
-                    f"experience {i}: {len(e.old_logprobs)} old_logprobs for {len(e.completion_ids)} completion tokens"
-                )
-
-    def _completion_logprobs(self, model: torch.nn.Module, rows: Sequence[Experience]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs ``(B, Tc)`` of each row's completion tokens, and the completion mask ``(B, Tc)``.
-
-        Rows are laid out as ``[pad.. prompt | completion ..pad]`` (prompts left-,
-        completions right-padded) so every completion starts at the same column and
-        only the last ``Tc + 1`` positions' logits are computed. Position ids follow
-        the attention mask, as in generation, so the numbers match sampling.
-        """
-        dev = self.device
-        p_len = max(len(e.prompt_ids) for e in rows)
-        c_len = max(len(e.completion_ids) for e in rows)
-        ids = torch.full((len(rows), p_len + c_len), self.pad_id, dtype=torch.long)
-        att = torch.zeros_like(ids)
-        mask = torch.zeros((len(rows), c_len), dtype=torch.float32)
-        for i, e in enumerate(rows):
-            p, c = len(e.prompt_ids), len(e.completion_ids)
-            ids[i, p_len - p : p_len] = torch.tensor(e.prompt_ids, dtype=torch.long)
-            ids[i, p_len : p_len + c] = torch.tensor(e.completion_ids, dtype=torch.long)
-            att[i, p_len - p : p_len + c] = 1
-            mask[i, :c] = 1.0
-        ids, att, mask = ids.to(dev), att.to(dev), mask.to(dev)
-        pos = (att.cumsum(-1) - 1).clamp(min=0)
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": att, "position_ids": pos, "use_cache": False}
-        if self._keep_arg:
-            kwargs["logits_to_keep"] = c_len + 1
-            logits = model(**kwargs).logits[:, :-1]
-        else:
-            logits = model(**kwargs).logits[:, p_len - 1 : p_len + c_len - 1]
-        targets = ids[:, p_len:]
-        logits = logits.float()
-        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        return logp, mask
-
-    def _reference_logprobs(self, rows: Sequence[Experience]) -> torch.Tensor:
-        with torch.no_grad():
-            if self.is_peft:
-                with self.model.disable_adapter():
-                    return self._completion_logprobs(self.model, rows)[0]
-            assert self.ref_model is not None
-            return self._completion_logprobs(self.ref_model, rows)[0]
-
-    def compute_gradients(
-        self, batch: Sequence[Experience], old_cache: dict[int, torch.Tensor] | None = None
-    ) -> GradientStats:
-        """Forward/backward the whole batch in micro-batches, *adding* the GRPO gradient to ``.grad``.
-
-        The first half of :meth:`update`, exposed so gradients can be checked.
-        Uses the global normalizer (completion tokens — or non-empty sequences for
-        seq-mean-token-mean — of the whole batch); rows with advantage 0 are not
-        forwarded when ``kl_coef == 0`` (they would contribute exactly 0). Old
-        log-probs are the rows' own, else ``old_cache[row]``, else the current
-        detached ones (returned in ``GradientStats.old_logprobs`` for reuse).
-        """
-        g = self.config.grpo
-        self._check_batch(batch)
-        old_cache = {} if old_cache is None else old_cache
-        n_tokens = sum(len(e.completion_ids) for e in batch)
-        n_seqs = sum(1 for e in batch if e.completion_ids)
-        normalizer = float(n_tokens if g.loss_agg == "token-mean" else n_seqs)
-        active = [i for i, e in enumerate(batch) if e.completion_ids and (g.kl_coef > 0 or e.advantage != 0.0)]
-        total_loss, w_clip, w_ratio, w_kl, n_fwd_tok = 0.0, 0.0, 0.0, 0.0, 0
-        new_old: dict[int, torch.Tensor] = {}
-        self.model.train()
-        for start in range(0, len(active), g.micro_batch_size):
-            idx = active[start : start + g.micro_batch_size]
-            rows = [batch[i] for i in idx]
-            logp, mask = self._completion_logprobs(self.model, rows)
-            old = logp.detach().clone()
-            for r, i in enumerate(idx):
-                e, c = batch[i], len(batch[i].completion_ids)
-                if e.old_logprobs is not None:
-                    old[r, :c] = torch.tensor(e.old_logprobs, dtype=old.dtype, device=old.device)
-                elif i in old_cache:
-                    old[r, :c] = old_cache[i].to(old.device)
-                else:
-                    new_old[i] = old[r, :c].cpu()
-            ref = self._reference_logprobs(rows) if g.kl_coef > 0 else None
-            adv = torch.tensor([batch[i].advantage for i in idx], dtype=torch.float32, device=logp.device)
-            loss, st = policy_loss(
-                logp, old, adv, mask,
-                clip_low=g.clip_low, clip_high=g.clip_high, loss_agg=g.loss_agg,
-                normalizer=normalizer, ref_logprobs=ref, kl_coef=g.kl_coef,
-            )  # fmt: skip
-            loss.backward()
-            total_loss += float(loss.item())
-            w_clip += st.clip_frac * st.n_tokens
-            w_ratio += st.ratio_mean * st.n_tokens
-            w_kl += st.kl * st.n_tokens
-            n_fwd_tok += st.n_tokens
-        d = max(n_fwd_tok, 1)
-        return GradientStats(
-            loss=total_loss,
-            n_forwarded=len(active),
-            n_tokens_forwarded=n_fwd_tok,
-            clip_frac=w_clip / d,
-            ratio_mean=w_ratio / d if n_fwd_tok else 1.0,
-            kl=w_kl / d,
-            old_logprobs=new_old,
-        )
-
-    def update(self, batch: Sequence[Experience]) -> UpdateStats:
-        """One GRPO optimizer step over the whole batch (``grpo.epochs`` steps when > 1).
-
-        Never raises on bad numbers: a non-finite loss or gradient norm zeroes the
-        gradients, skips the step and reports ``nan_skipped=True``.
-        """
-        opt, sched = self._require_trainable()
-        g = self.config.grpo
-        params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
-        n_tokens = sum(len(e.completion_ids) for e in batch)
-        skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.completion_ids and e.advantage == 0.0)
-        stats = UpdateStats(
-            loss=0.0, n_sequences=len(batch), n_tokens=n_tokens, n_skipped_zero_adv=skipped,
-            grad_norm=0.0, clip_frac=0.0, kl=0.0, lr=float(opt.param_groups[0]["lr"]), nan_skipped=False,
-        )  # fmt: skip
-        old_cache: dict[int, torch.Tensor] = {}
-        losses: list[GradientStats] = []
-        for _ in range(g.epochs):
-            opt.zero_grad(set_to_none=True)
-            self.masters.zero_model_grads()
-            gs = self.compute_gradients(batch, old_cache)
-            old_cache.update(gs.old_logprobs)
-            if gs.n_forwarded == 0:
-                self.masters.zero_model_grads()
-                break  # nothing gradient-bearing: no step, no scheduler tick
-            losses.append(gs)
-            self.masters.grads_to_masters()
-            norm = float(torch.nn.utils.clip_grad_norm_(params, g.max_grad_norm))
-            stats.grad_norm = norm
-            if not (math.isfinite(gs.loss) and math.isfinite(norm)):
-                opt.zero_grad(set_to_none=True)
-                stats.nan_skipped = True
-                break
-            stats.lr = float(opt.param_groups[0]["lr"])
-            opt.step()
-            self.masters.masters_to_model()
-            sched.step()
-            self.step += 1
-            stats.stepped = True
-            opt.zero_grad(set_to_none=True)
-            self.generator.sync_weights(self.model)
-        if losses:
-            k = len(losses)
-            stats.loss = sum(x.loss for x in losses) / k
-            stats.clip_frac = sum(x.clip_frac for x in losses) / k
-            stats.ratio_mean = sum(x.ratio_mean for x in losses) / k
-            stats.kl = sum(x.kl for x in losses) / k
-        return stats
-
-    # ------------------------------------------------------------------ persistence
-
-    def save(self, path: str | Path) -> None:
-        """``save_pretrained`` of the model (only the adapter under LoRA) and the tokenizer."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-
-    def merge_and_save(self, path: str | Path) -> None:
-        """Save a full HF model: LoRA adapters merged into a copy of the base (plain ``save`` without LoRA)."""
-        if not self.is_peft:
-            self.save(path)
-            return
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        merged = copy.deepcopy(self.model).merge_and_unload()
-        merged.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        del merged
-
-    def save_state(self, path: str | Path) -> None:
-        """Write optimizer, scheduler, step counter and fp32 master weights to ``path/learner_state.pt``.
-
-        The model's own weights go through ``save``; with low-precision parameters
-        those are the masters rounded, so the masters travel here for an exact resume.
-        """
-        opt, sched = self._require_trainable()
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(
-            {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": self.step,
-             "masters": self.masters.state_dict()},
-            path / STATE_FILE,
-        )
-
-    def load_state(self, path: str | Path) -> None:
-        """Restore what ``save_state`` wrote (the model weights must already be the saved ones)."""
-        opt, sched = self._require_trainable()
-        state = torch.load(Path(path) / STATE_FILE, map_location=self.device, weights_only=True)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        self.step = int(state["step"])
-        if self.masters:
-            if "masters" not in state or not state["masters"]:
-                raise ValueError(f"{Path(path) / STATE_FILE} has no fp32 master weights but this policy trains "
-                                 f"{self.config.dtype} parameters through them (saved with another dtype, or by an older synco)")
-            self.masters.load_state_dict(state["masters"])
+        return getattr(hf_policy, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ low-precision trainable parameter and its fp32 Adam moments, and after each
 step the masters are rounded back into the model. Small updates accumulate in
 the masters until they show in the model.
 
-Used by :class:`~synco.policy.HFPolicy` (``fp32_master_weights``, on by
+Used by :class:`~synco.hf_policy.HFPolicy` (``fp32_master_weights``, on by
 default). Parameters that are already fp32 (e.g. peft's LoRA adapters on a
 bf16 base) are optimised in place: nothing to do for them.
 """

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 PROMPTS_ENV = "SYNCO_PROMPTS_DIR"
 """Environment variable naming a folder of user templates, searched before the shipped ones."""
@@ -102,3 +103,26 @@ def load_prompt(name: str, prompts_dir: str | Path | None = None) -> str:
 def reasoner_prompt(problem: str, prompts_dir: str | Path | None = None) -> str:
     """The Reasoner's user message for ``problem`` (template ``reasoner``)."""
     return render(load_prompt("reasoner", prompts_dir), problem=problem)
+
+
+def build_prompt(tokenizer: Any, user_text: str, system: str | None = None, *,
+                 use_chat_template: bool | None = None, enable_thinking: bool | None = None) -> str:
+    """The prompt text of one user message: the one builder training and evaluation share.
+
+    With a chat template (``use_chat_template`` None: when the tokenizer has one;
+    True: required; False: never) the system prompt is a system message and the
+    assistant generation prompt is appended; ``enable_thinking`` is passed to the
+    template when set (Qwen3-style templates read it). Without a template:
+    ``system + blank line + user``.
+    """
+    has = bool(getattr(tokenizer, "chat_template", None))
+    if use_chat_template is True and not has:
+        raise ValueError("use_chat_template=True but the tokenizer has no chat_template")
+    if has and use_chat_template is not False:
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
+        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+        if not isinstance(text, str):
+            raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
+        return text
+    return f"{system}\n\n{user_text}" if system else user_text

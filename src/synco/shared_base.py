@@ -8,7 +8,7 @@ weights (frozen) exist once in memory, so two agents cost little more than one.
 
 * :class:`SharedBase` owns the ``PeftModel`` holding both adapters and the
   tokenizer; :meth:`SharedBase.activate` switches the active adapter.
-* :class:`AdapterPolicy` is one agent: an :class:`~synco.policy.HFPolicy` whose
+* :class:`AdapterPolicy` is one agent: an :class:`~synco.hf_policy.HFPolicy` whose
   ``model`` is the shared ``PeftModel``. It activates its own adapter before
   every generate / gradient computation / save, and its optimizer holds only
   its own adapter's parameters (selected by name, not by ``requires_grad``,
@@ -38,23 +38,8 @@ from typing import Any
 
 import torch
 
-from synco.policy import (
-    _DTYPES,
-    Completion,
-    Experience,
-    Generator,
-    GradientStats,
-    HFGenerator,
-    HFPolicy,
-    PolicyConfig,
-    SamplingParams,
-    UpdateStats,
-    _accepts_kwarg,
-    _enable_checkpointing,
-    eos_token_ids,
-    lora_config,
-    resolve_device,
-)
+from synco.hf_policy import DTYPES, GradientStats, HFPolicy, enable_checkpointing, lora_config, resolve_device
+from synco.policy import Completion, Experience, Generator, PolicyConfig, SamplingParams, UpdateStats
 
 ROLES = ("synthesizer", "reasoner")
 """Adapter names of the two agents (also their checkpoint folder names)."""
@@ -138,7 +123,7 @@ class SharedBase:
             if not any(a in n.split(".") for a in names):
                 p.requires_grad_(False)
         if first.gradient_checkpointing:
-            _enable_checkpointing(self.model)
+            enable_checkpointing(self.model)
         generators = generators or {}
         self.views: dict[str, AdapterPolicy] = {
             name: AdapterPolicy(self, name, cfg, generators.get(name)) for name, cfg in configs.items()
@@ -173,7 +158,7 @@ class SharedBase:
             configs[role] = cfg
         path = model_path or synthesizer.model_path
         tokenizer = AutoTokenizer.from_pretrained(path)
-        kwargs: dict[str, Any] = {"dtype": _DTYPES[synthesizer.dtype]}
+        kwargs: dict[str, Any] = {"dtype": DTYPES[synthesizer.dtype]}
         if synthesizer.attn_implementation:
             kwargs["attn_implementation"] = synthesizer.attn_implementation
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
@@ -248,20 +233,9 @@ class AdapterPolicy(HFPolicy):
         self.shared = shared
         self.adapter_name = adapter_name
         self.config = config
-        self.tokenizer = shared.tokenizer
         self.device = shared.device
-        self.model = shared.model
         self.is_peft = True
-        self.eos_ids = eos_token_ids(self.model, self.tokenizer)
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
-        self.generator = generator or HFGenerator(
-            self.model, self.tokenizer, self.eos_ids, self.pad_id, batch_size=config.generation_batch_size
-        )
-        self._keep_arg = _accepts_kwarg(self.model, "logits_to_keep")
-        self.ref_model = None  # KL reference: the shared base with adapters disabled
-        self.step = 0
-        self._build_optimizer()
+        self._bind(shared.model, shared.tokenizer, None, generator)  # KL reference: the base with adapters disabled
 
     def activate(self) -> None:
         """Route every forward pass of the shared model through this agent's adapter."""

@@ -42,7 +42,8 @@ from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
 from synco.evosyn.space import FactorSpace
-from synco.policy import HFPolicy, Policy, PolicyConfig, SamplingParams
+from synco.hf_policy import HFPolicy
+from synco.policy import Policy, PolicyConfig, SamplingParams
 from synco.pool import PoolError, TaskPool
 from synco.report import CapabilityReport, build_report
 from synco.verifier import TaskVerifier
