@@ -399,3 +399,18 @@ def test_bfloat16_load_and_update(tmp_path: Path) -> None:
     batch = [c.to_experience(a) for c, a in zip(out[0], (1.0, -1.0), strict=True)]
     stats = pol.update(batch)
     assert stats.stepped and stats.ratio_mean == pytest.approx(1.0, abs=0.05)
+
+
+def test_resolve_device_checks_the_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    from synco.hf_policy import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        resolve_device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(ValueError, match=r"only 1 GPU\(s\) are visible"):
+        resolve_device("cuda:1")

@@ -56,3 +56,12 @@ def test_build_prompt_passes_thinking_only_when_set() -> None:
     build_prompt(tok, "q")
     build_prompt(tok, "q", enable_thinking=False)
     assert tok.calls == [{}, {"enable_thinking": False}]
+
+
+def test_each_agent_can_name_its_own_gpu() -> None:
+    from synco.config import ConfigError, load_config
+
+    cfg = load_config("arith", overrides=["synthesizer.device=cuda:0", "reasoner.device=cuda:1"])
+    assert (cfg.synthesizer.device, cfg.reasoner.device) == ("cuda:0", "cuda:1")
+    with pytest.raises(ConfigError, match=r"reasoner\.device.*'gpu'"):
+        load_config("arith", overrides=["reasoner.device=gpu"])

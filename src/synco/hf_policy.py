@@ -46,10 +46,18 @@ class GradientStats:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``'auto'`` → cuda when available, else cpu."""
+    """``'auto'`` → cuda when available, else cpu; ``cuda`` / ``cuda:N`` checked against the visible GPUs."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if visible == 0:
+            raise ValueError(f"device={device!r} but no CUDA GPU is available here (use device=cpu or auto)")
+        if dev.index is not None and dev.index >= visible:
+            raise ValueError(f"device={device!r} but only {visible} GPU(s) are visible (cuda:0..cuda:{visible - 1}; "
+                             "check CUDA_VISIBLE_DEVICES)")
+    return dev
 
 
 def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:

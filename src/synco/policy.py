@@ -112,7 +112,7 @@ class PolicyConfig(BaseModel):
     model_path: str = Field(description="HF hub id or local directory of the causal LM and its tokenizer.")
     dtype: DType = Field("float32", description="Parameter dtype when loading; bfloat16/float16 halve memory (compute and generation run in that dtype; see fp32_master_weights for the update).")
     fp32_master_weights: bool = Field(True, description="Train bfloat16/float16 parameters through fp32 master copies and fp32 optimizer state, rounded back into the model after every step, so small updates (lr 1e-6) are not lost to rounding. False: AdamW steps the low-precision weights directly (most small updates vanish).")
-    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="'auto' picks cuda when available.")
+    device: str = Field("auto", pattern=r"^(cpu|auto|cuda(:[0-9]+)?)$", description="'cpu', 'cuda' (the current GPU), 'cuda:N' (give each agent its own GPU, e.g. the synthesizer on cuda:0 and the reasoner on cuda:1), or 'auto' (cuda when available, else cpu).")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="Optimiser and loss settings.")
     sampling: SamplingParams = Field(default_factory=SamplingParams, description="Default sampling parameters of generate().")
     use_chat_template: bool | None = Field(None, description="None: use the tokenizer's chat template when it has one; True: require it; False: plain text prompts.")
