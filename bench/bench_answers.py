@@ -11,6 +11,13 @@ benchmark). It prints checks per second for ours and for bare math-verify
 strings), how often each accepts rewrites and wrong answers, and p50/p99
 latency on adversarial inputs. Bare math-verify runs on the main thread with
 its own signal-based timeouts, which is the only place it can.
+
+Then it grades a labelled set of FULL model responses (tests/data/answer_responses.jsonl:
+hand-written response text, reference, expected verdict, form, and the benchmark's
+``boxed`` / ``rel_tol`` options where a row needs them) by extraction + match, in
+``mode="eval"`` and ``mode="reward"``, and prints agreement per form, false positives
+(a wrong response graded right) and responses/s; bare math-verify reading the whole
+response (``verify(parse(ref), parse(response))``) is shown for reference.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Callable
 from synco.answers import AnswerChecker
 
 BENCH_DIR = Path("/work/shared/benchmarks")
+RESPONSES = Path(__file__).resolve().parent.parent / "tests" / "data" / "answer_responses.jsonl"
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,57 @@ ADVERSARIAL = [
 ]
 
 
+@dataclass(frozen=True)
+class Response:
+    """One labelled full model output: is ``response`` a right answer to a question whose reference is ``ref``?"""
+
+    id: str
+    form: str
+    response: str
+    ref: str
+    equal: bool
+    boxed: str = "last"
+    rel_tol: float = 0.0
+
+
+def load_responses(path: Path = RESPONSES) -> list[Response]:
+    return [Response(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def grade_responses(checker: AnswerChecker, rows: list[Response], mode: str) -> tuple[list[bool], float]:
+    """Each row's verdict by extraction + match in ``mode``, and the seconds all of them took."""
+    t = time.perf_counter()
+    verdicts = [
+        checker.grade(r.response, r.ref, mode=mode, boxed=r.boxed, rel_tol=r.rel_tol)[1]  # type: ignore[arg-type]
+        for r in rows
+    ]
+    return verdicts, time.perf_counter() - t
+
+
+def report_responses(checker: AnswerChecker, rows: list[Response], bare: Callable[[str, str], bool]) -> None:
+    """Agreement, false positives and speed of extraction + match on the labelled responses, per mode and form."""
+    n_wrong = sum(not r.equal for r in rows)
+    print(f"\nlabelled full responses: {len(rows)} ({len(rows) - n_wrong} right, {n_wrong} wrong) from {RESPONSES.name}")
+    print("(hand-written alongside the eval-mode rules: a regression set for the forms it covers, not an unbiased estimate)")
+    runs = {f"synco {mode}": grade_responses(checker, rows, mode) for mode in ("eval", "reward")}
+    t = time.perf_counter()
+    runs["bare math-verify (whole text)"] = ([bare(r.ref, r.response) for r in rows], time.perf_counter() - t)
+    print(f"{'grader':30} {'agree':>7} {'false pos':>10} {'false neg':>10} {'resp/s':>8}")
+    for name, (verdicts, seconds) in runs.items():
+        agree = sum(v == r.equal for v, r in zip(verdicts, rows))
+        fp = [r.id for v, r in zip(verdicts, rows) if v and not r.equal]
+        fn = sum(not v and r.equal for v, r in zip(verdicts, rows))
+        print(f"{name:30} {agree / len(rows):7.1%} {len(fp):10d} {fn:10d} {len(rows) / seconds:8.1f}"
+              + (f"   false positives: {', '.join(fp)}" if fp else ""))
+    forms = sorted({r.form for r in rows})
+    print(f"\n{'agreement per form':24} {'rows':>6}  " + " ".join(f"{name.split(' (')[0]:>17}" for name in runs))
+    for form in forms:
+        idx = [i for i, r in enumerate(rows) if r.form == form]
+        cells = [sum(runs[n][0][i] == rows[i].equal for i in idx) / len(idx) for n in runs]
+        print(f"  {form:22} {len(idx):6d}  " + " ".join(f"{c:17.0%}" for c in cells))
+    print("(reward mode reads only a box or an answer alone on its line, and the last box before any later line, by design)")
+
+
 def time_calls(fn: Callable[[str, str], bool], pairs: list[tuple[str, str]]) -> tuple[list[bool], list[float]]:
     results, times = [], []
     for ref, pred in pairs:
@@ -109,17 +168,11 @@ def main() -> None:
     parser.add_argument("--per-benchmark", type=int, default=300, help="references sampled per benchmark")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bench-dir", type=Path, default=BENCH_DIR, help="folder of <name>/test.jsonl files")
+    parser.add_argument("--responses-only", action="store_true", help="only the labelled full-response set")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
 
     from math_verify import parse, verify
-
-    rng = random.Random(args.seed)
-    pairs = load_pairs(args.per_benchmark, rng, args.bench_dir)
-    if not pairs:
-        print(f"no benchmark answers under {args.bench_dir}; nothing to measure")
-        return
-    checks = [(p.ref, p.pred) for p in pairs]
 
     checker = AnswerChecker()
     t0 = time.perf_counter()
@@ -128,6 +181,16 @@ def main() -> None:
 
     def bare(ref: str, pred: str) -> bool:
         return bool(verify(parse(ref, parsing_timeout=2), parse(pred, parsing_timeout=2), timeout_seconds=2))
+
+    rng = random.Random(args.seed)
+    pairs = [] if args.responses_only else load_pairs(args.per_benchmark, rng, args.bench_dir)
+    if not pairs:
+        if not args.responses_only:
+            print(f"no benchmark answers under {args.bench_dir}; answer pairs skipped")
+        report_responses(checker, load_responses(), bare)
+        checker.close()
+        return
+    checks = [(p.ref, p.pred) for p in pairs]
 
     def bare_wrapped(ref: str, pred: str) -> bool:
         return bare("$" + ref + "$", "$" + pred + "$")
@@ -175,6 +238,7 @@ def main() -> None:
         results, times = time_calls(fn, adversarial)
         print(f"{name:26} {pct(times, 0.5) * 1e3:9.2f} {pct(times, 0.99) * 1e3:9.2f} {max(times) * 1e3:9.2f} "
               f"{str(any(results)):>9}")
+    report_responses(checker, load_responses(), bare)
     s = checker.stats()
     print(f"\nchecker stats: {s}")
     checker.close()

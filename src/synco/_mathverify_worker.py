@@ -12,7 +12,7 @@ This file is standalone (stdlib + math_verify only) and is started as
 caller's working directory or environment is imported.
 
 Protocol: one JSON object per line on stdin, one reply per line on stdout.
-  request  {"id": int, "op": "match", "ref": str, "pred": str, "budget": float}
+  request  {"id": int, "op": "match", "ref": str, "pred": str, "budget": float, "rel_tol": float (optional, 0)}
            {"id": int, "op": "parse", "text": str, "budget": float}
   reply    {"id": int, "result": bool, "status": "ok" | "timeout" | "error", "detail": str}
 The first line the worker writes is {"ready": true} (or {"ready": false, "detail": ...}).
@@ -34,6 +34,15 @@ from typing import Any, TextIO
 
 REL_TOL = 1e-6
 """Relative tolerance for the numeric guard on math-verify's True verdicts."""
+ABS_FLOOR = 1e-20
+"""Differences below this count as equal in the guard (30-digit evaluation noise around zero, e.g. ``sin(pi)``)."""
+SAMPLE_POINTS = (
+    (0.5813, 1.3179, 2.2361, 0.8642, 1.7071),
+    (1.4142, 0.6931, 1.1892, 2.7183, 0.3679),
+    (2.5066, 1.6180, 0.4343, 1.2599, 3.1416),
+)
+"""Values given to the free symbols of both sides (positive, so roots and logarithms stay on their main branch)."""
+MAX_SYMBOLS = 5
 
 DEFAULT_BUDGET = 2.0
 MAX_BUDGET = 3600.0
@@ -112,32 +121,79 @@ class _Checker:
                 return obj
         return None
 
-    def match(self, ref: str, pred: str) -> bool:
-        """math-verify's verdict (reference as gold), vetoed when floats disagree beyond REL_TOL."""
+    def match(self, ref: str, pred: str, rel_tol: float = 0.0) -> bool:
+        """math-verify's verdict (reference as gold), vetoed when the two sides differ numerically.
+
+        With ``rel_tol > 0`` a False verdict on two constant expressions within ``rel_tol`` becomes True.
+        """
         gold = self.parse(ref)
         target = self.parse(pred)
         if gold is None or target is None:
             return False
         ok = bool(self._mv.verify(gold, target, timeout_seconds=None, strict=True))
-        return ok and self._numeric_guard(gold, target)
+        if ok:
+            return self._numeric_guard(gold, target, max(REL_TOL, rel_tol))
+        return rel_tol > 0 and self._within(gold, target, rel_tol)
 
-    def _numeric_guard(self, gold: Any, target: Any) -> bool:
-        """math-verify rounds floats to 6 decimals (0.000001 == 0.0000014); require REL_TOL agreement instead."""
+    def _scalar_pairs(self, gold: Any, target: Any) -> list[tuple[Any, Any]] | None:
+        """Corresponding scalar expressions of two expressions or two same-shape matrices; None for anything else."""
         sp = self._sympy
-        if not (isinstance(gold, sp.Expr) and isinstance(target, sp.Expr)):
-            return True
-        if not (gold.has(sp.Float) or target.has(sp.Float)):
-            return True
-        if gold.free_symbols or target.free_symbols:
-            return True
+        if isinstance(gold, sp.MatrixBase) and isinstance(target, sp.MatrixBase):
+            if gold.shape != target.shape:
+                return None
+            pairs = list(zip(list(gold), list(target)))
+        else:
+            pairs = [(gold, target)]
+        if all(isinstance(a, sp.Expr) and isinstance(b, sp.Expr) for a, b in pairs):
+            return pairs
+        return None
+
+    def _value(self, expr: Any, subs: dict[Any, float] | None) -> complex | None:
+        """``expr`` evaluated to 30 digits (symbols replaced by ``subs``); None when it is not a finite number there."""
         try:
-            a = complex(sp.N(gold, 30))
-            b = complex(sp.N(target, 30))
-        except (TypeError, ValueError, ArithmeticError):
-            return True  # not a plain number after all; keep math-verify's verdict
-        if not (math.isfinite(abs(a)) and math.isfinite(abs(b))):
-            return a == b
-        return abs(a - b) <= REL_TOL * max(abs(a), abs(b))
+            value = complex(self._sympy.N(expr, 30, subs=subs) if subs else self._sympy.N(expr, 30))
+        except (TypeError, ValueError, ArithmeticError, AttributeError):
+            return None
+        return value if math.isfinite(value.real) and math.isfinite(value.imag) else None
+
+    @staticmethod
+    def _close(a: complex, b: complex, tol: float) -> bool:
+        return abs(a - b) <= max(tol * max(abs(a), abs(b)), ABS_FLOOR)
+
+    def _numeric_guard(self, gold: Any, target: Any, tol: float) -> bool:
+        """Veto a True verdict when both sides, evaluated numerically, differ beyond ``tol`` relative.
+
+        Two reasons. math-verify rounds floats to 6 decimals (0.000001 == 0.0000014). And a sign
+        or structure it misreads (bare ``verify(parse("1 - \\frac{1}{e}"), parse("1 + \\frac{1}{e}"))``
+        is True: without ``$..$`` its LaTeX reader finds nothing and its plain-expression reader keeps
+        the leading ``1`` of both) must not pass as equal. Constant expressions are compared directly;
+        expressions with free symbols at :data:`SAMPLE_POINTS`. A point where a side is not a finite
+        number decides nothing; sets, tuples, intervals and relations keep math-verify's verdict.
+        """
+        pairs = self._scalar_pairs(gold, target)
+        if pairs is None:
+            return True
+        symbols = sorted(set().union(*(a.free_symbols | b.free_symbols for a, b in pairs)), key=str)
+        if len(symbols) > MAX_SYMBOLS:
+            return True
+        points = [None] if not symbols else [dict(zip(symbols, row)) for row in SAMPLE_POINTS]
+        for subs in points:
+            for a_expr, b_expr in pairs:
+                a, b = self._value(a_expr, subs), self._value(b_expr, subs)
+                if a is not None and b is not None and not self._close(a, b, tol):
+                    return False
+        return True
+
+    def _within(self, gold: Any, target: Any, rel_tol: float) -> bool:
+        """Whether two constant expressions (or same-shape matrices of them) agree within ``rel_tol`` relative."""
+        pairs = self._scalar_pairs(gold, target)
+        if pairs is None or any(a.free_symbols or b.free_symbols for a, b in pairs):
+            return False
+        for a_expr, b_expr in pairs:
+            a, b = self._value(a_expr, None), self._value(b_expr, None)
+            if a is None or b is None or not self._close(a, b, rel_tol):
+                return False
+        return True
 
 
 def _reply(out: TextIO, payload: dict[str, Any]) -> None:
@@ -156,6 +212,15 @@ def _budget(value: Any) -> float:
     return min(max(budget, 0.01), MAX_BUDGET)
 
 
+def _rel_tol(value: Any) -> float:
+    """A request's relative tolerance: a number in [0, 1), else 0 (the parent validates; this only guards the protocol)."""
+    try:
+        tol = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return tol if 0.0 <= tol < 1.0 else 0.0
+
+
 def _handle(checker: _Checker, request: dict[str, Any]) -> dict[str, Any]:
     """Run one request under its time budget; never raises for bad input."""
     rid = request.get("id", -1)
@@ -164,7 +229,7 @@ def _handle(checker: _Checker, request: dict[str, Any]) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, budget)
     try:
         if request.get("op") == "match":
-            result = checker.match(str(request["ref"]), str(request["pred"]))
+            result = checker.match(str(request["ref"]), str(request["pred"]), _rel_tol(request.get("rel_tol", 0.0)))
         elif request.get("op") == "parse":
             result = checker.parse(str(request["text"])) is not None
         else:

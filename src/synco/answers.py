@@ -3,11 +3,34 @@
 Two jobs:
 
 * **Extraction** (:func:`extract_answer`, :func:`extract_answer_with_method`,
-  :func:`boxed_answers`): find the final answer in a response: the last
-  ``\\boxed{..}`` / ``\\fbox{..}`` after the last ``</think>``, else the last
-  "final answer:" / "answer:" line. Only the last :data:`MAX_SCAN_CHARS`
-  characters of that visible part are read, in linear time, so a response of
-  megabytes of ``\\boxed{`` or spaces costs milliseconds.
+  :func:`boxed_answers`): find the final answer in a response, in one of two modes.
+  Only the last :data:`MAX_SCAN_CHARS` characters of the visible part (after the
+  last ``</think>``) are read, in linear time, so a response of megabytes of
+  ``\\boxed{`` or spaces costs milliseconds. In both modes chat-template tokens
+  (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, ...) end the line they are on.
+
+  - ``mode="reward"`` (the default; training rewards, strict): the last
+    ``\\boxed{..}`` / ``\\fbox{..}``, else the last "final answer:" / "answer:"
+    line with the answer alone on it (``Answer: 9 because ...`` is the answer
+    "9 because ..."). The Reasoner is asked for one boxed answer, so the box wins
+    over any later line, and nothing is guessed from prose.
+  - ``mode="eval"`` (benchmark grading, what model outputs look like): an answer
+    line may carry text after the answer (``The final answer is $10,455$. I hope it
+    is correct.``, ``Answer: 9, since ...``), may lack the colon (``Answer $ 9 $``,
+    ``**Answer** 9``: the answer must then start like maths) or be a heading
+    (``## Final Answer`` over the answer line); GSM8K's ``#### 72`` is read (not a
+    Markdown ``#### Step 1`` heading). Precedence: the last box, unless an answer
+    line or ``####`` marker *after* it states an answer outright (maths, a choice,
+    one word) -- a model that boxes 5 and then writes "Wait ... the final answer is
+    6" answered 6; a remark after the box ("to double-check the answer: plug in
+    ...") leaves the box. With no box and no marker, the last number or maths
+    span of the last sentence that has one (``... so she has 18 apples left.`` ->
+    18): an evaluation-only fallback, never used for rewards.
+  - ``boxed="all"`` (either mode; default ``"last"``): for benchmarks that box
+    every solution one by one, the answer is the unordered collection of the
+    distinct boxed answers (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``, which
+    matches ``-3, 2`` and ``\\{-3, 2\\}``). With ``"last"`` only the last box counts
+    and different boxes are hedging (:attr:`Extraction.hedged`).
 * **Checking** (:class:`AnswerChecker`, :func:`answers_match`): decide whether a
   predicted answer is mathematically the same as a reference answer.
 
@@ -50,6 +73,20 @@ answer right poisons training):
   written apart (``10 00``) or digits after ``!`` / ``%``, makes the answer
   wrong without asking math-verify, which reads those as the bare number.
   A list of two or more items never equals a single number (``5,5 != 5``).
+* Matrices and vectors (``pmatrix``, ``bmatrix``, ``vmatrix`` (a determinant),
+  ``array``) the fast path cannot settle go to math-verify; environment names
+  are neither prose nor variables.
+* ``rel_tol`` (:meth:`AnswerChecker.match`, :meth:`AnswerChecker.grade`,
+  :func:`answers_match`; default 0 = the exact rules above) also accepts numbers
+  within that relative difference, for benchmarks with rounded references
+  (Minerva: ``1.6e-19`` vs ``1.602e-19`` at ``rel_tol=0.01``): plain numbers, in
+  lists and matrices too, and constant expressions math-verify reads
+  (``\\frac{\\pi}{3}`` vs ``1.047`` at ``0.001``). Never expressions with variables.
+* Every True from math-verify is checked numerically in the worker: constant
+  expressions at 30 digits, expressions with variables at fixed sample points,
+  so a sign or term math-verify misreads is vetoed (``1 - \\frac{1}{e}`` vs
+  ``1 + \\frac{1}{e}``: bare math-verify on un-delimited text reads only the
+  leading ``1`` of both; the worker wraps answers in ``$..$`` and checks anyway).
 * Answers over :data:`MAX_ANSWER_CHARS` characters, or containing code-like
   text (``__``, ``import``, ``lambda`` without a backslash, backticks, ...), are
   wrong answers and never reach sympy. Invisible characters (zero-width,
@@ -77,7 +114,7 @@ import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from synco.records import ExtractionMethod
 
@@ -210,13 +247,22 @@ def _skip_space_back(text: str, start: int, end: int) -> int:
     return end
 
 
-def boxed_answers(text: str) -> list[str]:
-    """Contents of every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped).
+@dataclass(frozen=True)
+class _BoxSpan:
+    """One top-level ``\\boxed{..}``: where it starts, one past its closing brace, and its (unwrapped) content."""
+
+    start: int
+    end: int
+    content: str
+
+
+def _boxed_spans(text: str) -> list[_BoxSpan]:
+    """Every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped).
 
     Linear in ``len(text)``: brace pairs are found in one pass, then each box is a lookup.
     """
     pairs = _brace_pairs(text)
-    found: list[str] = []
+    found: list[_BoxSpan] = []
     pos = 0
     while True:
         m = _BOX_OPEN.search(text, pos)
@@ -235,8 +281,13 @@ def boxed_answers(text: str) -> list[str]:
             start = _skip_space(text, inner.end(), end - 1)
             end = _skip_space_back(text, start, end - 1)
         if end > start:
-            found.append(text[start:end])
+            found.append(_BoxSpan(m.start(), close + 1, text[start:end]))
         pos = close + 1
+
+
+def boxed_answers(text: str) -> list[str]:
+    """Contents of every top-level ``\\boxed{..}`` / ``\\fbox{..}`` in order (balanced braces; unclosed or empty ones skipped)."""
+    return [span.content for span in _boxed_spans(text)]
 
 
 def _clean_line_answer(text: str) -> str:
@@ -297,31 +348,311 @@ def _answer_line(text: str) -> tuple[str, ExtractionMethod] | None:
     return None
 
 
-def extract_answer_with_method(response: str) -> Extraction:
-    """Find the final answer of a Reasoner response; see the module docstring for the order of rules.
+_SPECIAL_TOKEN = re.compile(
+    r"<\|[A-Za-z_][A-Za-z0-9_]{0,39}\|>|<\uff5c[^\uff5c<>\n]{1,40}\uff5c>|</?s>|<(?:eos|bos|pad|end_of_turn|start_of_turn)>"
+)
+"""Chat-template tokens a decode may keep (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``, ...)."""
 
+ExtractMode = Literal["reward", "eval"]
+BoxedPolicy = Literal["last", "all"]
+_EVAL_MARK = re.compile(r"(?i)\b(final\s+answer|answer)\b")
+_MARK_CONNECTOR = re.compile(r"(?i)(?:is|was|would\s+be|will\s+be|should\s+be|equals)\b[ \t]*:?|[:=]")
+_ANSWER_START = re.compile(r"[$\\(\[{\d+\-]|\.\d")
+"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths, not a word."""
+_HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
+_EXPLANATION_BREAK = re.compile(
+    r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|and\s+this)\b"
+    r"|\s(?:because|since)\b"
+)
+"""Where an answer stated in running text ends: a sentence end (not a decimal point), or a clause of explanation."""
+_NOT_ANSWER_START = frozenset(
+    "correct incorrect wrong right not above below shown given unknown unclear clear simple obvious "
+    "straightforward as follows in on the answer final".split()
+)
+"""First words after "the answer is" that mean no answer follows ("the answer is correct", "... is as follows")."""
+_MATH_SPAN = re.compile(
+    r"\$\$(.{1,2000}?)\$\$|\$((?:[^$\\]|\\.){1,2000})\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL
+)
+"""A maths span: ``$$..$$``, ``$..$`` (an escaped ``\\$`` inside is a dollar sign), ``\\(..\\)``, ``\\[..\\]``; bounded length."""
+_MATH_CONTENT = re.compile(r"[0-9A-Za-z\\]")
+"""What a maths span must contain to be an answer (``$$$`` or ``$ , $`` is not one)."""
+_LOOSE_NUMBER = re.compile(
+    r"(?<![\w.^_])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?)%?(?![\w])"
+)
+"""A number in running text: ``18``, ``-3``, ``1,250.50``, ``3/4``, ``25%`` (not an exponent, subscript or part of a word)."""
+_FIRST_LINE = re.compile("[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
+"""Up to the first line break (any that ``str.splitlines`` knows)."""
+_GSM8K_MARK = re.compile(r"(?<!#)####(?!#)[ \t]*")
+"""GSM8K's final-answer marker ``#### 72`` (exactly four hashes; what follows must start like maths)."""
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_MAX_MARKS_PER_LINE = 3
+_MAX_MARKER_TRIES = 16
+_MAX_TAIL_SENTENCES = 6
+_TAIL_CHARS = 4000
+
+
+def _check_options(mode: object, boxed: object) -> None:
+    """Reject unknown extraction options with a message naming the field."""
+    if mode not in ("reward", "eval"):
+        raise ValueError(f"mode must be 'reward' or 'eval', got {mode!r}")
+    if boxed not in ("last", "all"):
+        raise ValueError(f"boxed must be 'last' or 'all', got {boxed!r}")
+
+
+def _drop_special_tokens(response: str) -> str:
+    """Chat-template tokens become line breaks: ``... is $5$.<|im_end|>`` ends its line at the token."""
+    return _SPECIAL_TOKEN.sub("\n", response) if "<" in response else response
+
+
+def _all_boxed(boxes: tuple[str, ...]) -> tuple[str, ExtractionMethod]:
+    """The unordered collection of distinct boxed answers (``boxed="all"``): one answer, or ``a, b, ...`` as a list.
+
+    Distinct means different after normalisation and to the fast path (``\\dfrac12``, ``\\frac{1}{2}``
+    and ``0.5`` are one answer). Beyond :data:`_MAX_HEDGE_FORMS` raw forms nothing is normalised;
+    the joined text is then simply too long to match.
+    """
+    raw = list(dict.fromkeys(b.strip() for b in boxes))
+    if len(raw) > _MAX_HEDGE_FORMS:
+        return ", ".join(raw), "boxed_all"
+    kept: list[tuple[str, str, _Value | None]] = []  # (form, key, fast-path value)
+    for b in raw:
+        prep = _prepare(b)
+        key = prep.key if prep is not None else b
+        value = _parse_value(prep.text, prep.was_text) if prep is not None else None
+        if any(key == k or (value is not None and v is not None and _same(value, v) is True) for _, k, v in kept):
+            continue
+        kept.append((b, key, value))
+    if len(kept) == 1:
+        return kept[0][0], "boxed"
+    return ", ".join(form for form, _, _ in kept), "boxed_all"
+
+
+def _rhs(text: str) -> str:
+    """The part after the last top-level ``=`` of a chain like ``3 + 4 = 7`` (the text itself when there is none)."""
+    parts = _split_top(text, "=")
+    if parts is None or len(parts) < 2 or not parts[-1].strip():
+        return text.strip()
+    return parts[-1].strip()
+
+
+def _last_candidate(text: str) -> str | None:
+    """The last maths span (``$..$``, ``\\(..\\)``; its right-hand side) or number in ``text``, whichever ends last.
+
+    A ``$..$`` span that reads as prose is two dollar amounts, not maths, and is skipped.
+    """
+    best: tuple[int, str] | None = None
+    for m in _MATH_SPAN.finditer(text):
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if _MATH_CONTENT.search(inner) and not _is_prose(inner):
+            best = (m.end(), _rhs(inner))
+    for m in _LOOSE_NUMBER.finditer(text):
+        if best is None or m.end() > best[0]:  # a number inside a kept span never ends after it
+            best = (m.end(), m.group(0))
+    return best[1] if best is not None else None
+
+
+@dataclass(frozen=True)
+class _Marked:
+    """An answer an eval-mode marker states: the answer, the route, where the marker is, and whether it was stated.
+
+    ``stated`` is False when the answer was picked out of prose after the marker ("the answer is
+    that she has 18 apples left" -> 18); such an answer never replaces a box (see :func:`_eval_extraction`).
+    """
+
+    answer: str
+    method: ExtractionMethod
+    pos: int
+    stated: bool = True
+
+
+def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
+    """The answer in the text after an eval-mode marker and whether it was stated outright; None when there is none.
+
+    A leading maths span is the answer (``$10,455$. I hope it is correct.`` -> ``10,455``);
+    otherwise the text up to the first sentence end or explanation ("because", ", so").
+    Prose ("that she has 18 apples left") gives its last number or maths span (not stated outright).
+    """
+    s = rest.strip()
+    while s.startswith(("**", "__")):
+        s = s[2:].lstrip()
+    if not s:
+        return None
+    if not explicit and _ANSWER_START.match(s) is None:
+        return None
+    m = _MATH_SPAN.match(s)
+    if m is not None:  # may run over several lines (a display block below a heading)
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if _MATH_CONTENT.search(inner) and not _is_prose(inner):
+            return inner, True
+    s = _FIRST_LINE.match(s).group()  # type: ignore[union-attr]  # always matches (possibly empty)
+    cut = _EXPLANATION_BREAK.search(s)
+    answer = _clean_line_answer(s[: cut.start()] if cut is not None else s)
+    if not answer:
+        return None
+    first = answer.split(None, 1)[0].lower().strip("*:,.")
+    if first in _NOT_ANSWER_START:
+        return None
+    if _is_prose(answer):
+        found = _last_candidate(answer)
+        return (found, False) if found else None
+    return answer, True
+
+
+def _line_starts(lines: list[str]) -> list[int]:
+    """Offset of each line (from ``splitlines(keepends=True)``) in the text it came from."""
+    starts, pos = [], 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line)
+    return starts
+
+
+def _marked_answer(line: str, below: str, offset: int) -> _Marked | None:
+    """The answer after one of the last few "answer" / "final answer" marks of a line at ``offset`` (eval mode).
+
+    A mark may be followed by ``:``, ``is``, ``=`` or nothing (``Answer $ 9 $``); without a
+    connector the answer must start like maths. A bare heading ("## Final Answer") takes the
+    text ``below`` it (from its next non-blank line: that line, or a display block starting there).
+    """
+    marks = list(_EVAL_MARK.finditer(line))[-_MAX_MARKS_PER_LINE:]
+    for mark in reversed(marks):
+        method: ExtractionMethod = "final_answer_line" if mark.group(1).lower().startswith("final") else "answer_line"
+        end = min(len(line), mark.end() + 2 * MAX_ANSWER_CHARS)
+        i = _skip_space(line, mark.end(), end)
+        if line.startswith(("**", "__"), i):
+            i = _skip_space(line, i + 2, end)
+        conn = _MARK_CONNECTOR.match(line, i, end)
+        explicit = conn is not None
+        if conn is not None:
+            i = _skip_space(line, conn.end(), end)
+        rest = line[i:end]
+        if not rest.strip(" \t*_:#"):
+            heading = _HEADING_DECORATION.fullmatch(line, 0, mark.start()) is not None
+            if not (explicit or heading and method == "final_answer_line"):
+                continue
+            found = _eval_clean(below, True) if below else None
+        else:
+            found = _eval_clean(rest, explicit)
+        if found is not None:
+            return _Marked(found[0], method, offset + mark.start(), found[1])
+    return None
+
+
+def _eval_answer_line(text: str) -> _Marked | None:
+    """The last answer stated on an "answer" / "final answer" line (eval mode)."""
+    lines = text.splitlines(keepends=True)
+    starts = _line_starts(lines)
+    below = -1  # offset of the nearest non-blank line below the current one
+    for idx in range(len(lines) - 1, -1, -1):
+        line = lines[idx].rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+        if _EVAL_MARK.search(line) is not None:
+            after = text[below : below + 2 * MAX_ANSWER_CHARS] if below >= 0 else ""
+            found = _marked_answer(line, after, starts[idx])
+            if found is not None:
+                return found
+        if line.strip():
+            below = starts[idx]
+    return None
+
+
+def _gsm8k_answer(text: str) -> _Marked | None:
+    """The answer after GSM8K's last ``####`` marker that is followed by maths (not a Markdown heading)."""
+    marks = list(_GSM8K_MARK.finditer(text))[-_MAX_MARKER_TRIES:]
+    for m in reversed(marks):
+        eol = text.find("\n", m.end(), m.end() + 2 * MAX_ANSWER_CHARS)
+        rest = text[m.end() : eol if eol >= 0 else m.end() + 2 * MAX_ANSWER_CHARS]
+        found = _eval_clean(rest, False)
+        if found is not None:
+            return _Marked(found[0], "gsm8k_marker", m.start(), found[1])
+    return None
+
+
+def _last_sentence_answer(text: str) -> str | None:
+    """Eval-mode fallback: the last number or maths span of the last sentence that has one (``... 18 apples left.`` -> 18).
+
+    Looks at most :data:`_MAX_TAIL_SENTENCES` sentences back in the last :data:`_TAIL_CHARS` characters.
+    """
+    tail = text[-_TAIL_CHARS:]
+    sentences = [s for s in _SENTENCE_SPLIT.split(tail) if s.strip()]
+    for sentence in reversed(sentences[-_MAX_TAIL_SENTENCES:]):
+        found = _last_candidate(sentence)
+        if found:
+            return found
+    return None
+
+
+def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
+    """Whether a marker's answer replaces the last box: it comes after the box and states an answer outright.
+
+    Outright means maths, a choice letter or one word, not a number picked out of a remark:
+    "To double-check the answer: plug in x = 8 ..." after ``\\boxed{7}`` leaves the box.
+    """
+    if marked.pos < last_box.end or not marked.stated:
+        return False
+    s = marked.answer.strip()
+    return bool(_ANSWER_START.match(s) or _CHOICE.match(s) or (_WORD.match(s) and " " not in s))
+
+
+def _eval_extraction(text: str, boxes: list[_BoxSpan], boxed: BoxedPolicy) -> Extraction:
+    """Eval mode: the last box, unless an explicit answer line or ``####`` marker comes after it; else the last sentence."""
+    contents = tuple(b.content for b in boxes)
+    marked = _eval_answer_line(text)
+    gsm = _gsm8k_answer(text)
+    if gsm is not None and (marked is None or gsm.pos > marked.pos):
+        marked = gsm
+    if boxes and (marked is None or not _overrides_box(marked, boxes[-1])):
+        if boxed == "all":
+            answer, method = _all_boxed(contents)
+            return Extraction(answer, method, contents)
+        return Extraction(contents[-1], "boxed", contents)
+    if marked is not None:
+        return Extraction(marked.answer, marked.method, contents)
+    fallback = _last_sentence_answer(text)
+    if fallback is not None:
+        return Extraction(fallback, "last_sentence", contents)
+    return Extraction(None, "none", contents)
+
+
+def extract_answer_with_method(
+    response: str, *, mode: ExtractMode = "reward", boxed: BoxedPolicy = "last"
+) -> Extraction:
+    """Find the final answer of a response; see the module docstring for the rules of each mode.
+
+    ``mode="reward"`` (training rewards, strict): the last ``\\boxed{}``, else the last
+    "final answer:" / "answer:" line with the answer alone on it. ``mode="eval"`` (benchmark
+    grading) also reads answers followed by text on their line, ``Answer $ 9 $``, GSM8K's
+    ``#### 72``, lets an explicit answer line *after* the last box win, and falls back to the
+    last number of the last sentence. ``boxed="all"`` makes several different boxed answers one
+    unordered collection (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``) instead of the last one.
     Only the last :data:`MAX_SCAN_CHARS` characters of the visible text are read, and every step is
     linear in them, so hostile responses (megabytes of ``\\boxed{``, spaces, ``answer:`` lines) are cheap.
     """
+    _check_options(mode, boxed)
     if not isinstance(response, str):
         return Extraction(None, "none")
-    text = _visible_text(response)
+    text = _visible_text(_drop_special_tokens(response))
     if text is None:
         return Extraction(None, "none")
     if len(text) > MAX_SCAN_CHARS:
         text = text[-MAX_SCAN_CHARS:]
-    boxed = tuple(boxed_answers(text))
-    if boxed:
-        return Extraction(boxed[-1], "boxed", boxed)
+    boxes = _boxed_spans(text)
+    if mode == "eval":
+        return _eval_extraction(text, boxes, boxed)
+    contents = tuple(b.content for b in boxes)
+    if contents:
+        if boxed == "all":
+            answer, method = _all_boxed(contents)
+            return Extraction(answer, method, contents)
+        return Extraction(contents[-1], "boxed", contents)
     line = _answer_line(text)
     if line is not None:
-        return Extraction(line[0], line[1], boxed)
-    return Extraction(None, "none", boxed)
+        return Extraction(line[0], line[1], contents)
+    return Extraction(None, "none", contents)
 
 
-def extract_answer(response: str) -> str | None:
-    """The final answer of a Reasoner response, or None."""
-    return extract_answer_with_method(response).answer
+def extract_answer(response: str, *, mode: ExtractMode = "reward", boxed: BoxedPolicy = "last") -> str | None:
+    """The final answer of a response, or None (options as for :func:`extract_answer_with_method`)."""
+    return extract_answer_with_method(response, mode=mode, boxed=boxed).answer
 
 
 # ---------------------------------------------------------------------------
@@ -895,14 +1226,18 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
 # ---------------------------------------------------------------------------
 
 
-def _numbers_equal(a: _Num, b: _Num) -> bool:
+def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
     """Exact for integers/fractions; a written decimal within 1e-6 relative and half a unit of its last digit.
 
     ``0.333333`` matches ``1/3`` (it is 1/3 rounded) but ``1000000.5`` does not match
     ``1000001``. Two written decimals must agree to the finer one's precision, so
     ``23634691.5 != 23634691.51`` although they differ by less than 1e-6 relative.
+    A positive ``tol`` (the caller's ``rel_tol``) also accepts any two numbers within
+    ``tol`` relative of the larger: ``1.6e-19`` equals ``1.602e-19`` at ``tol = 0.01``.
     """
     if a.value == b.value:
+        return True
+    if tol and abs(a.value - b.value) <= tol * max(abs(a.value), abs(b.value)):
         return True
     ulps = [x.half_ulp for x in (a, b) if x.half_ulp is not None]
     if not ulps:
@@ -919,16 +1254,16 @@ def _num_candidates(n: _Num) -> list[_Num]:
     return [n, _Num(n.percent_raw, raw_ulp)]
 
 
-def _compare_numbers(a: _Num, b: _Num) -> bool:
+def _compare_numbers(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
     if a.percent_raw is not None and b.percent_raw is not None:
-        return _numbers_equal(a, b)
-    return any(_numbers_equal(x, y) for x in _num_candidates(a) for y in _num_candidates(b))
+        return _numbers_equal(a, b, tol)
+    return any(_numbers_equal(x, y, tol) for x in _num_candidates(a) for y in _num_candidates(b))
 
 
-def _compare_ordered(a: tuple[_Value, ...], b: tuple[_Value, ...]) -> bool | None:
+def _compare_ordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fraction = Fraction(0)) -> bool | None:
     if len(a) != len(b):
         return False
-    verdicts = [_same(x, y) for x, y in zip(a, b)]
+    verdicts = [_same(x, y, tol) for x, y in zip(a, b)]
     if False in verdicts:
         return False
     return None if None in verdicts else True
@@ -941,13 +1276,13 @@ def _exact_key(v: _Value) -> Fraction | None:
     return None
 
 
-def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...]) -> bool | None:
+def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fraction = Fraction(0)) -> bool | None:
     keys_a, keys_b = [_exact_key(x) for x in a], [_exact_key(y) for y in b]
-    if None not in keys_a and None not in keys_b:
+    if not tol and None not in keys_a and None not in keys_b:  # with a tolerance, equal is not hashable
         return set(keys_a) == set(keys_b)
     if len(a) * len(b) > 4096:
         return None  # big mixed lists: leave them to math-verify's time-bounded check
-    table = [[_same(x, y) for y in b] for x in a]
+    table = [[_same(x, y, tol) for y in b] for x in a]
     if any(v is None for row in table for v in row):
         return None
     covers_a = all(any(row) for row in table)
@@ -955,22 +1290,22 @@ def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...]) -> bool | N
     return covers_a and covers_b
 
 
-def _compare_seqs(a: _Seq, b: _Seq) -> bool | None:
+def _compare_seqs(a: _Seq, b: _Seq, tol: Fraction = Fraction(0)) -> bool | None:
     """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive."""
     a_set, b_set = a.open in ("", "{"), b.open in ("", "{")
     if a_set and b_set:
-        return _compare_unordered(a.items, b.items)
+        return _compare_unordered(a.items, b.items, tol)
     if a.open == "" or b.open == "":
         other = b if a.open == "" else a
         if other.open == "(" and other.close == ")":
-            return _compare_ordered(a.items, b.items)
+            return _compare_ordered(a.items, b.items, tol)
         return None
     if (a.open, a.close) != (b.open, b.close):
         return False
-    return _compare_ordered(a.items, b.items)
+    return _compare_ordered(a.items, b.items, tol)
 
 
-def _compare_matrix_vector(m: _Matrix, s: _Seq) -> bool | None:
+def _compare_matrix_vector(m: _Matrix, s: _Seq, tol: Fraction = Fraction(0)) -> bool | None:
     """A one-row or one-column matrix against a parenthesised/bracketed tuple of the same entries."""
     if (s.open, s.close) not in (("(", ")"), ("[", "]")):
         return None
@@ -980,11 +1315,11 @@ def _compare_matrix_vector(m: _Matrix, s: _Seq) -> bool | None:
         flat = tuple(r[0] for r in m.rows)
     else:
         return None
-    return _compare_ordered(flat, s.items)
+    return _compare_ordered(flat, s.items, tol)
 
 
-def _same(a: _Value, b: _Value) -> bool | None:
-    """True/False when the fast path is sure, None when math-verify must decide."""
+def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool | None:
+    """True/False when the fast path is sure, None when math-verify must decide (``tol``: relative tolerance, 0 = off)."""
     if isinstance(a, _DivZero) or isinstance(b, _DivZero):
         return False
     if isinstance(a, _Word) or isinstance(b, _Word):
@@ -998,13 +1333,13 @@ def _same(a: _Value, b: _Value) -> bool | None:
     if isinstance(a, _Opaque) or isinstance(b, _Opaque):
         return None
     if isinstance(a, _Equation) and isinstance(b, _Equation):
-        return _same(a.rhs, b.rhs) if a.lhs == b.lhs else False
+        return _same(a.rhs, b.rhs, tol) if a.lhs == b.lhs else False
     if isinstance(a, _Equation):
-        return _same(a.rhs, b)
+        return _same(a.rhs, b, tol)
     if isinstance(b, _Equation):
-        return _same(a, b.rhs)
+        return _same(a, b.rhs, tol)
     if isinstance(a, _Num) and isinstance(b, _Num):
-        return _compare_numbers(a, b)
+        return _compare_numbers(a, b, tol)
     if isinstance(a, _Seq) and isinstance(b, (_Num, _Inf)) or isinstance(b, _Seq) and isinstance(a, (_Num, _Inf)):
         seq = a if isinstance(a, _Seq) else b
         if len(seq.items) > 1:  # type: ignore[union-attr]
@@ -1022,15 +1357,15 @@ def _same(a: _Value, b: _Value) -> bool | None:
         if isinstance(other, (_Num, _Inf)) and letter.letter not in "ei":  # type: ignore[union-attr]
             return False  # a variable is not a number (e and i may be constants: leave those to math-verify)
     if isinstance(a, _Seq) and isinstance(b, _Seq):
-        return _compare_seqs(a, b)
+        return _compare_seqs(a, b, tol)
     if isinstance(a, _Matrix) and isinstance(b, _Matrix):
         if len(a.rows) != len(b.rows) or len(a.rows[0]) != len(b.rows[0]):
             return False
-        return _compare_ordered(tuple(x for r in a.rows for x in r), tuple(x for r in b.rows for x in r))
+        return _compare_ordered(tuple(x for r in a.rows for x in r), tuple(x for r in b.rows for x in r), tol)
     if isinstance(a, _Matrix) and isinstance(b, _Seq):
-        return _compare_matrix_vector(a, b)
+        return _compare_matrix_vector(a, b, tol)
     if isinstance(b, _Matrix) and isinstance(a, _Seq):
-        return _compare_matrix_vector(b, a)
+        return _compare_matrix_vector(b, a, tol)
     return None
 
 
@@ -1096,7 +1431,7 @@ def _free_letters(text: str) -> frozenset[str] | None:
     """
     if _RELATION.search(text):
         return None
-    t = re.sub(r"\\[A-Za-z]+", " ", text)
+    t = re.sub(r"\\[A-Za-z]+", " ", _without_environments(text))
     t = _FUNCTION_WORDS.sub(" ", t)
     t = re.sub(r"(?<=\d)[eE](?=[-+]?\d)", " ", t)
     return frozenset(c.lower() for c in t if c.isascii() and c.isalpha() and c not in "ei")
@@ -1147,9 +1482,21 @@ def _decorated_number(text: str) -> bool:
     return _ELLIPSIS_ON_NUMBER.search(t) is not None
 
 
+_ENVIRONMENT = re.compile(r"\\begin\s*\{array\}\s*\{[lcr|:\s]{1,40}\}|\\(?:begin|end)\s*\{[A-Za-z*]{1,20}\}")
+"""``\\begin{pmatrix}``, ``\\end{array}``, ``\\begin{array}{cc}``: an environment's name (and column spec), not words."""
+
+
+def _without_environments(text: str) -> str:
+    """``text`` with environment names removed, so ``pmatrix`` / ``array`` count neither as words nor as variables."""
+    return _ENVIRONMENT.sub(" ", text) if "\\" in text else text
+
+
 def _is_prose(text: str) -> bool:
-    """Sentences rather than maths: two or more ordinary words (not function names, not in capitals)."""
-    words = re.findall(r"(?<![\\A-Za-z])[A-Za-z][a-z]{2,}(?![A-Za-z])", text)
+    """Sentences rather than maths: two or more ordinary words (not function names, not in capitals).
+
+    Environment names are not words: a matrix (``\\begin{pmatrix}..\\end{pmatrix}``) is maths.
+    """
+    words = re.findall(r"(?<![\\A-Za-z])[A-Za-z][a-z]{2,}(?![A-Za-z])", _without_environments(text))
     return sum(1 for w in words if w.lower() not in _MATH_NAMES) >= 2
 
 
@@ -1364,6 +1711,19 @@ def _valid_timeout(value: object, name: str = "timeout") -> float:
     return min(seconds, MAX_TIMEOUT)
 
 
+def _valid_rel_tol(value: object) -> Fraction:
+    """``rel_tol`` as an exact fraction in ``[0, 1)``; anything else (negative, NaN, inf, not a number) raises ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {value!r}")
+    try:
+        tol = float(value)
+    except OverflowError:  # an integer too large for a float
+        tol = math.inf
+    if not (0.0 <= tol < 1.0):  # also false for NaN
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {value!r}")
+    return Fraction(repr(tol))  # 0.01 -> 1/100, not the binary float's 5764607523034235/2**59
+
+
 class AnswerChecker:
     """Decides whether a predicted answer equals a reference answer; safe from any thread, bounded in time.
 
@@ -1414,25 +1774,41 @@ class AnswerChecker:
 
     # -- public API --------------------------------------------------------
 
-    def match(self, predicted: str, reference: str, *, timeout: float | None = None) -> bool:
+    def match(self, predicted: str, reference: str, *, timeout: float | None = None, rel_tol: float = 0.0) -> bool:
         """Whether ``predicted`` is the same answer as ``reference`` (False for anything unreadable or too slow).
 
         ``timeout`` overrides the checker's timeout for this call; it covers the whole call (see the class).
+        ``rel_tol`` (default 0: the exact rules of the module docstring) also accepts numbers within that
+        relative difference, for benchmarks whose references are rounded (``1.6e-19`` vs ``1.602e-19``
+        at ``rel_tol=0.01``); it applies to plain numbers, in lists and matrices too, and to constant
+        expressions math-verify reads. Negative, NaN or ``>= 1`` raises ``ValueError``.
         """
+        tol = _valid_rel_tol(rel_tol)
         deadline = time.monotonic() + self._call_timeout(timeout)
-        return self._match_until(predicted, reference, deadline)
+        return self._match_until(predicted, reference, deadline, tol)
 
-    def grade(self, response: str, reference: str, *, timeout: float | None = None) -> tuple[Extraction, bool]:
+    def grade(
+        self,
+        response: str,
+        reference: str,
+        *,
+        timeout: float | None = None,
+        mode: ExtractMode = "reward",
+        boxed: BoxedPolicy = "last",
+        rel_tol: float = 0.0,
+    ) -> tuple[Extraction, bool]:
         """Extract the final answer of a whole response and check it against ``reference``, within one time bound.
 
-        The per-attempt path in one call: extraction reads at most :data:`MAX_SCAN_CHARS`
-        characters in linear time, and whatever it leaves of ``timeout`` bounds the check.
+        The per-attempt path in one call: extraction (``mode`` / ``boxed`` as in
+        :func:`extract_answer_with_method`) reads at most :data:`MAX_SCAN_CHARS` characters in
+        linear time, and whatever it leaves of ``timeout`` bounds the check (``rel_tol`` as in :meth:`match`).
         """
+        tol = _valid_rel_tol(rel_tol)
         deadline = time.monotonic() + self._call_timeout(timeout)
-        extraction = extract_answer_with_method(response)
+        extraction = extract_answer_with_method(response, mode=mode, boxed=boxed)
         if extraction.answer is None:
             return extraction, False
-        return extraction, self._match_until(extraction.answer, reference, deadline)
+        return extraction, self._match_until(extraction.answer, reference, deadline, tol)
 
     def understands(self, answer: str, *, timeout: float | None = None) -> bool:
         """Whether ``answer`` is something checkable: a number, expression, set/tuple/interval, choice, equation, short word.
@@ -1490,8 +1866,8 @@ class AnswerChecker:
         """The bound of one call: the checker's, or a validated per-call override."""
         return self.timeout if timeout is None else _valid_timeout(timeout)
 
-    def _match_until(self, predicted: str, reference: str, deadline: float) -> bool:
-        """:meth:`match` with an absolute deadline (``time.monotonic()`` seconds)."""
+    def _match_until(self, predicted: str, reference: str, deadline: float, tol: Fraction = Fraction(0)) -> bool:
+        """:meth:`match` with an absolute deadline (``time.monotonic()`` seconds) and a relative tolerance (0 = off)."""
         self._count("n_calls")
         try:
             pred = _prepare(predicted)
@@ -1499,7 +1875,7 @@ class AnswerChecker:
             if pred is None or ref is None:
                 self._count("n_rejected")
                 return False
-            verdict = self._fast(pred, ref)
+            verdict = self._fast(pred, ref, tol)
         except Exception:  # a bug in the fast path must not crash a training step; counted and logged
             self._count("n_errors")
             logger.exception("answer fast path failed on %r vs %r", str(predicted)[:200], str(reference)[:200])
@@ -1509,21 +1885,21 @@ class AnswerChecker:
             return verdict
         if not self.use_math_verify or _is_prose(pred.text):
             return False
-        payload = {"op": "match", "ref": _to_latex(ref.text), "pred": _to_latex(pred.text)}
+        payload = {"op": "match", "ref": _to_latex(ref.text), "pred": _to_latex(pred.text), "rel_tol": float(tol)}
         return self._ask_worker(payload, deadline)
 
     def _count(self, name: str, k: int = 1) -> None:
         with self._count_lock:
             setattr(self, name, getattr(self, name) + k)
 
-    def _fast(self, pred: _Prepared, ref: _Prepared) -> bool | None:
+    def _fast(self, pred: _Prepared, ref: _Prepared, tol: Fraction = Fraction(0)) -> bool | None:
         """The fast path's verdict; a decorated number it cannot read is never handed to math-verify (False)."""
-        verdict = self._fast_verdict(pred, ref)
+        verdict = self._fast_verdict(pred, ref, tol)
         if verdict is None and (_decorated_number(pred.text) or _decorated_number(ref.text)):
             return False
         return verdict
 
-    def _fast_verdict(self, pred: _Prepared, ref: _Prepared) -> bool | None:
+    def _fast_verdict(self, pred: _Prepared, ref: _Prepared, tol: Fraction = Fraction(0)) -> bool | None:
         if pred.unit and ref.unit and pred.unit != ref.unit:
             return False
         if pred.key == ref.key:
@@ -1537,7 +1913,7 @@ class AnswerChecker:
             if _shapes_differ(pred.text, ref.text) is False:
                 return False
             return _variables_differ(pred.text, ref.text, a, b)
-        return _same(a, b)
+        return _same(a, b, tol)
 
     def _drop_worker(self) -> None:
         if self._finalizer is not None:
@@ -1675,6 +2051,11 @@ def default_checker() -> AnswerChecker:
         return _default_checker
 
 
-def answers_match(predicted: str, reference: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
-    """Whether ``predicted`` equals ``reference``, using the shared :class:`AnswerChecker`, within ``timeout`` seconds."""
-    return default_checker().match(predicted, reference, timeout=timeout)
+def answers_match(
+    predicted: str, reference: str, *, timeout: float = DEFAULT_TIMEOUT, rel_tol: float = 0.0
+) -> bool:
+    """Whether ``predicted`` equals ``reference``, using the shared :class:`AnswerChecker`, within ``timeout`` seconds.
+
+    ``rel_tol`` as in :meth:`AnswerChecker.match` (0: exact rules).
+    """
+    return default_checker().match(predicted, reference, timeout=timeout, rel_tol=rel_tol)

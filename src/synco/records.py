@@ -28,7 +28,11 @@ CARD_FIELDS: tuple[str, ...] = (
 CHECK_NAMES: tuple[str, ...] = ("format", "schema", "problem", "answer", "novelty", "reliability")
 """Per-check scores every verdict carries (each in [0, 1])."""
 
-ExtractionMethod = Literal["boxed", "final_answer_line", "answer_line", "none"]
+ExtractionMethod = Literal[
+    "boxed", "boxed_all", "final_answer_line", "answer_line", "gsm8k_marker", "last_sentence", "none"
+]
+"""How an answer was found (see :func:`synco.answers.extract_answer_with_method`); ``boxed_all``,
+``gsm8k_marker`` and ``last_sentence`` only come from its evaluation options."""
 
 
 class TaskCardError(ValueError):
