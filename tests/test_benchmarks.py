@@ -124,3 +124,20 @@ def test_real_benchmarks_load():
     if "aime24" in found:
         assert load_benchmark(found["aime24"])[0] == BenchmarkItem(
             id="aime_2024_I-1", question=load_benchmark(found["aime24"])[0].question, answer="204", benchmark="aime24")
+
+
+def test_benchmark_path_problems_and_message(tmp_path, monkeypatch):
+    from synco.benchmarks import benchmark_path_problems, benchmark_paths_error
+
+    good = tmp_path / "data" / "gsm8k" / "test.jsonl"
+    good.parent.mkdir(parents=True)
+    good.write_text('{"id": "1", "question": "q", "answer": "1"}\n')
+    (tmp_path / "empty").mkdir()
+    assert benchmark_path_problems([tmp_path / "data", tmp_path / "data" / "gsm8k", good]) == []
+    assert benchmark_path_problems([tmp_path / "empty", tmp_path / "gone"]) == [
+        f"{str(tmp_path / 'empty')!r} holds no test.jsonl nor <name>/test.jsonl", f"{str(tmp_path / 'gone')!r} not found"]
+    assert benchmark_paths_error([tmp_path / "data"], "verifier.benchmark_paths") is None
+    monkeypatch.chdir(tmp_path)
+    message = benchmark_paths_error(["data/benchmarks"], "verifier.benchmark_paths")
+    assert message is not None and message.startswith("verifier.benchmark_paths: 'data/benchmarks' not found")
+    assert "synco data --out data/benchmarks" in message and str(tmp_path) in message

@@ -6,7 +6,7 @@ from synco.config import ConfigError, apply_overrides, describe_fields, dump_con
 def test_presets_validate():
     arith = load_config("arith")
     assert arith.domain == "arith" and arith.n_cards == 128 and arith.k == 8 and arith.report_refresh_every == 5
-    paper = load_config("paper")
+    paper = load_config("paper", overrides=["verifier.benchmark_paths=[]"])  # no `synco data` folder here
     assert paper.reasoner.grpo.lr == pytest.approx(1e-6)
     assert paper.steps == 100
 

@@ -1,8 +1,11 @@
-"""Every shipped preset validates; shared_base config checks name the offending field."""
+"""Every shipped preset validates; shared_base config checks name the offending field; the paper presets
+screen against `synco data`'s benchmark folder and fail clearly without it."""
 
 from __future__ import annotations
 
+import json
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -12,19 +15,33 @@ PRESET_FILES = sorted(f.name[: -len(".yaml")] for f in (resources.files("synco")
                       if f.name.endswith(".yaml"))
 
 
+PAPER_PRESETS = ("paper", "paper-1gpu")
+
+
+@pytest.fixture()
+def with_benchmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The current folder holds data/benchmarks/gsm8k/test.jsonl, as `synco data` leaves it."""
+    path = tmp_path / "data" / "benchmarks" / "gsm8k" / "test.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"id": "g1", "question": "Tom has 3 apples and buys 4 more. How many now?",
+                                "answer": "7"}) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return path.parent.parent
+
+
 def test_every_preset_file_is_registered() -> None:
     assert set(PRESET_FILES) == set(PRESETS)
 
 
 @pytest.mark.parametrize("name", PRESET_FILES)
-def test_every_preset_validates(name: str) -> None:
+def test_every_preset_validates(name: str, with_benchmarks: Path) -> None:
     cfg = load_config(name)
     if cfg.shared_base:
         assert cfg.synthesizer.model_path == cfg.reasoner.model_path
         assert cfg.synthesizer.lora is not None and cfg.synthesizer.lora == cfg.reasoner.lora
 
 
-def test_paper_1gpu_is_paper_with_shared_base_lora() -> None:
+def test_paper_1gpu_is_paper_with_shared_base_lora(with_benchmarks: Path) -> None:
     paper, one = load_config("paper"), load_config("paper-1gpu")
     assert not paper.shared_base and one.shared_base
     for role in ("synthesizer", "reasoner"):
@@ -42,7 +59,7 @@ def test_paper_1gpu_is_paper_with_shared_base_lora() -> None:
     ("reasoner.dtype=float32", "reasoner.dtype"),
     ("reasoner.lora=null", "reasoner.lora"),
 ])
-def test_shared_base_mismatch_names_the_field(override: str, field: str) -> None:
+def test_shared_base_mismatch_names_the_field(override: str, field: str, with_benchmarks: Path) -> None:
     with pytest.raises(ConfigError, match="shared_base") as err:
         load_config("paper-1gpu", overrides=[override])
     assert field in str(err.value)
@@ -55,3 +72,34 @@ def test_shared_base_is_off_by_default_and_needs_lora() -> None:
     cfg = load_config("arith", overrides=["shared_base=true", "reasoner.model_path=builtin:arith/synthesizer",
                                           "synthesizer.lora.rank=4", "reasoner.lora.rank=4"])
     assert cfg.shared_base and cfg.reasoner.lora is not None and cfg.reasoner.lora.rank == 4
+
+
+@pytest.mark.parametrize("name", PAPER_PRESETS)
+def test_paper_presets_screen_against_the_synco_data_folder(name: str, with_benchmarks: Path) -> None:
+    cfg = load_config(name)
+    assert cfg.verifier.benchmark_paths == ["data/benchmarks"] and cfg.verifier.reject_contaminated
+
+
+@pytest.mark.parametrize("name", PAPER_PRESETS)
+def test_paper_presets_without_the_data_folder_say_to_run_synco_data(name: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_config(name)
+    message = str(err.value)
+    assert "verifier.benchmark_paths" in message and "'data/benchmarks' not found" in message
+    assert "synco data --out data/benchmarks" in message and str(tmp_path) in message
+    # an empty folder is no better than none
+    (tmp_path / "data" / "benchmarks").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="holds no test.jsonl"):
+        load_config(name)
+    # screening can be turned off explicitly
+    assert load_config(name, overrides=["verifier.benchmark_paths=[]"]).verifier.benchmark_paths == []
+
+
+def test_the_default_run_configures_no_benchmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no data folder: the embedded arith run does not need one
+    for name in ("arith", "smollm2"):
+        assert load_config(name).verifier.benchmark_paths == []
+    with pytest.raises(ConfigError, match="verifier.benchmark_paths: 'gone' not found"):
+        load_config("arith", overrides=["verifier.benchmark_paths=[gone]"])

@@ -104,3 +104,39 @@ def test_cli_and_errors(run_and_data: tuple[Path, Path], tmp_path: Path, capsys:
         check_run(run, data, benchmarks=["aime24"])
     with pytest.raises(ContaminationError, match="threshold"):
         check_run(run, data, threshold=0.0)
+
+
+# --------------------------------------------------------------------------- screening during training, by default
+
+
+def screening_verifier(preset: str):
+    """The TaskVerifier a run of ``preset`` builds (fast-path checker, strict), from the current folder."""
+    from synco.answers import AnswerChecker
+    from synco.config import load_config
+    from synco.verifier import TaskVerifier
+
+    cfg = load_config(preset)
+    return TaskVerifier(cfg.verifier.model_copy(update={"strict": True}), checker=AnswerChecker(use_math_verify=False))
+
+
+def card_text(problem: str) -> str:
+    fields = {f: f"the {f}" for f in CARD_FIELDS}
+    fields.update(problem=problem, solution=r"She sells 9 eggs: 9 * 2 = 18. \boxed{18}", final_answer="18")
+    return json.dumps(fields)
+
+
+def test_paper_runs_screen_for_contamination_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_bench(tmp_path / "data" / "benchmarks", "gsm8k", GSM)  # what `synco data` leaves in the run's folder
+    monkeypatch.chdir(tmp_path)
+    verifier = screening_verifier("paper")
+    assert verifier.n_benchmark_questions == len(GSM)
+    [(_, verdict)] = verifier.verify_batch([card_text(NEAR)])
+    assert not verdict.valid and verdict.reason_codes == ["contaminated"] and "gsm8k/g0" in verdict.reasons[0]
+
+
+def test_runs_without_benchmark_files_do_not_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    verifier = screening_verifier("smollm2")  # math domain, no benchmark folder configured
+    assert verifier.n_benchmark_questions == 0
+    [(_, verdict)] = verifier.verify_batch([card_text(NEAR)])
+    assert "contaminated" not in verdict.reason_codes

@@ -250,8 +250,8 @@ def test_export_jsonl_and_hf_dataset(pool: TaskPool, tmp_path: Path) -> None:
     assert [row["task_id"] for row in lines] == [1, 3]
     assert list(lines[1]) == list(EXPORT_COLUMNS)
     assert lines[1]["problem"] == "problem s1 k0"
-    assert lines[1]["final_answer"] == "\\frac{1}{2}"
-    assert lines[1]["reference"] == "1/2"
+    assert lines[1]["final_answer"] == "1/2"  # the verified reference, not the card's claim
+    assert lines[1]["synthesizer_answer"] == "\\frac{1}{2}" and lines[1]["answer_corrected"] is False
     assert lines[1]["factors"] == {"topic": "geo"}
     assert lines[1]["success_rate"] == 0.75
     assert lines[1]["quality"] == 0.8 and lines[1]["reliability"] == 0.9
@@ -262,6 +262,39 @@ def test_export_jsonl_and_hf_dataset(pool: TaskPool, tmp_path: Path) -> None:
     assert ds.column_names == list(EXPORT_COLUMNS)
     assert ds[1]["factors"] == {"level": None, "topic": "geo"}
     assert ds[0]["success_rate"] == 0.5
+
+
+def corrected_record(step: int, slot: int, claimed: str, truth: str) -> TaskRecord:
+    """A valid arith-like record whose answer the oracle corrected (a soft reason, the card stays valid)."""
+    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").model_copy(update={"final_answer": claimed}))
+    verdict = rec.verdict.model_copy(update={"reference": truth,
+                                             "reasons": [f"reference_corrected: card={claimed} oracle={truth}"]})
+    return rec.model_copy(update={"verdict": verdict})
+
+
+def test_export_carries_the_verified_reference_as_final_answer(pool: TaskPool, tmp_path: Path) -> None:
+    pool.record_step(0, [corrected_record(0, 0, claimed="989", truth="978"), make_record(0, 1)])
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.export_jsonl(out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["final_answer"], r["synthesizer_answer"], r["answer_corrected"]) for r in rows] == [
+        ("978", "989", True), ("1/2", "\\frac{1}{2}", False)]
+    ds = pool.to_hf_dataset()
+    assert ds["final_answer"] == ["978", "1/2"] and ds["answer_corrected"] == [True, False]
+
+
+def test_append_step_jsonl_grows_the_export_by_whole_steps(pool: TaskPool, tmp_path: Path) -> None:
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.record_step(0, [make_record(0, 0), make_record(0, 1, valid=False), corrected_record(0, 2, "5", "6")])
+    pool.record_step(1, [make_record(1, 0, valid=False)])
+    pool.record_step(2, [make_record(2, 0)])
+    assert [pool.append_step_jsonl(out, s) for s in range(3)] == [2, 0, 1]
+    appended = out.read_text(encoding="utf-8")
+    full = tmp_path / "full.jsonl"
+    assert pool.export_jsonl(full) == 3
+    assert appended == full.read_text(encoding="utf-8")  # appending step by step = exporting at the end
+    empty = tmp_path / "none.jsonl"
+    assert pool.append_step_jsonl(empty, 1) == 0 and empty.read_text() == ""  # created even without rows
 
 
 def test_export_of_empty_pool(pool: TaskPool, tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
 import pytest
 
+from synco.records import CARD_FIELDS, TaskCard
+from synco.report import CapabilityReport, CoverageStat, FactorStat
 from synco.rewards import (
     ReasonerRewardConfig,
     SynthesizerRewardConfig,
+    card_alignment,
     gate,
     is_gradient_bearing,
     reasoner_reward,
+    report_focus,
     success_band,
     synthesizer_reward,
     teachability,
@@ -51,7 +55,51 @@ def test_additive_synth_reward_hand_computed():
     cfg = SynthesizerRewardConfig(mode="additive")
     # 0.3*1 + 0.2*0.5 + 0.2*band(0.5)=0.2 + 0.15*0.4 + 0.15*1 = 0.3+0.1+0.2+0.06+0.15 = 0.81
     r = synthesizer_reward(True, 1.0, 0.5, 0.5, novelty=0.4, alignment=1.0, config=cfg)
-    assert r.total == pytest.approx(0.81)
+    assert r.total == pytest.approx(0.81) and r.alignment == 1.0
+    # an off-target card loses exactly the alignment weight: 0.81 - 0.15
+    assert synthesizer_reward(True, 1.0, 0.5, 0.5, novelty=0.4, alignment=0.0, config=cfg).total == pytest.approx(0.66)
+
+
+def test_additive_reward_needs_its_alignment_input():
+    cfg = SynthesizerRewardConfig(mode="additive")
+    with pytest.raises(ValueError, match="alignment"):
+        synthesizer_reward(True, 1.0, 0.5, 0.5, config=cfg)
+    with pytest.raises(ValueError, match="alignment must be in"):
+        synthesizer_reward(True, 1.0, 0.5, 0.5, alignment=1.5, config=cfg)
+    # invalid cards are penalised without one; the gated mode does not use it but records it
+    assert synthesizer_reward(False, 0.2, 0.0, None, config=cfg).total == -0.5
+    assert synthesizer_reward(True, 0.9, 0.75, 0.25, alignment=1.0).alignment == 1.0
+
+
+def card(factors: dict[str, str], difficulty: str = "medium") -> TaskCard:
+    fields = {f: "x" for f in CARD_FIELDS}
+    fields.update(problem="What is 2 + 3?", difficulty_estimate=difficulty)
+    c = TaskCard(**fields)
+    c.factors.update(factors)
+    return c
+
+
+def test_alignment_with_a_designer_target_is_on_target():
+    c = card({"topic": "algebra", "steps": "3-4"})
+    assert card_alignment(c, (("topic", "algebra"),)) == 1.0
+    assert card_alignment(c, (("topic", "algebra"), ("steps", "3-4"))) == 1.0
+    assert card_alignment(c, (("topic", "algebra"), ("steps", "5+"))) == 0.0  # one bucket missed
+    assert card_alignment(c, (("topic", "geometry"),), focus={("topic", "algebra")}) == 0.0  # the target decides
+    assert card_alignment(None, (("topic", "algebra"),)) == 0.0
+
+
+def test_alignment_without_a_target_follows_the_report():
+    report = CapabilityReport(
+        weakest=[FactorStat(key="topic", value="geometry", n_tasks=6, n_measured=6, success_rate=0.1)],
+        under_covered=[CoverageStat(key="difficulty", value="hard", n_tasks=1, share=0.05, uniform_share=0.33)],
+    )
+    focus = report_focus(report)
+    assert focus == {("topic", "geometry"), ("difficulty", "hard")}
+    assert card_alignment(card({"topic": "geometry"}), None, focus) == 1.0  # a weak spot
+    assert card_alignment(card({"topic": "algebra"}, difficulty="hard"), None, focus) == 1.0  # under-covered
+    assert card_alignment(card({"topic": "algebra"}), None, focus) == 0.0
+    assert card_alignment(card({"topic": "geometry"}), None, frozenset()) == 0.0  # the report asks for nothing
+    assert report_focus(CapabilityReport()) == frozenset()
 
 
 def test_invalid_and_duplicate_penalties():

@@ -38,7 +38,12 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
         assert db.execute("select count(distinct step) from tasks").fetchone()[0] == 3
         n_valid = db.execute("select count(*) from tasks where valid=1").fetchone()[0]
     assert sum(r["n_valid"] for r in rows) == n_valid
-    assert len((run / "valid_tasks.jsonl").read_text().splitlines()) == n_valid
+    exported = [json.loads(ln) for ln in (run / "valid_tasks.jsonl").read_text().splitlines()]
+    assert len(exported) == n_valid
+    with sqlite3.connect(run / "pool.sqlite") as db:
+        refs = dict(db.execute("select task_id, reference from tasks where valid=1").fetchall())
+    assert [r["final_answer"] for r in exported] == [refs[r["task_id"]] for r in exported]
+    assert summary.alerts == 0 and not (run / "alerts.jsonl").exists()
     ckpt = run / "checkpoints" / "step_2"
     for role in ("synthesizer", "reasoner"):
         assert (ckpt / role / "config.json").is_file()
@@ -51,7 +56,7 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     assert all(0 <= v <= 1 for v in [*summary.heldout_sampled_before.values(), *summary.heldout_sampled_after.values()])
     assert summary.steps == 3
     text = format_summary(summary)
-    assert "held-out" in text and "sampled" in text and "time per step" in text
+    assert "held-out" in text and "sampled" in text and "time per step" in text and "health alerts: none" in text
 
     # `synco analyze` on this real run directory: its counts agree with the pool and the report embeds every plot.
     assert main(["analyze", str(run)]) == 0
@@ -124,3 +129,109 @@ def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
     assert "by step" not in greedy_only  # no curve without heldout_every
     curved = format_summary(s.model_copy(update={"heldout_curve": {0: 0.375, 50: 0.4, 100: 0.5}}))
     assert "held-out greedy mean by step: 0:0.375  50:0.400  100:0.500" in curved
+    alerted = format_summary(s.model_copy(update={"alerts": 3, "alerts_by_check": {"valid_rate": 2, "nan_skips": 1}}))
+    assert "health alerts: 3 (valid_rate 2, nan_skips 1), see r/alerts.jsonl" in alerted
+    assert "health alerts: none" in greedy_only
+
+
+def test_progress_bar_shows_the_alert_count_once_one_fired():
+    from synco.engine import StepStats
+    from synco.trainer import progress_postfix
+
+    stats = StepStats(step=3, mode="cotrain", valid_rate=0.5)
+    assert "alerts" not in progress_postfix(stats) and progress_postfix(stats, alerts=2)["alerts"] == "2"
+
+
+# ------------------------------------------------------------------ health checks and the dataset file
+
+FAST = ["n_cards=8", "k=2", "heldout_per_group=0", "progress=false", "tensorboard=false", "threads=1",
+        "synthesizer.sampling.max_new_tokens=320"]
+
+
+def jsonl(path):
+    return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()]
+
+
+def pool_export(run_dir, tmp_path):
+    """The dataset as the pool holds it now (export_jsonl into a scratch file)."""
+    from synco.pool import TaskPool
+
+    out = tmp_path / f"export-{run_dir.name}.jsonl"
+    with TaskPool(run_dir / "pool.sqlite") as pool:
+        pool.export_jsonl(out)
+    return jsonl(out)
+
+
+def references(run_dir):
+    with sqlite3.connect(run_dir / "pool.sqlite") as db:
+        return dict(db.execute("select task_id, reference from tasks where valid = 1").fetchall())
+
+
+@pytest.mark.slow
+def test_a_stop_alert_checkpoints_the_step_and_exits_with_a_resume_hint(tmp_path, capsys, one_thread):
+    # a saturation band every real accuracy falls in, so the check fires at step 0
+    forced = ["health.patience=1", "health.reward_saturation.low=0.97", "health.reward_saturation.high=0.98",
+              "health.reward_saturation.action=stop"]
+    assert main(["train", f"runs_dir={tmp_path}", "run_id=sick", "steps=3", *FAST, *forced]) == 3
+    run = tmp_path / "sick"
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "health alert (stop) at step 0: reward_saturation: Reasoner accuracy" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("synco train: health check reward_saturation stopped the run after step 0")
+    assert last.endswith(f"continue with: synco train --resume {run}")
+    assert [r["step"] for r in metric_lines(run)] == [0]
+    assert (run / "checkpoints" / "step_0" / "trainer_state.pt").is_file()  # checkpointed before stopping
+    [alert] = jsonl(run / "alerts.jsonl")
+    assert (alert["step"], alert["check"], alert["action"], alert["threshold"]) == (0, "reward_saturation", "stop", 0.97)
+    assert alert["value"] <= 0.97
+    assert jsonl(run / "valid_tasks.jsonl") == pool_export(run, tmp_path)  # step 0's tasks are already out
+
+    # resuming goes on: the episode that stopped the run has fired and does not stop it again
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"health alerts: 1 (reward_saturation 1), see {run / 'alerts.jsonl'}" in out
+    assert [r["step"] for r in metric_lines(run)] == [0, 1, 2]
+    assert json.loads((run / "summary.json").read_text())["alerts"] == 1
+    rows = jsonl(run / "valid_tasks.jsonl")
+    assert rows == pool_export(run, tmp_path) and len({r["task_id"] for r in rows}) == len(rows)
+
+
+@pytest.mark.slow
+def test_valid_tasks_carry_the_verified_reference_and_survive_kill_9(tmp_path, capsys, one_thread):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "killed"
+    args = ["train", f"runs_dir={tmp_path}", "run_id=killed", "steps=40", "save_every=1", *FAST]
+    proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = [r["step"] for r in metric_lines(run)]
+    assert len(done) >= 3 and done[-1] < 39, "the run was not killed mid-way"
+
+    rows, pooled = jsonl(run / "valid_tasks.jsonl"), pool_export(run, tmp_path)
+    assert rows == pooled[:len(rows)]  # whole steps, in order (the kill may fall between the pool and the file)
+    assert {r["task_id"] for r in pooled if r["step"] <= done[-1]} <= {r["task_id"] for r in rows}
+    refs = references(run)
+    assert all(r["final_answer"] == refs[r["task_id"]] for r in rows)  # the verified reference
+    corrected = [r for r in rows if r["answer_corrected"]]
+    assert corrected and all(r["synthesizer_answer"] != r["final_answer"] for r in corrected)
+
+    # resuming rewinds the pool to the checkpoint and rewrites the file from it: no row twice
+    assert main(["train", "--resume", str(run), f"steps={done[-1] + 3}"]) == 0
+    rows = jsonl(run / "valid_tasks.jsonl")
+    assert rows == pool_export(run, tmp_path) and len({r["task_id"] for r in rows}) == len(rows)
+    assert {r["step"] for r in rows} <= set(range(done[-1] + 3)) and rows[-1]["step"] >= done[-1]

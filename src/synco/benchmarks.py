@@ -7,7 +7,9 @@ from a source repository works: question from ``problem`` / ``input`` /
 ``Body`` + ``Question`` ..., answer from ``final_answer`` / ``target`` /
 ``Answer`` / a GSM8K ``... #### 42`` solution, id from ``unique_id`` / ``idx``
 / ``ID`` ... (or ``<name>-<line>`` when there is none). The verifier uses the
-questions for its contamination check; evaluation uses the answers.
+questions for its contamination check (on whenever ``verifier.benchmark_paths``
+names files; a missing path fails the config with :func:`benchmark_paths_error`);
+evaluation uses the answers.
 """
 
 from __future__ import annotations
@@ -86,6 +88,35 @@ def resolve_benchmark_paths(paths: Iterable[str | Path]) -> dict[str, Path]:
         else:
             raise FileNotFoundError(f"benchmark path not found: {p}")
     return out
+
+
+def benchmark_path_problems(paths: Iterable[str | Path]) -> list[str]:
+    """Why each of ``paths`` names no benchmark file: missing, or a folder without ``test.jsonl`` files.
+
+    A cheap look at the file system (nothing is read), for a config check before
+    any model loads; :func:`resolve_benchmark_paths` is what then finds the files.
+    """
+    problems = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            problems.append(f"{str(raw)!r} not found")
+        elif p.is_dir() and not (p / BENCHMARK_FILE).is_file() and not any(q.is_file() for q in p.glob(f"*/{BENCHMARK_FILE}")):
+            problems.append(f"{str(raw)!r} holds no {BENCHMARK_FILE} nor <name>/{BENCHMARK_FILE}")
+    return problems
+
+
+def benchmark_paths_error(paths: Iterable[str | Path], field: str) -> str | None:
+    """The message for a config whose benchmark ``paths`` (config field ``field``) are missing, or None when all exist.
+
+    Says how to make them (``synco data``) and how to run without them.
+    """
+    problems = benchmark_path_problems(paths)
+    if not problems:
+        return None
+    return (f"{field}: {'; '.join(problems)} (relative paths are read from the current folder, {Path.cwd()}). "
+            "Download the benchmarks with `synco data --out data/benchmarks` (needs the Hugging Face hub) or point "
+            f"{field} at your copy; {field}=[] trains without contamination screening")
 
 
 def load_benchmark(path: str | Path, name: str | None = None) -> list[BenchmarkItem]:

@@ -19,7 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from synco.evosyn.config import EvoSynConfig
+from synco.health import HealthConfig
 from synco.policy import PolicyConfig
+from synco.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, protocol_mode
 from synco.report import ReportConfig
 from synco.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.threads import ThreadsSetting
@@ -40,6 +42,10 @@ class RunConfig(BaseModel):
     domain: Literal["arith", "math"] = Field("arith", description="Task domain: arith (embedded integer-arithmetic world) or math (free-form maths for real LMs).")
     mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
         "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
+    protocol: ProtocolName = Field(
+        "online", description="Training protocol (synco.protocols.config): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus of mode=static, which it sets; see rounds).")
+    rounds: RoundsConfig = Field(default_factory=RoundsConfig, description="protocol=rounds / rft: steps per round, SFT or GRPO at the round's end, accumulated data.")
+    alternating: AlternatingConfig = Field(default_factory=AlternatingConfig, description="protocol=alternating: phase length and the first learner.")
     static_corpus_size: int = Field(2048, ge=1, description="mode=static: cards in the fixed corpus, drawn once from the domain's generator with the run seed and revisited.")
     seed: int = Field(0, description="Seed for every random generator (Python, NumPy, torch).")
     steps: int = Field(300, ge=0, description="Number of co-training steps.")
@@ -54,6 +60,8 @@ class RunConfig(BaseModel):
     consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
     checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model (under shared_base with fresh adapters: the shared base with adapters disabled, no second copy).")
     prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
+    synth_decoding: Literal["free", "card"] = Field(
+        "free", description="How the Synthesizer samples: free (any text), or card (math domain: template-constrained decoding, synco.card_decoding: the JSON between the values is fixed, the model writes only the values, the answer in digits; sampling and GRPO log-probs both use the masked distribution). card needs synthesizer.sampling.max_new_tokens >= the template's longest card.")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: by time instead, see save_every_minutes). A checkpoint is always saved at the end and when the run is stopped with Ctrl-C.")
     save_every_minutes: float = Field(5.0, ge=0, description="With save_every=0: save a checkpoint after the first step that ends this many minutes after the last one (0: only at the end), so a killed run loses about this much work; `synco train --resume RUN_DIR` continues from it. Checkpoints never change the run's results.")
     keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
@@ -78,6 +86,12 @@ class RunConfig(BaseModel):
     evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health checks on every step (synco.health): Synthesizer collapse, valid rate, label agreement, rejection codes, NaN/inf skips, reward saturation; each warns (alerts.jsonl, TensorBoard, progress bar) or stops the run cleanly.")
+
+    @model_validator(mode="after")
+    def _check_protocol(self) -> "RunConfig":
+        self.mode = protocol_mode(self.protocol, self.mode)  # type: ignore[assignment]  # rft: static
+        return self
 
     @model_validator(mode="after")
     def _check_shared_base(self) -> "RunConfig":
@@ -109,6 +123,16 @@ class RunConfig(BaseModel):
             problems += [f"{name}: {why}" for name, path in paths.items() if (why := model_path_problem(path))]
         if problems:
             raise ValueError("; ".join(problems) + f" (a model is {MODEL_PATH_FORMS})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_benchmark_paths(self) -> "RunConfig":
+        """Contamination screening needs its benchmark files: a missing one fails here, not after the models load."""
+        from synco.benchmarks import benchmark_paths_error
+
+        message = benchmark_paths_error(self.verifier.benchmark_paths, "verifier.benchmark_paths")
+        if message:
+            raise ValueError(message)
         return self
 
 

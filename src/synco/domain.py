@@ -98,6 +98,16 @@ def response_prefix(domain: Domain) -> str:
     return str(getattr(domain, "reasoner_response_prefix", "") or "")
 
 
+def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) -> list[str]:
+    """The Reasoner's formatted prompt for each problem, ending with the domain's prefilled response prefix.
+
+    What :func:`solve` samples from, and what supervised updates (``synco.protocols``) train on.
+    """
+    prefix = response_prefix(domain)
+    system = domain.reasoner_system_prompt()
+    return [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
+
+
 def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
           params: SamplingParams | None = None) -> list[list[Completion]]:
     """``n`` answers of ``policy`` to each problem with the domain's prompts; texts are whole responses.
@@ -106,9 +116,7 @@ def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
     consensus checker, held-out evaluation), so they always match.
     """
     prefix = response_prefix(domain)
-    system = domain.reasoner_system_prompt()
-    prompts = [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
-    groups = policy.generate(prompts, n, params)
+    groups = policy.generate(reasoner_prompts(policy, domain, problems), n, params)
     if not prefix:
         return groups
     return [[replace(c, text=prefix + c.text) for c in group] for group in groups]

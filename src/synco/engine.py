@@ -12,7 +12,10 @@ pool). Modes: ``cotrain`` updates both agents, ``frozen`` keeps the Synthesizer
 fixed (the paper's control), ``static`` revisits a fixed, finite corpus drawn
 once from the domain's generator (the paper's static-corpus baseline) and
 ``uniform`` draws fresh cards from that generator every step (an oracle of the
-evaluation distribution no real domain has).
+evaluation distribution no real domain has). A training protocol (``synco.protocols``:
+EvoSyn's rounds, alternating phases, RFT) wraps this step and sets per step which agents
+update (``StepSettings.update_synthesizer`` / ``update_reasoner``) and the round and phase
+the step records; the defaults are online co-training.
 
 With EvoSyn's factor space (``EvoState``), step 1 asks the Designer to split the
 card slots over factor cells: each context is one cell, its prompt names the cell,
@@ -26,9 +29,9 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_serializer
 
 from synco.answers import AnswerChecker, extract_answer, extract_answer_with_method
 from synco.domain import Domain, solve
@@ -45,9 +48,11 @@ from synco.report import CapabilityReport, build_report
 from synco.rewards import (
     ReasonerRewardConfig,
     SynthesizerRewardConfig,
+    card_alignment,
     is_gradient_bearing,
     off_target,
     reasoner_reward,
+    report_focus,
     synthesizer_reward,
 )
 from synco.verifier import TaskVerifier
@@ -90,6 +95,26 @@ class StepStats(BaseModel):
     allocation: dict[str, int] | None = None  # Designer: cell -> card slots (Designer on)
     allocation_gap_spearman: float | None = None  # Spearman rho between each cell's need (gap) and its slots
     space_version: int | None = None
+    protocol: str = "online"  # synco.protocols: online, rounds, alternating, rft
+    # the protocol's place of this step, and what a round's last step trained (absent from online runs' lines)
+    round: int | None = None  # round (rounds, rft) or phase index (alternating)
+    phase: str | None = None  # collect / train (rounds, rft); the agent that learns (alternating)
+    round_examples: int | None = None  # SFT examples (update=sft) or tasks (update=grpo) the round trained on
+    round_updates: int | None = None  # optimizer steps the round's training took
+    round_loss: float | None = None  # their mean loss
+    round_rollouts: int | None = None  # fresh Reasoner attempts the round's GRPO update sampled (0 for SFT)
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_protocol_fields(self, handler: Any) -> dict[str, Any]:
+        """Leave the protocol-only fields out while unset, so an online run's lines keep their keys."""
+        data = handler(self)
+        for key in _PROTOCOL_ONLY:
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
+
+
+_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts")
 
 
 @dataclass
@@ -112,6 +137,12 @@ class StepSettings:
     checker_sampling: SamplingParams = field(default_factory=SamplingParams)
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
+    # set per step by the protocol (synco.protocols.steps); the defaults are online co-training
+    update_synthesizer: bool = True  # False: the Synthesizer takes no GRPO step (alternating: the Reasoner's phases)
+    update_reasoner: bool = True  # False: the Reasoner only solves (rounds / rft collection, the Synthesizer's phases)
+    protocol: str = "online"
+    round: int | None = None  # recorded with the step (pool and metrics) when set
+    phase: str | None = None
 
 
 @dataclass
@@ -233,6 +264,8 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     # 6. Rewards: Reasoner per attempt, Synthesizer per card (a valid card that missed its requested
     #    cell, as the domain recomputes it, is penalised so RL teaches the Synthesizer to follow the Designer).
     records: list[TaskRecord] = []
+    # alignment: the target cell hit, or (no target) a factor value the report the Synthesizer saw asks for
+    focus = report_focus(state.report) if s.evosyn.feedback and s.mode not in ("static", "uniform") else frozenset()
     for i, raw in enumerate(raws):
         rs = rollouts.get(i, [])  # kept for consensus-rejected cards too: every attempt is recorded
         p = sum(r.correct for r in rs) / len(rs) if rs else None
@@ -242,6 +275,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
             verdicts[i].reliability,
             p,
             novelty=verdicts[i].scores.get("novelty", 1.0),
+            alignment=card_alignment(cards[i], targets[i], focus) if verdicts[i].valid else None,
             reason_codes=verdicts[i].reason_codes,
             config=s.synth_rewards,
         )
@@ -255,13 +289,13 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
                                   target=cell_key(target) if target is not None else None, on_target=on_target))
 
     # 7. GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's cards.
-    stats = StepStats(step=step, mode=s.mode)
+    stats = StepStats(step=step, mode=s.mode, protocol=s.protocol, round=s.round, phase=s.phase)
     r_batch, stats.reasoner_groups_skipped = _reasoner_batch(records, valid_idx, attempts, s.reasoner_scale_by_std)
     t = time.perf_counter()
-    r_update = state.reasoner.update(r_batch) if r_batch else None
+    r_update = state.reasoner.update(r_batch) if r_batch and s.update_reasoner else None
     timer.add("train", t)
     s_update = None
-    if s.mode == "cotrain":
+    if s.mode == "cotrain" and s.update_synthesizer:
         s_batch, stats.synth_groups_skipped = _synth_batch(records, synth_samples, s.synth_scale_by_std)
         t = time.perf_counter()
         s_update = state.synthesizer.update(s_batch) if s_batch else None
@@ -270,7 +304,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     # 8. Record the whole step in one transaction, then admit its valid problems to the novelty index.
     _fill_stats(stats, records, synth_samples, r_update, s_update, s.group_factor)
     _fill_evosyn_stats(stats, records, state.evo, allocation, gaps)
-    state.pool.record_step(step, records, metrics=None)
+    state.pool.record_step(step, records, metrics=_step_tags(s))
     for rec in records:
         if rec.valid and rec.card is not None and s.mode != "static":  # a fixed corpus is revisited on purpose
             state.verifier.admit(rec.task_id, rec.card.problem)
@@ -278,6 +312,13 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     stats.t_generate, stats.t_train = timer.t["generate"], timer.t["train"]
     stats.t_other = time.perf_counter() - t0 - stats.t_generate - stats.t_train
     return stats
+
+
+def _step_tags(s: StepSettings) -> dict[str, Any] | None:
+    """What the pool's ``steps`` row records of the step's protocol: its round and phase (None: online)."""
+    if s.round is None:
+        return None
+    return {"protocol": s.protocol, "round": s.round, "phase": s.phase}
 
 
 def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, int] | None, dict[Cell, float]]:

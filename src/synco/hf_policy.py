@@ -22,6 +22,7 @@ import torch
 from synco.grpo import policy_loss
 from synco.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
 from synco.precision import MasterWeights
+from synco.protocols.sft import IGNORE, SFTExample, completion_loss
 from synco.prompts import build_prompt
 from synco.sampling import Completion, Experience, SamplingParams
 
@@ -165,6 +166,7 @@ class HFGenerator:
         self.batch_size = batch_size
         self.keep_logprobs = keep_logprobs
         self.max_positions = max_positions
+        self.constraint: Any = None  # a synco.card_decoding.CardGrammar: masked sampling and log-probs
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Nothing to copy: sampling uses the training model itself."""
@@ -216,14 +218,24 @@ class HFGenerator:
                 if self.max_positions is not None:
                     budget = max(1, min(budget, self.max_positions - ids.shape[1]))
                 gen_cfg = self._generation_config(params.model_copy(update={"max_new_tokens": budget}))
+                extra: dict[str, Any] = {}
+                if self.constraint is not None:
+                    from transformers import LogitsProcessorList
+
+                    extra["logits_processor"] = LogitsProcessorList([self.constraint.processor(ids.shape[1])])
                 with torch.no_grad():
-                    res = self.model.generate(input_ids=ids, attention_mask=att, generation_config=gen_cfg)
+                    res = self.model.generate(input_ids=ids, attention_mask=att, generation_config=gen_cfg, **extra)
                 if self.keep_logprobs:
                     gen = res.sequences[:, ids.shape[1] :]
                     steps = min(len(res.logits), gen.shape[1])
                     lp = torch.empty((len(chunk), steps), dtype=torch.float32, device=gen.device)
+                    allowed = (None if self.constraint is None
+                               else self.constraint.allowed_mask(gen[:, :steps].tolist(), steps, gen.device))
                     for t in range(steps):
-                        step_lp = torch.log_softmax(res.logits[t].float(), dim=-1)
+                        logits_t = res.logits[t].float()
+                        if allowed is not None:  # the masked distribution the token was sampled from
+                            logits_t = logits_t.masked_fill(~allowed[:, t], float("-inf"))
+                        step_lp = torch.log_softmax(logits_t, dim=-1)
                         lp[:, t] = step_lp.gather(-1, gen[:, t : t + 1]).squeeze(-1)
                     del res
                     gen_list, lp_list = [g[:steps] for g in gen.tolist()], lp.tolist()
@@ -318,6 +330,7 @@ class HFPolicy:
             model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size
         )
         self._keep_arg = accepts_kwarg(model, "logits_to_keep")
+        self.token_constraint: Any = None  # see set_token_constraint
         self.ref_model: torch.nn.Module | None = ref_model
         self.step = 0
         self._build_optimizer()
@@ -420,8 +433,30 @@ class HFPolicy:
                     f"experience {i}: {len(e.old_logprobs)} old_logprobs for {len(e.completion_ids)} completion tokens"
                 )
 
+    def set_token_constraint(self, constraint: Any) -> None:
+        """Sample under ``constraint`` (a :class:`~synco.card_decoding.CardGrammar`; None: unconstrained).
+
+        Sampling masks the disallowed tokens, and every log-prob (sampling's old log-probs, the
+        GRPO update's, the KL reference's) is taken from the same masked distribution, replayed
+        from each completion's tokens. Needs the default :class:`HFGenerator`.
+        """
+        if not hasattr(self.generator, "constraint"):
+            raise TypeError(f"{type(self.generator).__name__} cannot sample under a token constraint")
+        self.generator.constraint = constraint  # type: ignore[attr-defined]
+        self.token_constraint = constraint
+
     def _completion_logprobs(self, model: torch.nn.Module, rows: Sequence[Experience]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs ``(B, Tc)`` of each row's completion tokens, and the completion mask ``(B, Tc)``.
+        """Log-probs ``(B, Tc)`` of each row's completion tokens, and the completion mask ``(B, Tc)``."""
+        logits, targets, mask = self._completion_logits(model, rows)
+        if self.token_constraint is not None:  # the masked distribution sampling used (see set_token_constraint)
+            allowed = self.token_constraint.allowed_mask([e.completion_ids for e in rows], logits.shape[1], logits.device)
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        return logp, mask
+
+    def _completion_logits(self, model: torch.nn.Module,
+                           rows: Sequence[Experience]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """float32 logits ``(B, Tc, V)`` predicting each row's completion tokens, those tokens ``(B, Tc)`` and the mask.
 
         Rows are laid out as ``[pad.. prompt | completion ..pad]`` (prompts left-,
         completions right-padded) so every completion starts at the same column and
@@ -448,10 +483,7 @@ class HFPolicy:
             logits = model(**kwargs).logits[:, :-1]
         else:
             logits = model(**kwargs).logits[:, p_len - 1 : p_len + c_len - 1]
-        targets = ids[:, p_len:]
-        logits = logits.float()
-        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        return logp, mask
+        return logits.float(), ids[:, p_len:], mask
 
     def _reference_logprobs(self, rows: Sequence[Experience]) -> torch.Tensor:
         with torch.no_grad():
@@ -526,9 +558,8 @@ class HFPolicy:
         Never raises on bad numbers: a non-finite loss or gradient norm zeroes the
         gradients, skips the step and reports ``nan_skipped=True``.
         """
-        opt, sched = self._require_trainable()
+        opt, _ = self._require_trainable()
         g = self.config.grpo
-        params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
         n_tokens = sum(len(e.completion_ids) for e in batch)
         skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.completion_ids and e.advantage == 0.0)
         stats = UpdateStats(
@@ -546,27 +577,76 @@ class HFPolicy:
                 self.masters.zero_model_grads()
                 break  # nothing gradient-bearing: no step, no scheduler tick
             losses.append(gs)
-            self.masters.grads_to_masters()
-            norm = float(torch.nn.utils.clip_grad_norm_(params, g.max_grad_norm))
-            stats.grad_norm = norm
-            if not (math.isfinite(gs.loss) and math.isfinite(norm)):
-                opt.zero_grad(set_to_none=True)
-                stats.nan_skipped = True
+            if not self._optimizer_step(gs.loss, stats):
                 break
-            stats.lr = float(opt.param_groups[0]["lr"])
-            opt.step()
-            self.masters.masters_to_model()
-            sched.step()
-            self.step += 1
-            stats.stepped = True
-            opt.zero_grad(set_to_none=True)
-            self.generator.sync_weights(self.model)
         if losses:
             k = len(losses)
             stats.loss = sum(x.loss for x in losses) / k
             stats.clip_frac = sum(x.clip_frac for x in losses) / k
             stats.ratio_mean = sum(x.ratio_mean for x in losses) / k
             stats.kl = sum(x.kl for x in losses) / k
+        return stats
+
+    def _optimizer_step(self, loss: float, stats: UpdateStats, lr: float | None = None) -> bool:
+        """Clip and apply the gradients now in ``.grad`` (through the fp32 masters), tick the scheduler, sync the
+        sampler; fills ``stats``. The one optimizer step of every update (GRPO and SFT).
+
+        ``lr`` replaces the scheduled learning rate for this step only. Returns False, with the gradients
+        zeroed and ``stats.nan_skipped`` set, when the loss or the gradient norm is not finite.
+        """
+        opt, sched = self._require_trainable()
+        params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
+        self.masters.grads_to_masters()
+        norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.grpo.max_grad_norm))
+        stats.grad_norm = norm
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            opt.zero_grad(set_to_none=True)
+            stats.nan_skipped = True
+            return False
+        if lr is not None:
+            for group in opt.param_groups:  # the scheduler's step below sets its own rate again
+                group["lr"] = lr
+        stats.lr = float(opt.param_groups[0]["lr"])
+        opt.step()
+        self.masters.masters_to_model()
+        sched.step()
+        self.step += 1
+        stats.stepped = True
+        opt.zero_grad(set_to_none=True)
+        self.generator.sync_weights(self.model)
+        return True
+
+    def encode_sft(self, example: SFTExample) -> Experience:
+        """The token rows of one SFT example: the prompt as ``generate`` encodes it, the completion's tokens + EOS."""
+        completion = list(self.tokenizer(example.completion, add_special_tokens=False)["input_ids"])
+        return Experience(self.encode_prompt(example.prompt), completion + [self.eos_ids[0]], 0.0)
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
+        """One supervised optimizer step: the completion-only loss (:func:`~synco.protocols.sft.completion_loss`).
+
+        The loss is the mean over every completion token of the batch (EOS included), computed in micro-batches
+        of ``grpo.micro_batch_size`` rows against that global token count, then the same optimizer, scheduler
+        and fp32-master path as :meth:`update` (``lr`` replaces the scheduled rate for this step). Never raises
+        on bad numbers: a non-finite loss or gradient norm skips the step (``nan_skipped``).
+        """
+        opt, _ = self._require_trainable()
+        rows = [self.encode_sft(e) for e in batch]
+        self._check_batch(rows)
+        n_tokens = sum(len(r.completion_ids) for r in rows)
+        stats = UpdateStats(loss=0.0, n_sequences=len(rows), n_tokens=n_tokens, n_skipped_zero_adv=0, grad_norm=0.0,
+                            clip_frac=0.0, kl=0.0, lr=float(opt.param_groups[0]["lr"]), nan_skipped=False)
+        if not rows:
+            return stats
+        opt.zero_grad(set_to_none=True)
+        self.masters.zero_model_grads()
+        self.model.train()
+        size = self.config.grpo.micro_batch_size
+        for start in range(0, len(rows), size):
+            logits, targets, mask = self._completion_logits(self.model, rows[start : start + size])
+            loss = completion_loss(logits, targets.masked_fill(mask == 0, IGNORE), normalizer=n_tokens)
+            loss.backward()
+            stats.loss += float(loss.item())
+        self._optimizer_step(stats.loss, stats, lr)
         return stats
 
     # ------------------------------------------------------------------ persistence

@@ -8,6 +8,8 @@ co-training engine only sees the :class:`Policy` protocol:
 * ``generate`` samples ``n`` completions per prompt, with token ids and
   per-token log-probs;
 * ``update`` takes one GRPO optimizer step on a batch of :class:`Experience`;
+* ``sft_update`` takes one supervised optimizer step (completion-only loss) on a
+  batch of :class:`~synco.protocols.sft.SFTExample` (the ``rounds`` / ``rft`` protocols);
 * ``save`` / ``save_state`` / ``load_state`` persist weights and optimizer.
 
 This module is torch-free (configs load, and runs are planned, without it).
@@ -33,6 +35,8 @@ from synco.sampling import Completion, Experience, SamplingParams  # re-exported
 
 if TYPE_CHECKING:
     import torch
+
+    from synco.protocols.sft import SFTExample
 
 DType = Literal["float32", "bfloat16", "float16"]
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
@@ -153,6 +157,8 @@ class Policy(Protocol):
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]: ...
 
     def update(self, batch: Sequence[Experience]) -> UpdateStats: ...
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats: ...
 
     def save(self, path: str | Path) -> None: ...
 

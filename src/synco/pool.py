@@ -11,6 +11,7 @@ come from an AUTOINCREMENT key: unique over the run, never reused, even after
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -94,14 +95,22 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "problem",
     "solution",
     "final_answer",
-    "reference",
+    "synthesizer_answer",
+    "answer_corrected",
     *(name for name in CARD_FIELDS if name not in ("problem", "solution", "final_answer")),
     "factors",
     "success_rate",
     "quality",
     "reliability",
 )
-"""Columns of the exported dataset (JSONL objects and HF dataset), in order."""
+"""Columns of the exported dataset (JSONL objects and HF dataset), in order.
+
+``final_answer`` is the VERIFIED reference: the answer the Reasoner was graded against
+(the domain oracle's answer, or without an oracle the card's own answer that passed the
+answer and consensus checks). ``synthesizer_answer`` is what the card claimed, and
+``answer_corrected`` says the oracle replaced it (the card's ``solution`` is the
+Synthesizer's and may then not lead to ``final_answer``).
+"""
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
 
@@ -433,16 +442,17 @@ class TaskPool:
 
     # ------------------------------------------------------------------ export
 
-    def _export_rows(self) -> Iterator[dict[str, Any]]:
-        """One flat dict per valid task with a card (the run's synthesized dataset), by id."""
+    def _export_rows(self, step: int | None = None) -> Iterator[dict[str, Any]]:
+        """One flat dict per valid task with a card (the run's synthesized dataset), by id; only ``step``'s if given."""
         last = -1
+        only_step = "" if step is None else "AND step = ? "
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT task_id, step, card_json, reference, success_rate, quality, reliability "
-                    "FROM tasks WHERE valid = 1 AND card_json IS NOT NULL AND task_id > ? "
+                    "SELECT task_id, step, card_json, reference, reasons_json, success_rate, quality, reliability "
+                    f"FROM tasks WHERE valid = 1 AND card_json IS NOT NULL AND task_id > ? {only_step}"
                     "ORDER BY task_id LIMIT ?",
-                    (last, _BATCH),
+                    (last, *(() if step is None else (step,)), _BATCH),
                 ).fetchall()
             if not rows:
                 return
@@ -453,8 +463,9 @@ class TaskPool:
     def export_jsonl(self, path: str | Path) -> int:
         """Write the valid tasks as JSON lines (e.g. ``valid_tasks.jsonl``); return how many.
 
-        Each line: task_id, step, the nine card fields, reference, factors,
-        success_rate, quality, reliability.
+        Each line holds ``EXPORT_COLUMNS``: task_id, step, the nine card fields with
+        ``final_answer`` the verified reference, synthesizer_answer, answer_corrected,
+        factors, success_rate, quality, reliability. The file is replaced whole.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -468,6 +479,24 @@ class TaskPool:
         tmp.replace(path)  # a reader never sees a half-written export
         return n
 
+    def append_step_jsonl(self, path: str | Path, step: int) -> int:
+        """Append the valid tasks of one recorded step to a JSONL export (rows as in ``export_jsonl``); return how many.
+
+        The step's rows go out in one ``write`` on an append-mode descriptor, so the
+        file grows by whole steps as a run records them and survives a killed run.
+        The caller appends each step once (a resumed run first rewrites the file
+        with ``export_jsonl``); the file is created when absent, even for no rows.
+        """
+        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self._export_rows(step)).encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        return data.count(b"\n")
+
     def to_hf_dataset(self) -> "datasets.Dataset":
         """The valid tasks as a ``datasets.Dataset`` with the same columns as the JSONL export.
 
@@ -479,7 +508,7 @@ class TaskPool:
         rows = list(self._export_rows())
         factor_keys = sorted({k for row in rows for k in row["factors"]})
         kinds = {"task_id": "int64", "step": "int64", "success_rate": "float64", "quality": "float64",
-                 "reliability": "float64"}
+                 "reliability": "float64", "answer_corrected": "bool"}
         features = datasets.Features(
             {
                 name: (
@@ -531,15 +560,18 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
 
 
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:
-    """Flatten one valid task into its export object."""
+    """Flatten one valid task into its export object: ``final_answer`` is the verified reference."""
     card = TaskCard.from_json(row["card_json"])
+    codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
+    reference = row["reference"]
     out: dict[str, Any] = {
         "task_id": int(row["task_id"]),
         "step": int(row["step"]),
         "problem": card.problem,
         "solution": card.solution,
-        "final_answer": card.final_answer,
-        "reference": row["reference"],
+        "final_answer": reference if reference is not None else card.final_answer,
+        "synthesizer_answer": card.final_answer,
+        "answer_corrected": "reference_corrected" in codes,
     }
     for name in CARD_FIELDS:
         out.setdefault(name, getattr(card, name))

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from synco.evosyn.space import Cell, FactorSpace, factor_values, feasible_cells
+from synco.protocols.sft import completion_loss, shift_labels
 from synco.records import CARD_FIELDS
 from synco.worlds.arith import ARITH_FACTORS, ArithDomain
 from synco.worlds.charlm import card_tokenizer, char_tokenizer, tiny_llama
@@ -409,6 +410,9 @@ def train_sft(
 ) -> float:
     """Supervised next-token training on ``steps`` fresh batches; returns the mean loss of the last 20 steps.
 
+    The loss is :func:`synco.protocols.sft.completion_loss` (the one SFT loss; ``encode_pairs`` puts labels
+    on the completion and EOS only).
+
     ``on_step(step)`` (1-based) runs after every optimiser step, e.g. to probe a schedule.
     """
     import torch
@@ -421,7 +425,7 @@ def train_sft(
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)
         ids, mask, labels = encode_pairs(tokenizer, [make_pair() for _ in range(batch_size)])
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss = completion_loss(model(input_ids=ids, attention_mask=mask).logits, shift_labels(labels))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -112,6 +112,7 @@ class SynthReward(BaseModel):
     teachability: float = 0.0
     novelty: float = 0.0
     success_rate: float | None = None
+    alignment: float | None = None  # synco.rewards.card_alignment of a valid card (None: not measured)
     penalty: float = 0.0  # invalid / duplicate penalties already folded into ``total``
     mode: str = "gated"
 

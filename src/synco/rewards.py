@@ -3,16 +3,26 @@
 Reasoner: correctness, with a small preference for a boxed final answer.
 Synthesizer: ``gated`` (default) = gate(quality) * gate(reliability) * teach(p),
 or ``additive`` = a weighted sum of quality, reliability, a success band,
-novelty and report alignment. Invalid cards get a fixed penalty.
+novelty and alignment. Invalid cards get a fixed penalty.
+
+Alignment (:func:`card_alignment`, 0 or 1) measures whether a valid card is what
+its context asked for: with a Designer target cell, whether the card's realised
+cell (recomputed by the domain) is that cell; without one, whether the card
+carries a factor value the capability report asks for (one of its weakest or
+under-covered values). The engine computes it for every card.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
-from synco.records import SynthReward
+from synco.records import SynthReward, TaskCard
+
+if TYPE_CHECKING:
+    from synco.report import CapabilityReport
 
 
 def teachability(p: float) -> float:
@@ -78,7 +88,7 @@ class SynthesizerRewardConfig(BaseModel):
     w_reliability: float = Field(0.20, description="Additive mode: weight of reliability.")
     w_band: float = Field(0.20, description="Additive mode: weight of the success band.")
     w_novelty: float = Field(0.15, description="Additive mode: weight of novelty.")
-    w_alignment: float = Field(0.15, description="Additive mode: weight of report alignment.")
+    w_alignment: float = Field(0.15, description="Additive mode: weight of alignment (synco.rewards.card_alignment): 1 when a valid card hits the Designer's target cell, or, without a target, carries a factor value the capability report asks for (weakest or under-covered); else 0.")
     band_low: float = Field(0.2, description="Lower edge of the learnable success band.")
     band_high: float = Field(0.8, description="Upper edge of the learnable success band.")
 
@@ -92,7 +102,7 @@ def synthesizer_reward(
     reliability: float,
     success_rate: float | None,
     novelty: float = 1.0,
-    alignment: float = 0.0,
+    alignment: float | None = None,
     reason_codes: Sequence[str] = (),
     config: SynthesizerRewardConfig = SynthesizerRewardConfig(),
 ) -> SynthReward:
@@ -100,8 +110,12 @@ def synthesizer_reward(
 
     Invalid cards get ``invalid_penalty`` (``duplicate_penalty`` when the
     rejection is a duplicate). A valid card without rollouts (``success_rate``
-    None) scores as p = 0.
+    None) scores as p = 0. ``alignment`` (:func:`card_alignment`, in [0, 1]) is
+    recorded when given and needed by the additive mode, which raises without it
+    rather than score every card 0 on that term.
     """
+    if alignment is not None and not 0.0 <= alignment <= 1.0:
+        raise ValueError(f"alignment must be in [0, 1], got {alignment!r}")
     if not valid:
         penalty = config.duplicate_penalty if DUPLICATE_CODES.intersection(reason_codes) else config.invalid_penalty
         return SynthReward(total=penalty, quality=quality, reliability=reliability, novelty=novelty,
@@ -111,6 +125,8 @@ def synthesizer_reward(
     if config.mode == "gated":
         total = gate(quality, config.quality_threshold) * gate(reliability, config.reliability_threshold) * teach
     else:
+        if alignment is None:
+            raise ValueError("the additive Synthesizer reward needs the card's alignment (synco.rewards.card_alignment); got None")
         total = (
             config.w_quality * quality
             + config.w_reliability * reliability
@@ -119,7 +135,40 @@ def synthesizer_reward(
             + config.w_alignment * alignment
         )
     return SynthReward(total=total, quality=quality, reliability=reliability, teachability=teach,
-                       novelty=novelty, success_rate=success_rate, mode=config.mode)
+                       novelty=novelty, success_rate=success_rate, alignment=alignment, mode=config.mode)
+
+
+Focus = Collection[tuple[str, str]]
+"""(factor key, value) pairs a capability report asks the Synthesizer for."""
+
+
+def report_focus(report: "CapabilityReport") -> frozenset[tuple[str, str]]:
+    """The factor values ``report`` asks for: its weakest values (Reasoner) and under-covered ones (Synthesizer).
+
+    These are the values its recommendations name ("target the Reasoner's weak spots", "cover more").
+    """
+    return frozenset((f.key, f.value) for f in report.weakest) | frozenset((c.key, c.value) for c in report.under_covered)
+
+
+def card_alignment(card: TaskCard | None, target: Iterable[tuple[str, str]] | None, focus: Focus = ()) -> float:
+    """Whether a card is what its context asked for: 1.0 or 0.0.
+
+    With a ``target`` cell (the Designer's ``(factor, bucket)`` pairs): 1 when every
+    requested bucket is the card's realised value in ``card.factors`` (which the
+    engine recomputes from the problem; the card's own claims never count). Without
+    one: 1 when a factor label of the card (its factors, style and difficulty, as the
+    report reads them) is in ``focus`` (:func:`report_focus`); 0 when none is or the
+    report asks for nothing. No card, no alignment.
+    """
+    if card is None:
+        return 0.0
+    if target is not None:
+        return float(all(card.factors.get(k) == v for k, v in target))
+    if not focus:
+        return 0.0
+    from synco.report import record_factors
+
+    return float(any(pair in focus for pair in record_factors(card).items()))
 
 
 def off_target(reward: SynthReward, penalty: float, invalid_penalty: float, strict: bool = False) -> SynthReward:

@@ -40,6 +40,7 @@ import torch
 
 from synco.hf_policy import DTYPES, GradientStats, HFPolicy, enable_checkpointing, lora_config, resolve_device
 from synco.policy import Completion, Experience, Generator, PolicyConfig, SamplingParams, UpdateStats
+from synco.protocols.sft import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
 """Adapter names of the two agents (also their checkpoint folder names)."""
@@ -260,6 +261,10 @@ class AdapterPolicy(HFPolicy):
     def update(self, batch: Sequence[Experience]) -> UpdateStats:
         self.activate()
         return super().update(batch)
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
+        self.activate()
+        return super().sft_update(batch, lr)
 
     def save(self, path: str | Path) -> None:
         """This agent's adapter alone (``adapter_config.json`` + weights) and the tokenizer."""

@@ -1,15 +1,24 @@
 """A co-training run: build everything from the config, loop over steps, checkpoint, resume, summarise.
 
-The step itself lives in ``synco.engine.cotrain_step``; this module is the
-plumbing around it: the run directory, the held-out evaluation before and after,
-metrics (JSONL, TensorBoard, optional W&B), checkpoints and exact resume.
+The step itself lives in ``synco.engine.cotrain_step`` (wrapped by the training protocol's
+step function, ``synco.protocols.steps.protocol_step``); this module is the plumbing around
+it: the run directory, the held-out evaluation before and after, metrics (JSONL, TensorBoard,
+optional W&B), checkpoints and exact resume.
 
 Run directory::
 
     runs/<run_id>/config.yaml        resolved config
                   pool.sqlite        every card, verdict, attempt and reward
-                  valid_tasks.jsonl  the synthesized dataset (written at the end)
+                  valid_tasks.jsonl  the synthesized dataset: one JSON object per valid task, appended as
+                                     each step is recorded (a killed run keeps it; resuming rewrites it
+                                     from the pool); columns ``synco.pool.EXPORT_COLUMNS``: task_id, step,
+                                     the nine card fields with final_answer = the VERIFIED reference (the
+                                     answer the Reasoner was graded against), synthesizer_answer (the
+                                     card's own claim), answer_corrected (the oracle replaced it), factors,
+                                     success_rate, quality, reliability
                   metrics.jsonl      one line per step
+                  alerts.jsonl       one line per health alert (synco.health.Alert: step, check, value,
+                                     threshold, action, message)
                   reports/step_N.txt every capability report as rendered
                   checkpoints/step_N/{synthesizer,reasoner}/  HF format (the adapter only under LoRA)
                   checkpoints/step_N/trainer_state.pt          step, RNG states, report
@@ -25,6 +34,7 @@ import random
 import shlex
 import shutil
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -42,9 +52,11 @@ from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
 from synco.evosyn.space import FactorSpace
+from synco.health import Alert, HealthMonitor, trim_history
 from synco.hf_policy import HFPolicy
 from synco.policy import Policy, PolicyConfig, SamplingParams
 from synco.pool import PoolError, TaskPool
+from synco.protocols.steps import closes_round, describe, protocol_state, protocol_step, resume_problem, round_training
 from synco.report import CapabilityReport, build_report
 from synco.verifier import TaskVerifier
 
@@ -76,6 +88,11 @@ class RunSummary(BaseModel):
     factor_balance: float | None = None
     allocation_gap_spearman: float | None = None  # mean over Designer steps of rho(cell need, cell slots)
     factor_changes: list[dict[str, Any]] = []  # factors.jsonl: promotions / confirmations / retirements
+    alerts: int = 0  # health alerts fired (alerts.jsonl)
+    alerts_by_check: dict[str, int] = {}
+    protocol: str = "online"  # synco.protocols
+    round_training: list[dict[str, Any]] = []  # rounds / rft: what each round's training did
+    protocol_notes: list[str] = []  # the summary's lines about the protocol's rounds or phases
 
 
 def resolve_model_path(path: str) -> str:
@@ -254,7 +271,7 @@ class Run:
 
 def new_run_id(cfg: RunConfig) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{cfg.domain}-{cfg.mode}-s{cfg.seed}-{stamp}"
+    return f"{cfg.domain}-{cfg.mode if cfg.protocol == 'online' else cfg.protocol}-s{cfg.seed}-{stamp}"
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -282,6 +299,15 @@ class RunInterrupted(KeyboardInterrupt):
         """Stopped cleanly after ``step``, which was checkpointed."""
         return cls(run_dir, f"stopped after step {step} (saved {run_dir / 'checkpoints' / f'step_{step}'})",
                    128 + signum)
+
+    @classmethod
+    def health_stop(cls, run_dir: Path, step: int, alerts: Sequence[Alert]) -> "RunInterrupted":
+        """Stopped by health checks whose action is ``stop``, after ``step``, which was checkpointed (exit code 3)."""
+        names = ", ".join(a.check for a in alerts)
+        return cls(run_dir, f"health check {names} stopped the run after step {step} "
+                            f"({'; '.join(a.message for a in alerts)}; saved {run_dir / 'checkpoints' / f'step_{step}'}; "
+                            f"alerts in {run_dir / 'alerts.jsonl'}). Resuming goes on: an alert fires once per episode "
+                            f"(or set health.<check>.action=warn)", 3)
 
     @classmethod
     def at_once(cls, run_dir: Path) -> "RunInterrupted":
@@ -437,6 +463,7 @@ def rewind_run(run_dir: Path, pool: TaskPool, last_step: int, log: Callable[[str
     n_tasks = pool.truncate_after(last_step)
     _truncate_metrics(run_dir / "metrics.jsonl", last_step, log)
     _truncate_metrics(run_dir / "heldout.jsonl", last_step + 1, log)  # its "step" counts steps done
+    _truncate_metrics(run_dir / "alerts.jsonl", last_step, log)
     if pool_last is None or pool_last <= last_step:
         return ""
     return f"; dropped the pool's steps {last_step + 1}..{pool_last} ({n_tasks} tasks), which are redone"
@@ -489,6 +516,10 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
 
     synthesizer, reasoner = build_policies(cfg, ckpt)
+    if cfg.synth_decoding == "card":
+        from synco.card_decoding import constrain_synthesizer
+
+        constrain_synthesizer(synthesizer, domain, cfg.synthesizer.sampling.max_new_tokens)
     if ckpt is not None:
         synthesizer.load_state(ckpt / "synthesizer_state")
         reasoner.load_state(ckpt / "reasoner_state")
@@ -500,6 +531,9 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     start_step = 0
     if ckpt is not None:
         trainer_state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        problem = resume_problem(trainer_state.get("protocol"), cfg)
+        if problem is not None:  # before anything is rewound: the run stays as it was
+            raise RunError(f"--resume {run_dir}: {problem}; resume with the run's own settings, or start a new run")
         start_step = trainer_state["step"] + 1
         dropped = rewind_run(run_dir, pool, trainer_state["step"], log)
         log(f"resuming {run_dir} after step {trainer_state['step']} ({ckpt.relative_to(run_dir)}){dropped}")
@@ -517,6 +551,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         dropped = rewind_run(run_dir, pool, -1, log)
         truncate_logs(run_dir, -1)
         log(f"no checkpoint under {run_dir / 'checkpoints'}: restarting from step 0{dropped}")
+    pool.export_jsonl(run_dir / "valid_tasks.jsonl")  # from the pool as it now stands; each step then appends its rows
 
     settings = StepSettings(
         mode=cfg.mode, n_cards=cfg.n_cards, n_contexts=cfg.n_contexts, k=cfg.k, group_factor=cfg.group_factor,
@@ -558,7 +593,7 @@ def save_checkpoint(run: Run, step: int) -> Path:
     evo = run.state.evo
     torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json(),
                 "factor_space": evo.space.model_dump_json() if evo is not None else None,
-                "threads": torch.get_num_threads()},
+                "threads": torch.get_num_threads(), "protocol": protocol_state(run.cfg, step)},
                tmp / "trainer_state.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)  # a checkpoint is either whole or absent
@@ -623,6 +658,16 @@ class _Loggers:
         if self.wandb is not None:
             self.wandb.log({_tb_name(k): v for k, v in scalars.items() if k != "step"}, step=stats.step)
 
+    def log_alert(self, alert: Alert) -> None:
+        """One health alert: a line of ``alerts.jsonl``, ``health/<check>`` in TensorBoard and W&B."""
+        with open(self.run_dir / "alerts.jsonl", "a") as f:
+            f.write(alert.model_dump_json() + "\n")
+        if self.tb is not None:
+            self.tb.add_scalar(f"health/{alert.check}", alert.value, alert.step)
+            self.tb.add_text("health/alerts", f"{alert.action}: {alert.message}", alert.step)
+        if self.wandb is not None:
+            self.wandb.log({f"health/{alert.check}": alert.value}, step=alert.step)
+
     def log_heldout(self, step: int, greedy: dict[str, float]) -> None:
         """One point of the held-out learning curve: ``heldout.jsonl`` and ``heldout/*`` scalars."""
         with open(self.run_dir / "heldout.jsonl", "a") as f:
@@ -652,13 +697,30 @@ def _tb_name(key: str) -> str:
     return "tasks/" + key
 
 
-def progress_postfix(stats: StepStats) -> dict[str, str]:
-    """The live metrics on the progress bar; ``agree`` (label agreement) only when consensus ran."""
+def progress_postfix(stats: StepStats, alerts: int = 0) -> dict[str, str]:
+    """The live metrics on the progress bar; ``agree`` (label agreement) only when consensus ran,
+    ``alerts`` (health alerts so far) only when one fired."""
     postfix = {"R_rew": f"{stats.reasoner_reward:.2f}", "valid": f"{stats.valid_rate:.2f}",
                "grad": f"{stats.gradient_share:.2f}", "S_rew": f"{stats.synth_reward:+.2f}"}
     if stats.label_agreement is not None:
         postfix["agree"] = f"{stats.label_agreement:.2f}"
+    if alerts:
+        postfix["alerts"] = str(alerts)
     return postfix
+
+
+def _jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file (none when it is absent)."""
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def health_monitor(run: Run) -> HealthMonitor:
+    """The run's health monitor, with the history and alert count a resumed run had recorded (already rewound)."""
+    history = [StepStats.model_validate(row) for row in _jsonl_rows(run.dir / "metrics.jsonl")]
+    return HealthMonitor(run.cfg.health, history=trim_history(history, run.cfg.health),
+                         n_alerts=len(_jsonl_rows(run.dir / "alerts.jsonl")))
 
 
 def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
@@ -666,8 +728,9 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
 
     Stopping a run never loses it: a first Ctrl-C (or SIGTERM) finishes the current step,
     checkpoints it and raises ``RunInterrupted``; a second stops at once (that step is not
-    recorded) and raises it too. ``--resume`` continues from the latest checkpoint, or from
-    step 0 when there is none.
+    recorded) and raises it too. A health alert whose check is set to ``stop`` (``synco.health``)
+    takes the first path after the step it fires on: checkpoint, then ``RunInterrupted`` (exit
+    code 3). ``--resume`` continues from the latest checkpoint, or from step 0 when there is none.
     """
     if resume is None and cfg.run_id is None:
         cfg = cfg.model_copy(update={"run_id": new_run_id(cfg)})  # named before anything can stop the run
@@ -693,36 +756,46 @@ def _train(run: Run) -> RunSummary:
     if run.heldout and _read_json(before_path) is None:  # absent, or torn by a kill while writing it
         _write_atomic(before_path, json.dumps(evaluate_heldout_both(run)))
     loggers = _Loggers(run)
+    monitor = health_monitor(run)
     bar = tqdm(range(run.start_step, cfg.steps), initial=run.start_step, total=cfg.steps, disable=not cfg.progress,
                desc="co-training", dynamic_ncols=True)
     try:
         last_save = time.monotonic()
         with _StopRequest() as stop:
+            run_step = cotrain_step if cfg.protocol == "online" else protocol_step(cfg)
             for step in bar:
-                stats = cotrain_step(st, step)
+                stats = run_step(st, step)
+                st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step)
                 loggers.log(stats)
-                if (step + 1) % cfg.report_refresh_every == 0:
+                alerts = monitor.observe(stats)
+                for alert in alerts:  # printed once per episode: a check fires again only after a good step
+                    loggers.log_alert(alert)
+                    tqdm.write(f"health alert ({alert.action}) at step {alert.step}: {alert.message}", file=sys.stderr)
+                health_stop = [a for a in alerts if a.action == "stop"] if step + 1 < cfg.steps else []
+                if (step + 1) % cfg.report_refresh_every == 0 or closes_round(cfg, step):
                     st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
                     (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
-                if reflects(cfg) and st.evo is not None and (step + 1) % cfg.evosyn.reflector_settings.every == 0:
+                if reflects(cfg) and st.evo is not None and ((step + 1) % cfg.evosyn.reflector_settings.every == 0
+                                                             or closes_round(cfg, step)):
                     reflect_and_log(st.evo, st.pool.recent(cfg.evosyn.reflector_settings.window), cfg.evosyn, step,
                                     cfg.seed, run.dir)
                 if run.heldout and cfg.heldout_every and (step + 1) % cfg.heldout_every == 0:
                     loggers.log_heldout(step + 1, evaluate_heldout_greedy(run))
-                stopping = stop.signum is not None and step + 1 < cfg.steps
+                stopping = (stop.signum is not None or bool(health_stop)) and step + 1 < cfg.steps
                 # the checkpoint comes last, so a checkpoint of step N means every file is complete up to step N
                 if stopping or checkpoint_due(cfg, step, (time.monotonic() - last_save) / 60):
                     save_checkpoint(run, step)
                     last_save = time.monotonic()
-                if stopping:
+                if stopping and stop.signum is not None:
                     raise RunInterrupted.after_step(run.dir, step, stop.signum)
-                bar.set_postfix(progress_postfix(stats), refresh=False)
+                if stopping:
+                    raise RunInterrupted.health_stop(run.dir, step, health_stop)
+                bar.set_postfix(progress_postfix(stats, monitor.n_alerts), refresh=False)
         if cfg.steps > run.start_step or latest_checkpoint(run.dir) is None:
             save_checkpoint(run, cfg.steps - 1)
     finally:
         bar.close()
         loggers.close()
-    st.pool.export_jsonl(run.dir / "valid_tasks.jsonl")
     summary = summarize(run, before_path)
     _write_atomic(run.dir / "summary.json", summary.model_dump_json(indent=2))
     return summary
@@ -785,6 +858,11 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
         summary.n_tasks = sum(r["n_cards"] for r in rows)
         summary.n_valid_tasks = sum(r["n_valid"] for r in rows)
         _summarize_evosyn(summary, rows, first, last, run.dir)
+        summary.protocol = rows[0].get("protocol", "online")
+        summary.round_training, summary.protocol_notes = round_training(rows), describe(summary.protocol, rows)
+    for alert in _jsonl_rows(run.dir / "alerts.jsonl"):
+        summary.alerts += 1
+        summary.alerts_by_check[alert["check"]] = summary.alerts_by_check.get(alert["check"], 0) + 1
     return summary
 
 
@@ -831,6 +909,9 @@ def format_summary(s: RunSummary) -> str:
     out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
                f"last 10% {s.gradient_share_last:.2f}")
     out.append(f"verification pass rate: {s.valid_rate:.2%}")
+    out.extend(s.protocol_notes)
+    out.append("health alerts: " + (f"{s.alerts} (" + ", ".join(f"{k} {v}" for k, v in s.alerts_by_check.items())
+                                    + f"), see {Path(s.run_dir) / 'alerts.jsonl'}" if s.alerts else "none"))
     if s.groups_first:
         keys = list(dict.fromkeys([*s.groups_first, *s.groups_last]))
         keys.sort(key=_group_key)

@@ -72,6 +72,7 @@ class MetricsLine(BaseModel):
 
     step: int
     mode: str = ""
+    protocol: str = "online"  # synco.protocols (absent from runs written before protocols existed)
     reasoner_reward: float | None = None
     synth_reward: float | None = None
     reasoner_accuracy: float | None = None
@@ -143,8 +144,12 @@ class RunData:
 
     @property
     def mode(self) -> str:
-        """The run's mode (cotrain / frozen / static) as metrics.jsonl records it, or ''."""
-        return self.metrics[0].mode if self.metrics else ""
+        """The run's mode (cotrain / frozen / static) as metrics.jsonl records it, or ''; a protocol other than
+        online in front (``rounds/frozen``)."""
+        if not self.metrics:
+            return ""
+        first = self.metrics[0]
+        return first.mode if first.protocol == "online" else f"{first.protocol}/{first.mode}"
 
 
 def load_run(path: str | Path, label: str | None = None) -> RunData:

@@ -1,0 +1,180 @@
+"""Compare the training protocols the papers compare, on the embedded arith world, at a matched budget.
+
+    python bench/protocols.py [--steps N] --seeds 0 1 2 [--jobs 2] [--arms ...] [KEY=VALUE ...]
+
+Every arm runs the arith preset (tiny warm-started models, EvoSyn's Designer and Reflector
+where a Synthesizer writes) with the same seeds, steps, cards per step and attempts per
+card: the same budget of Reasoner rollout slots (steps x n_cards x k, printed), of which
+each arm spends one per attempt at a *valid* task (the actual count is a column). The
+Reasoner's initial weights and the held-out set depend only on the seed. The arms:
+
+==============  ======================================================================
+online          co-training (protocol=online, mode=cotrain): both agents take a GRPO
+                step every step
+frozen          the paper's control: online with the Synthesizer frozen
+rounds          EvoSyn (protocol=rounds, mode=frozen): rounds of synthesis with the
+                Designer / Reflector, the Reasoner fine-tuned (SFT) on each round's
+                correct attempts at its end (EvoSyn-R1 style)
+rounds-acc      rounds with accumulate=true: each round's SFT on every round so far
+                (EvoSyn-Final-SFT style)
+rounds-grpo     rounds with GRPO on each round's tasks instead of SFT (fresh attempts:
+                extra rollouts, counted); not in the default set
+alternating     R-Zero style (protocol=alternating): phases in which only one agent learns
+rft             rejection-sampling fine-tuning (protocol=rft): the fixed corpus of
+                mode=static, correct attempts kept, SFT at each round's end
+==============  ======================================================================
+
+Prints, per arm (mean ± sample std over seeds): held-out greedy and sampled accuracy gain
+(mean over levels), Learn / Retain (held-out problems the initial Reasoner got wrong /
+right, greedy), the gradient-bearing share of valid tasks (first -> last 10 % of steps:
+the share of collected tasks with mixed outcomes, whether or not the protocol trains on
+them by GRPO), the Reasoner rollouts actually spent, the SFT examples trained on, wall time
+per run; then per-level held-out gain, and each arm's paired difference to ``online`` and
+``frozen`` (same seed). ``--out DIR`` keeps the runs and writes ``protocols.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cotrain_modes import _mean, _ms, _paired, _per_item  # noqa: E402  (the modes bench's helpers)
+
+from synco.config import load_config  # noqa: E402
+from synco.pretrain import exit_with_parent  # noqa: E402
+
+ARMS: dict[str, list[str]] = {
+    "online": ["protocol=online", "mode=cotrain"],
+    "frozen": ["protocol=online", "mode=frozen"],
+    "rounds": ["protocol=rounds", "mode=frozen", "rounds.accumulate=false"],
+    "rounds-acc": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true"],
+    "rounds-grpo": ["protocol=rounds", "mode=frozen", "rounds.update=grpo"],
+    "alternating": ["protocol=alternating", "mode=cotrain"],
+    "rft": ["protocol=rft"],
+}
+DEFAULT_ARMS = ("online", "frozen", "rounds", "rounds-acc", "alternating", "rft")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=None, help="steps per run (default: the arith preset's)")
+    ap.add_argument("--steps-per-round", type=int, default=None,
+                    help="rounds / rft: steps per round (default: the config's rounds.steps_per_round)")
+    ap.add_argument("--phase-steps", type=int, default=None,
+                    help="alternating: steps per phase (default: the config's alternating.phase_steps)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(ARMS))
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="runs in parallel, one torch thread each (default: %(default)s; 1: one run at a time, "
+                         "2 threads)")
+    ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run (e.g. rounds.lr=1e-4)")
+    args = ap.parse_args()
+
+    root = args.out or Path(tempfile.mkdtemp(prefix="synco-protocols-"))
+    root.mkdir(parents=True, exist_ok=True)
+    base = load_config("arith", overrides=args.overrides)
+    steps = args.steps or base.steps
+    threads = 1 if args.jobs > 1 else 2
+    layout = [f"rounds.steps_per_round={args.steps_per_round}"] if args.steps_per_round else []
+    layout += [f"alternating.phase_steps={args.phase_steps}"] if args.phase_steps else []
+    jobs = [(arm, seed, [*ARMS[arm], *layout, f"seed={seed}", f"steps={steps}", f"runs_dir={root}",
+                         f"run_id={arm}-s{seed}", "progress=false", "tensorboard=false", f"threads={threads}",
+                         *args.overrides])
+            for seed in args.seeds for arm in args.arms]
+    results: dict[str, dict[int, dict]] = {a: {} for a in args.arms}
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
+        for (arm, seed, _), r in zip(jobs, ex.map(_run, jobs)):
+            results[arm][seed] = r
+            print(f"done {arm} seed={seed}: held-out greedy {r['before']:.3f}->{r['after']:.3f} "
+                  f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
+                  f"{r['rollouts']} rollouts, {r['sft_examples']} SFT examples, {r['wall']:.0f} s", flush=True)
+
+    cfg = load_config("arith", overrides=[*args.overrides, *layout])
+    print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}")
+    print(f"# budget per run: {steps} steps x {cfg.n_cards} cards x {cfg.k} attempts = "
+          f"{steps * cfg.n_cards * cfg.k} Reasoner rollout slots (one rollout per attempt at a valid task; "
+          f"rounds-grpo adds its fresh attempts); rounds of {cfg.rounds.steps_per_round} steps, "
+          f"alternating phases of {cfg.alternating.phase_steps} steps\n")
+    print("| arm | greedy gain | sampled gain | Learn | Retain | grad-bearing first -> last | Reasoner rollouts "
+          "| SFT examples | wall s/run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for arm, by_seed in results.items():
+        rs = list(by_seed.values())
+
+        def col(key: str, nd: int = 3, signed: bool = False) -> str:
+            return _ms([r[key] for r in rs if r[key] is not None], nd, signed)
+
+        print(f"| {arm} | {col('gain', signed=True)} | {col('sampled_gain', signed=True)} "
+              f"| {col('learn', signed=True)} | {col('retain', signed=True)} "
+              f"| {col('grad_first', 2)} -> {col('grad_last', 2)} | {col('rollouts', 0)} | {col('sft_examples', 0)} "
+              f"| {col('wall', 0)} |")
+    levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
+    print("\nheld-out greedy gain per level (after - before, mean over seeds)")
+    print("| | " + " | ".join(levels) + " |")
+    print("|---" * (len(levels) + 1) + "|")
+    first = list(next(iter(results.values())).values())
+    print("| before | " + " | ".join(f"{statistics.mean(r['before_by_level'][g] for r in first):.2f}" for g in levels)
+          + " |")
+    for arm, by_seed in results.items():
+        print(f"| {arm} | " + " | ".join(
+            f"{statistics.mean(r['after_by_level'][g] - r['before_by_level'][g] for r in by_seed.values()):+.2f}"
+            for g in levels) + " |")
+    for base_arm in ("online", "frozen"):
+        if base_arm not in results:
+            continue
+        print(f"\npaired difference to {base_arm} (same seeds): greedy gain, sampled gain; mean ± s.e.")
+        for arm, by_seed in results.items():
+            if arm == base_arm:
+                continue
+            for key in ("gain", "sampled_gain"):
+                d = [by_seed[s][key] - results[base_arm][s][key] for s in by_seed if s in results[base_arm]]
+                print(f"  {arm:>12} - {base_arm:<7} {key:>12}: {_paired(d)}")
+    (root / "protocols.json").write_text(json.dumps(results, indent=2))
+
+
+def _rollouts(run_dir: Path) -> int:
+    """Reasoner attempts recorded in the run's pool (one per attempt at a valid task)."""
+    with sqlite3.connect(run_dir / "pool.sqlite") as db:
+        return int(db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0])
+
+
+def _run(job: tuple[str, int, list[str]]) -> dict:
+    """One run in a worker process; per-problem greedy outcomes before/after for Learn/Retain."""
+    from synco.trainer import train
+
+    cfg = load_config("arith", overrides=job[2])
+    t0 = time.perf_counter()
+    s = train(cfg, log=lambda *a, **k: None)
+    wall = time.perf_counter() - t0
+    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
+    wrong = [k for k, ok in before.items() if not ok]
+    right = [k for k, ok in before.items() if ok]
+    n = max(1, len(before))
+    return {
+        "before": _mean(s.heldout_before), "after": _mean(s.heldout_after),
+        "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
+        "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
+        "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
+        "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
+        "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
+        "rollouts": _rollouts(Path(s.run_dir)) + sum(t.get("rollouts") or 0 for t in s.round_training),
+        "sft_examples": sum(t["examples"] for t in s.round_training) if cfg.rounds.update == "sft" else 0,
+        "round_training": s.round_training, "sec_per_step": s.sec_per_step, "wall": wall,
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The ``protocol`` setting and its sections (torch-free: loaded with every config).
+
+=============  =================================================================================
+online         co-training as in the paper (default): every step both agents take their GRPO step
+               (as ``mode`` says: the Synthesizer only in ``cotrain``)
+rounds         EvoSyn: rounds of ``rounds.steps_per_round`` synthesis steps in which the Reasoner
+               only solves (nothing trains it), then, at the round's last step, the Reasoner is
+               fine-tuned on the round's verified data (``rounds.accumulate``: on every round's so
+               far) by SFT, or by GRPO on those tasks (``rounds.update``)
+alternating    R-Zero-style self-evolution: phases of ``alternating.phase_steps`` steps in which
+               only one agent learns (the Synthesizer on the frozen Reasoner's outcomes, then the
+               Reasoner on the frozen Synthesizer's tasks); needs ``mode=cotrain``
+rft            rejection-sampling fine-tuning: rounds on the fixed corpus of ``mode=static`` (the
+               Synthesizer is not used): the Reasoner samples ``k`` answers per task, keeps the
+               correct ones and is fine-tuned on them at each round's end
+=============  =================================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ProtocolName = Literal["online", "rounds", "alternating", "rft"]
+PROTOCOLS: tuple[str, ...] = ("online", "rounds", "alternating", "rft")
+
+
+class RoundsConfig(BaseModel):
+    """The ``rounds`` section: how a round of ``protocol=rounds`` or ``protocol=rft`` collects and trains."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps_per_round: int = Field(25, ge=1, description="Steps per round: each writes (or, for rft, draws) n_cards tasks that the Reasoner solves k times without training; the round's last step then trains the Reasoner. The run's last step closes a partial round.")
+    accumulate: bool = Field(False, description="Train on every round's data so far (EvoSyn-Final-SFT) instead of this round's only (EvoSyn-R1 for the first round). Data are read back from the pool, distinct (prompt, completion) pairs only.")
+    update: Literal["sft", "grpo"] = Field("sft", description="sft: supervised fine-tuning on the examples of `target`; grpo: GRPO on the round's valid tasks instead (k fresh attempts per task, graded against the task's reference; those attempts count as extra Reasoner rollouts and are not stored in the pool).")
+    target: Literal["attempts", "reference"] = Field("attempts", description="update=sft: what a task's SFT completion is. attempts: the Reasoner's own correct attempts (rejection sampling); reference: the verified answer in the Reasoner's answer format (the domain's format_reasoner_answer, else the card's solution and a boxed answer), for every valid task.")
+    per_task: int = Field(1, ge=1, description="target=attempts: at most this many distinct correct attempts per task.")
+    epochs: int = Field(1, ge=1, description="Passes over the round's training data.")
+    batch_size: int = Field(64, ge=1, description="SFT examples (update=sft) or tasks (update=grpo) per optimizer step; the policy still splits them into micro-batches of grpo.micro_batch_size rows.")
+    lr: float | None = Field(None, gt=0, description="update=sft: learning rate of the round's SFT steps; None: the Reasoner's scheduled grpo.lr (update=grpo always uses it). The optimizer (AdamW state, scheduler) is the Reasoner's own either way.")
+
+    @model_validator(mode="after")
+    def _lr_is_for_sft(self) -> "RoundsConfig":
+        if self.lr is not None and self.update != "sft":
+            raise ValueError(f"rounds.lr={self.lr} applies to rounds.update=sft only (update=grpo uses reasoner.grpo.lr)")
+        return self
+
+
+class AlternatingConfig(BaseModel):
+    """The ``alternating`` section: the phases of ``protocol=alternating``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase_steps: int = Field(10, ge=1, description="Steps per phase; phases alternate between the two learners.")
+    first: Literal["synthesizer", "reasoner"] = Field("synthesizer", description="The agent that learns in the first phase (R-Zero: the Synthesizer, on the initial Reasoner).")
+
+
+def protocol_mode(protocol: str, mode: str) -> str:
+    """The engine ``mode`` a protocol runs with; ValueError naming the fields when they cannot go together.
+
+    rft draws its tasks from the fixed corpus, so it runs ``static`` (the default ``cotrain`` is read as
+    "not chosen"); alternating trains the Synthesizer in its phases, so it needs ``cotrain``.
+    """
+    if protocol == "rft":
+        if mode not in ("cotrain", "static"):
+            raise ValueError(f"protocol=rft samples the fixed corpus of mode=static (no Synthesizer); "
+                             f"mode={mode!r} cannot go with it (use mode=static, or protocol=rounds)")
+        return "static"
+    if protocol == "alternating" and mode != "cotrain":
+        raise ValueError(f"protocol=alternating trains the Synthesizer in its phases and needs mode=cotrain, "
+                         f"got mode={mode!r}")
+    return mode
