@@ -21,6 +21,7 @@ import torch
 
 from synco.grpo import policy_loss
 from synco.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
+from synco.distributed.fsdp import DataShard, all_reduce_sum, rank_micro_batches
 from synco.precision import MasterWeights
 from synco.protocols.sft import IGNORE, SFTExample, completion_loss
 from synco.prompts import build_prompt
@@ -330,6 +331,7 @@ class HFPolicy:
             model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size
         )
         self._keep_arg = accepts_kwarg(model, "logits_to_keep")
+        self.shard: DataShard | None = None  # set by synco.distributed.fsdp.shard_policy
         self.token_constraint: Any = None  # see set_token_constraint
         self.ref_model: torch.nn.Module | None = ref_model
         self.step = 0
@@ -515,8 +517,14 @@ class HFPolicy:
         total_loss, w_clip, w_ratio, w_kl, n_fwd_tok = 0.0, 0.0, 0.0, 0.0, 0
         new_old: dict[int, torch.Tensor] = {}
         self.model.train()
-        for start in range(0, len(active), g.micro_batch_size):
-            idx = active[start : start + g.micro_batch_size]
+        if self.shard is None:
+            micro, scale = [active[s : s + g.micro_batch_size] for s in range(0, len(active), g.micro_batch_size)], 1.0
+        else:  # FSDP: this rank's share, as many micro-batches as every other rank; gradients are averaged
+            micro = rank_micro_batches(active, g.micro_batch_size, self.shard.rank, self.shard.world)
+            scale = float(self.shard.world)
+        for idx in micro:
+            padding = not idx  # an empty micro-batch still runs (FSDP's collectives), at weight 0
+            idx = idx or active[:1]
             rows = [batch[i] for i in idx]
             logp, mask = self._completion_logprobs(self.model, rows)
             old = logp.detach().clone()
@@ -526,7 +534,7 @@ class HFPolicy:
                     old[r, :c] = torch.tensor(e.old_logprobs, dtype=old.dtype, device=old.device)
                 elif i in old_cache:
                     old[r, :c] = old_cache[i].to(old.device)
-                else:
+                elif not padding:
                     new_old[i] = old[r, :c].cpu()
             ref = self._reference_logprobs(rows) if g.kl_coef > 0 else None
             adv = torch.tensor([batch[i].advantage for i in idx], dtype=torch.float32, device=logp.device)
@@ -535,12 +543,18 @@ class HFPolicy:
                 clip_low=g.clip_low, clip_high=g.clip_high, loss_agg=g.loss_agg,
                 normalizer=normalizer, ref_logprobs=ref, kl_coef=g.kl_coef,
             )  # fmt: skip
-            loss.backward()
+            (loss * (0.0 if padding else scale)).backward()
+            if padding:
+                continue
             total_loss += float(loss.item())
             w_clip += st.clip_frac * st.n_tokens
             w_ratio += st.ratio_mean * st.n_tokens
             w_kl += st.kl * st.n_tokens
             n_fwd_tok += st.n_tokens
+        if self.shard is not None:
+            total_loss, w_clip, w_ratio, w_kl, n_tok = all_reduce_sum([total_loss, w_clip, w_ratio, w_kl, n_fwd_tok],
+                                                                      self.shard)
+            n_fwd_tok = int(n_tok)
         d = max(n_fwd_tok, 1)
         return GradientStats(
             loss=total_loss,
@@ -597,7 +611,8 @@ class HFPolicy:
         opt, sched = self._require_trainable()
         params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
         self.masters.grads_to_masters()
-        norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.grpo.max_grad_norm))
+        norm_t = torch.nn.utils.clip_grad_norm_(params, self.config.grpo.max_grad_norm)
+        norm = float(norm_t.full_tensor() if hasattr(norm_t, "full_tensor") else norm_t)  # a DTensor when sharded
         stats.grad_norm = norm
         if not (math.isfinite(loss) and math.isfinite(norm)):
             opt.zero_grad(set_to_none=True)

@@ -1,0 +1,96 @@
+"""FSDP2 across two CPU processes (gloo) gives the same GRPO updates as one process."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+
+from synco.distributed.fsdp import DataShard, rank_micro_batches
+
+
+def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
+    active = [0, 2, 3, 5, 7]
+    assert rank_micro_batches(active, 2, 0, 2) == [[0, 2], []]  # padded to rank 1's two micro-batches
+    assert rank_micro_batches(active, 2, 1, 2) == [[3, 5], [7]]
+    assert rank_micro_batches(active, 4, 0, 1) == [[0, 2, 3, 5], [7]]
+    # a rank with a smaller share gets padding (empty micro-batches) to match the largest
+    assert rank_micro_batches([1, 2, 3], 1, 0, 2) == [[1], []]
+    assert rank_micro_batches([1, 2, 3], 1, 1, 2) == [[2], [3]]
+    assert rank_micro_batches([], 4, 1, 2) == []
+    shares = [sum(rank_micro_batches(list(range(11)), 3, r, 3), []) for r in range(3)]
+    assert sum(shares, []) == list(range(11))
+    with pytest.raises(ValueError, match="rank 2 of world 2"):
+        DataShard(2, 2)
+
+
+def _policy():
+    from synco.grpo import GRPOConfig
+    from synco.hf_policy import HFPolicy
+    from synco.policy import PolicyConfig
+    from synco.worlds.charlm import char_tokenizer, tiny_llama
+
+    tok = char_tokenizer()
+    model = tiny_llama(tok, seed=0, hidden_size=32, num_layers=2)
+    cfg = PolicyConfig(model_path="tiny", device="cpu", grpo=GRPOConfig(lr=1e-2, micro_batch_size=2, max_grad_norm=0.5))
+    return HFPolicy(model, tok, cfg)
+
+
+def _batches(pol):
+    from synco.policy import Experience
+
+    def row(prompt: str, completion: str, adv: float) -> Experience:
+        ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]
+        return Experience(prompt_ids=pol.encode_prompt(prompt), completion_ids=ids, advantage=adv)
+
+    first = [row("12+7=", "19", 1.0), row("12+7=", "21", -1.0), row("x", "zero", 0.0), row("30-4=", "26", 0.5),
+             row("30-4=", "a longer one", -0.5)]  # 4 active rows over 2 ranks x micro-batches of 2, one skipped
+    second = [row("8*3=", "24", 0.8), row("8*3=", "25", -0.3), row("9+9=", "18", 0.6)]  # 3 rows: one rank pads
+    return first, second
+
+
+def _worker(rank: int, world: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from synco.distributed.fsdp import full_state_dict, shard_policy
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        pol = shard_policy(_policy())
+        stats = [pol.update(b) for b in _batches(pol)]
+        state = full_state_dict(pol.model)
+        if rank == 0:
+            torch.save({"state": state, "stats": [(s.loss, s.grad_norm, s.clip_frac, s.stepped) for s in stats]}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_two_processes_give_the_same_update_as_one(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    one = _policy()
+    stats = [one.update(b) for b in _batches(one)]
+    out = tmp_path / "sharded.pt"
+    torch.multiprocessing.spawn(_worker, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    got = torch.load(out, weights_only=False)
+    for (loss, norm, clip, stepped), s in zip(got["stats"], stats, strict=True):
+        assert stepped and s.stepped
+        assert loss == pytest.approx(s.loss, rel=1e-5, abs=1e-7)
+        assert norm == pytest.approx(s.grad_norm, rel=1e-5)
+        assert clip == pytest.approx(s.clip_frac, abs=1e-6)
+    ref = one.model.state_dict()
+    for name, value in got["state"].items():
+        assert torch.allclose(value, ref[name], atol=1e-6), name
+    init = _policy().model.state_dict()
+    moved = sum(int(not torch.equal(init[n], ref[n])) for n in ref)
+    assert moved == len(ref)  # the updates moved every tensor (so equality is not trivial)
