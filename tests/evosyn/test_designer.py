@@ -245,3 +245,27 @@ def test_allocation_always_sums_to_n_slots(case) -> None:
     # a group below min_group is left only when the slots cannot make two groups of min_group
     small = [c for c in cells if 0 < slots[c] < cfg.min_group]
     assert not small or n_slots < 2 * cfg.min_group, (slots, cfg.min_group)
+
+
+def test_parent_backoff_by_hand() -> None:
+    """An under-measured fine cell borrows its level's success as a prior worth min_tasks tasks."""
+    from synco.evosyn.designer import CellStats, backed_off_success, cell_needs, parent_stats
+
+    hard = (("level", "L8"), ("carries", "0"))
+    new = (("level", "L8"), ("carries", "2"))
+    easy = (("level", "L1"), ("carries", "0"))
+    fresh = (("level", "L5"), ("carries", "1"))
+    stats = {hard: CellStats(n_tasks=10, n_attempts=80, n_correct=4), new: CellStats(n_tasks=1, n_attempts=8, n_correct=0),
+             easy: CellStats(n_tasks=20, n_attempts=160, n_correct=156)}
+    parents = parent_stats(stats)
+    assert parents[(("level", "L8"),)] == CellStats(11, 88, 4)
+    # w = 4 tasks x 8 attempts per task = 32 pseudo-attempts at the parent's 4/88
+    q = backed_off_success(stats[new], parents[(("level", "L8"),)], 4)
+    assert q == pytest.approx((0 + 32 * 4 / 88) / (8 + 32))
+    cfg = DesignerConfig(coverage="parent")
+    needs = cell_needs([hard, new, easy, fresh], stats, cfg)
+    assert needs[new] == pytest.approx(q / 0.5)  # below the target: need = p / target
+    assert needs[hard] == pytest.approx(((4 + 1) / (80 + 2)) / 0.5)  # measured: its own (Beta-smoothed) rate
+    assert needs[fresh] == 1.0  # no parent evidence at all: explore
+    assert cell_needs([new], stats, DesignerConfig())[new] == 1.0  # coverage: full (the default) keeps need 1
+    assert cell_needs([new], stats, cfg, feedback=False)[new] == 1.0

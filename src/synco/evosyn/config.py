@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,6 +24,7 @@ class DesignerConfig(BaseModel):
     retention: float = Field(0.15, ge=0, le=1, description="Retention share: this share of the slots goes to cells the Reasoner has mastered, so skills are not forgotten (moves to the need-driven share when none is mastered).")
     mastered: float = Field(0.9, gt=0, le=1, description="A cell with (smoothed) success >= this is mastered.")
     min_tasks: int = Field(4, ge=0, description="Coverage: a cell with fewer measured tasks in the window gets full need (unmeasured cells are explored first).")
+    coverage: Literal["full", "parent"] = Field("full", description="Need of a cell with fewer than min_tasks measured tasks: full (1: unmeasured cells are explored first) or parent (its success estimated with its parent cell -- the first factor's bucket alone, e.g. its level -- as a prior worth min_tasks tasks, so a new fine cell under a mastered or hopeless level is not paid for as maximally teachable).")
     prior: float = Field(1.0, ge=0, description="Beta prior pseudo-count on each side when smoothing a cell's success rate (Laplace at 1).")
     sharpness: float = Field(1.0, gt=0, description="need ** sharpness sets the need-driven shares (1: proportional; larger: more focus on the most teachable cells). Proportional by default: in the arith world practice on one level costs the others (bench/transfer_probe.py), so the Designer spreads the budget over every learnable cell instead of piling it on the most teachable.")
     min_group: int = Field(2, ge=1, description="A cell that gets any slots gets at least this many (a Synthesizer GRPO group of one card has no advantage).")

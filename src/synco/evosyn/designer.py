@@ -12,7 +12,11 @@ the sum of three shares, then rounded to whole slots:
   not mastered, where ``need`` is the capability gap measured toward the teachable band:
   1 at ``p = target`` (where GRPO's signal peaks), falling linearly to 0 at ``p = 0``
   and ``p = 1``. A cell with fewer than ``min_tasks`` measured tasks has need 1
-  (coverage: unmeasured cells are explored first).
+  (``coverage: full``: unmeasured cells are explored first), or (``coverage: parent``)
+  the need of its success estimated with its *parent* cell as the prior -- the cell
+  of its first factor alone (``level=L8`` for ``level=L8,carries=2``), worth
+  ``min_tasks`` tasks of evidence: a new fine cell under a mastered or impossible
+  level is not paid for as if it were maximally teachable.
 
 With learner feedback off, success is not seen: every cell has need 1, i.e. the
 allocation only balances coverage. Rounding is systematic sampling with a given
@@ -72,14 +76,47 @@ def need(p: float, target: float = 0.5) -> float:
     return 1.0 - (target - p) / target if p <= target else 1.0 - (p - target) / (1.0 - target)
 
 
+def parent_stats(stats: Mapping[Cell, CellStats]) -> dict[Cell, CellStats]:
+    """Tasks, attempts and correct attempts pooled by each cell's first factor (its parent cell)."""
+    acc: dict[Cell, list[int]] = {}
+    for cell, st in stats.items():
+        a = acc.setdefault(cell[:1], [0, 0, 0])
+        a[0] += st.n_tasks
+        a[1] += st.n_attempts
+        a[2] += st.n_correct
+    return {c: CellStats(*v) for c, v in acc.items()}
+
+
+def backed_off_success(st: CellStats, parent: CellStats, min_tasks: int) -> float | None:
+    """A cell's success rate with its parent's rate as a prior worth ``min_tasks`` tasks (None: parent unmeasured).
+
+    ``(correct + w * p_parent) / (attempts + w)`` with ``w`` = ``min_tasks`` times the parent's
+    attempts per task: with few own attempts the parent decides, with many the cell does.
+    """
+    if parent.n_attempts == 0 or parent.n_tasks == 0:
+        return None
+    p_parent = parent.n_correct / parent.n_attempts
+    w = min_tasks * parent.n_attempts / parent.n_tasks
+    return (st.n_correct + w * p_parent) / (st.n_attempts + w) if st.n_attempts + w > 0 else p_parent
+
+
 def cell_needs(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], cfg: DesignerConfig,
                feedback: bool = True) -> dict[Cell, float]:
-    """Each cell's need (see module docstring); 1 for under-measured cells or without feedback."""
+    """Each cell's need (see module docstring); 1 without feedback, and for under-measured cells unless backed off."""
+    parents = parent_stats(stats) if cfg.coverage == "parent" else {}
     out = {}
     for c in cells:
         st = stats.get(c, CellStats())
         p = st.success(cfg.prior)
-        out[c] = 1.0 if not feedback or p is None or st.n_tasks < cfg.min_tasks else need(p, cfg.target)
+        if not feedback:
+            out[c] = 1.0
+        elif p is not None and st.n_tasks >= cfg.min_tasks:
+            out[c] = need(p, cfg.target)
+        elif cfg.coverage == "parent" and len(c) > 1:
+            q = backed_off_success(st, parents.get(c[:1], CellStats()), cfg.min_tasks)
+            out[c] = 1.0 if q is None else need(q, cfg.target)
+        else:
+            out[c] = 1.0
     return out
 
 
