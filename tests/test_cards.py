@@ -74,6 +74,25 @@ def test_braces_inside_strings_do_not_end_the_object():
     assert card.solution == 'Quote " and { brace'
 
 
+def test_missing_comma_between_members_is_repaired():
+    """Small models drop the comma at a line end: '"value"\n"key":' can only mean a new member."""
+    lines = [json.dumps(k) + ": " + json.dumps(v) for k, v in fields(final_answer="5").items()]
+    text = "{" + ",\n".join(lines[:5]) + "\n" + ",\n".join(lines[5:]) + "}"
+    assert parse_task_card(text).final_answer == "5"
+    assert parse_task_card(text.replace('"\n"', '" "')).problem == "the problem"  # same line, one space
+
+
+@pytest.mark.parametrize("text", [
+    '{"problem": "p" "solution"}',  # the next string is not a key: no comma is invented
+    '{"problem" "p"}',  # a missing colon stays an error
+    '{"problem": "a "b" c"}',  # an unescaped quote inside a value is not a missing comma
+])
+def test_other_broken_json_is_still_rejected(text):
+    with pytest.raises(CardError) as info:
+        parse_task_card(text)
+    assert info.value.code == "invalid_json"
+
+
 def test_trailing_commas():
     text = '{"teaching_intent": "a", "target_reasoning_style": "b", "expected_reasoner_weakness": "c", ' \
            '"difficulty_estimate": "d", "problem": "p, q,", "solution": "s", "final_answer": "f", ' \
@@ -168,7 +187,7 @@ def test_best_error_is_the_object_with_most_fields():
         ("just words", "no_json"),
         ("{{{{{{", "no_json"),
         ('{"problem": "cut off', "truncated_json"),
-        ('{"problem": "p" "solution": "s"}', "invalid_json"),
+        ('{"problem": "p", "solution" "s"}', "invalid_json"),
         ('{"a":' * (MAX_DEPTH + 5) + "1" + "}" * (MAX_DEPTH + 5), "too_deep"),
         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "too_deep"),
         ("x" * (MAX_INPUT_CHARS + 1), "input_too_long"),

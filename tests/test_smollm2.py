@@ -72,3 +72,40 @@ def test_smollm2_eval_end_to_end(tmp_path: Path, one_thread: None) -> None:
     assert acc == summary.accuracy["gsm8k"]
     checks = json.loads((tmp_path / CHECKS_FILE).read_text())["gsm8k"]
     assert checks["n"] == checks["n_expected"] == 3 and checks["complete"]
+
+
+@pytest.mark.skipif(_REASON is not None, reason=f"SmolLM2 preset unavailable: {_REASON}")
+def test_smollm2_cards_under_the_card_template_parse_and_score_as_sampled(one_thread: None) -> None:
+    """The preset's Synthesizer (synth_decoding: card) on its real prompt: every card is a nine-field card that
+    parses, and the log-probs GRPO recomputes equal the ones sampling reported (the same masked distribution)."""
+    import torch
+
+    from synco.cards import parse_task_card
+    from synco.config import load_config
+    from synco.records import CARD_FIELDS
+    from synco.report import build_report
+    from synco.sampling import Experience
+    from synco.trainer import build_domain, build_policy
+    from synco.card_decoding import constrain_synthesizer
+
+    cfg = load_config("smollm2")
+    assert cfg.synth_decoding == "card"
+    torch.manual_seed(0)
+    domain = build_domain(cfg)
+    policy = build_policy(cfg.synthesizer.model_copy(update={"trainable": False}))
+    grammar = constrain_synthesizer(policy, domain, cfg.synthesizer.sampling.max_new_tokens)
+    prompt = policy.format_prompt(domain.synthesizer_prompt(build_report([], cfg.report)),
+                                  system=domain.synthesizer_system_prompt())
+    comps = policy.generate([prompt], 2, cfg.synthesizer.sampling)[0]
+    for c in comps:
+        card = parse_task_card(c.text)
+        assert all(getattr(card, f) for f in CARD_FIELDS) and c.finish_reason == "stop"
+        assert len(c.completion_ids) <= grammar.max_tokens()
+    rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0, old_logprobs=c.logprobs) for c in comps]
+    with torch.no_grad():
+        logp, _ = policy._completion_logprobs(policy.model, rows)
+    for r, c in enumerate(comps):
+        n = len(c.completion_ids)
+        assert torch.allclose(logp[r, :n], torch.tensor(c.logprobs), atol=2e-3), (logp[r, :n] - torch.tensor(c.logprobs)).abs().max()
+    forced = grammar.allowed_mask([c.completion_ids for c in comps], logp.shape[1]).sum(-1) == 1
+    assert bool(forced.any()) and all(lp == 0.0 for c in comps for lp, f in zip(c.logprobs, forced[comps.index(c)]) if f)

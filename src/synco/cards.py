@@ -12,7 +12,10 @@ What is tolerated, in order of processing:
   balanced ``{...}`` that starts like a JSON object (``{`` then ``"``), matching
   braces outside string literals only, and tries up to ``MAX_CANDIDATES`` such
   objects until one holds a card.
-* Trailing commas before ``}`` / ``]``; raw control characters inside strings.
+* Trailing commas before ``}`` / ``]``; a missing comma between a string and
+  the next key (``"value"\n"key":``, a small model's usual slip: two adjacent
+  strings are never valid JSON, so the repair only turns an error into the one
+  reading there is); raw control characters inside strings.
 * LaTeX backslashes that are not JSON escapes. Inside string literals, ``\\"``,
   ``\\\\``, ``\\/`` and ``\\uXXXX`` keep their JSON meaning. ``\\b`` and ``\\f``
   are always literal backslashes (a backspace/form feed is never meant, while
@@ -65,6 +68,7 @@ _TRAILING_WS = re.compile(r"\s*")
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _LETTERS = re.compile(r"[A-Za-z]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_KEY_AHEAD = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"\s*:')
 
 # LaTeX commands whose names start with n, r or t: after a backslash these are
 # LaTeX, not the JSON escapes \n, \r, \t followed by a word.
@@ -226,6 +230,7 @@ def _clean_json(obj_text: str) -> str:
     out: list[str] = []
     pos = 0
     in_string = False
+    closed = -2  # index of the last closing quote outside which only whitespace has followed
     n = len(obj_text)
     while True:
         m = _CLEAN_TOKENS.search(obj_text, pos)
@@ -239,6 +244,7 @@ def _clean_json(obj_text: str) -> str:
         if in_string:
             if c == '"':
                 in_string = False
+                closed = i
                 out.append(c)
             elif c == "\\":
                 if _escape_is_json(obj_text, i):
@@ -250,6 +256,8 @@ def _clean_json(obj_text: str) -> str:
                 out.append(c)
             continue
         if c == '"':
+            if closed >= 0 and not obj_text[closed + 1 : i].strip() and _KEY_AHEAD.match(obj_text, i):
+                out.append(",")  # a missing comma between members: '"value"\n"key":'
             in_string = True
             out.append(c)
         elif c == ",":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from synco.worlds.math import (
     MathDomain,
     card_schema,
     difficulty_of,
+    example_card,
     fmt,
     fraction_text,
     generate,
@@ -88,8 +90,8 @@ def test_synthesizer_prompts_carry_role_goals_report_and_schema() -> None:
     assert "- answer_inconsistent (3): the boxed answer of the solution must equal final_answer" in prompt
     assert "- weird_code (1)" in prompt
     assert "- Solve for x: 2x + 1 = 7." in prompt
-    assert card_schema() in prompt
-    assert all(f'"{f}"' in prompt for f in CARD_FIELDS)
+    assert all(example_card(g) in prompt for g in d.examples(report))  # the format, by example
+    assert all(prompt.count(f'"{f}": ') == d.n_examples for f in CARD_FIELDS)
     empty = d.synthesizer_prompt(build_report([]))
     assert empty.count("- none yet") == 2
 
@@ -102,7 +104,7 @@ def test_rendering_never_mangles_latex_or_double_braces() -> None:
     prompt = d.synthesizer_prompt(report)
     assert prompt.count(nasty) == 2  # the recommendation and the recent task, verbatim
     assert "- {{schema}} (1)" in prompt  # a value's placeholder is never substituted again
-    assert prompt.count('"teaching_intent"') == 1
+    assert prompt.count('"teaching_intent"') == d.n_examples
     assert r"\boxed{}" in prompt
     problem = r"Let $f(x) = \frac{x^{2}}{\sqrt{x}}$ and {{problem}}; find f(4)."
     rp = d.reasoner_prompt(problem)
@@ -118,8 +120,12 @@ def test_reasoner_prompt_is_the_shipped_template_and_system_prompt_is_optional(t
     custom = MathDomain(prompts_dir=tmp_path)
     assert custom.reasoner_system_prompt() == "Answer briefly."
     assert custom.synthesizer_prompt("plain report").startswith("R: plain report\nS: {")
+    assert custom.synthesizer_prompt("plain report").endswith(card_schema())
     (tmp_path / "synthesizer.txt").write_text("no placeholders here\n")
     with pytest.raises(PromptError, match="report"):
+        MathDomain(prompts_dir=tmp_path)
+    (tmp_path / "synthesizer.txt").write_text("{{report}} and nothing about the card\n")
+    with pytest.raises(PromptError, match=r"\{\{schema\}\} or \{\{examples\}\}"):
         MathDomain(prompts_dir=tmp_path)
 
 
@@ -375,9 +381,10 @@ def test_presets_and_model_resolution() -> None:
     cfg = load_config("smollm2")
     assert cfg.domain == "math" and cfg.group_factor == "topic"
     assert cfg.synthesizer.model_path == cfg.reasoner.model_path == "smollm2"
-    assert cfg.synthesizer.sampling.max_new_tokens <= 256 and cfg.reasoner.sampling.max_new_tokens <= 128
+    assert cfg.synthesizer.sampling.max_new_tokens <= 288 and cfg.reasoner.sampling.max_new_tokens <= 128
+    assert cfg.synth_decoding == "card"  # cards end at their closing brace: the budget is a bound, not the length
     assert cfg.n_cards <= 8 and cfg.k <= 4 and cfg.heldout_per_group <= 2
-    assert load_config("paper").domain == "math"
+    assert load_config("paper", overrides=["verifier.benchmark_paths=[]"]).domain == "math"  # no benchmark folder here
     assert resolve_model_path("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"  # not a preset: unchanged
 
 
@@ -427,7 +434,78 @@ def test_math_factor_space_hooks_and_target_line() -> None:
     assert isinstance(problem, str) and problem == domain.sample_any(random.Random(3))
     report = build_report([])
     plain = domain.synthesizer_prompt(report)
-    targeted = domain.synthesizer_prompt(report, target=(("topic", "geometry"), ("quantities", "3-4")))
-    assert targeted.startswith(plain)
+    cell = (("topic", "geometry"), ("quantities", "3-4"))
+    targeted = domain.synthesizer_prompt(report, target=cell)
     assert targeted.endswith("exactly these properties): topic=geometry, quantities=3-4")
+    assert all(example_card(g) in targeted and g.topic == "geometry" for g in domain.examples(report, cell))
+    assert targeted.startswith(plain.split("Example task cards")[0])  # only the examples and the target line differ
     assert domain.synthesizer_prompt(report, target=None) == plain
+
+
+# ----------------------------------------------------------------- few-shot example cards
+
+
+def test_example_cards_are_correct_cards_the_verifier_accepts(checker: AnswerChecker) -> None:
+    """Each example is a generator problem: its answer is the exact one, its solution boxes it, the verifier passes it."""
+    d = MathDomain()
+    report = build_report([])
+    shown = [g for step in range(6) for g in d.examples(report.model_copy(update={"step": step}))]
+    assert len(shown) == 6 * d.n_examples >= 12
+    verifier = TaskVerifier(VerifierConfig(min_problem_chars=20, strict=True), checker=checker)
+    for g, (card, verdict) in zip(shown, verifier.verify_batch([example_card(g) for g in shown]), strict=True):
+        assert card is not None and verdict.valid, (g.problem, verdict.reasons)
+        assert card.final_answer == g.answer and extract_answer(card.solution) == g.answer
+        assert checker.match(g.answer, g.answer) and not in_heldout_bucket(g.problem)
+        exact = [spec for spec in TEMPLATES if spec.intent == g.intent]
+        assert exact and generate(random.Random(0), exact[0]).topic == g.topic  # it came from a generator family
+    assert len({g.problem for g in shown}) == len(shown)
+
+
+def test_examples_depend_only_on_report_step_and_target() -> None:
+    d, other = MathDomain(), MathDomain()
+    report = build_report([])
+    assert [g.problem for g in d.examples(report)] == [g.problem for g in other.examples(report)]
+    later = report.model_copy(update={"step": 4})
+    assert [g.problem for g in d.examples(later)] != [g.problem for g in d.examples(report)]
+    for topic in ("geometry", "probability"):
+        assert {g.topic for g in d.examples(report, target=(("topic", topic),))} == {topic}
+    assert d.synthesizer_prompt(later) == other.synthesizer_prompt(later)  # a rebuilt prompt is the same prompt
+
+
+def test_a_copied_example_with_another_answer_is_rejected() -> None:
+    d = MathDomain()
+    report = build_report([])
+    assert d.reject_reason(card(problem=d.examples(report)[0].problem, answer="-1")) is None  # nothing shown yet
+    d.synthesizer_prompt(report)
+    shown = d.examples(report)
+    wrong = "-1"
+    assert all(g.answer != wrong for g in shown)
+    assert d.reject_reason(card(problem=shown[0].problem, answer=wrong)) == "copied_example"
+    assert d.reject_reason(card(problem="  " + shown[1].problem.upper() + " ", answer=wrong)) == "copied_example"
+    assert d.reject_reason(card(problem=shown[0].problem, answer=shown[0].answer)) is None  # right answer: a correct card
+    assert d.reject_reason(card(problem=shown[0].problem.replace("?", " exactly?"), answer=wrong)) is None  # a variant
+    assert d.reject_reason(card()) is None
+    d.synthesizer_prompt(report.model_copy(update={"step": 7}))  # a new report step forgets the old examples
+    assert d.reject_reason(card(problem=shown[0].problem, answer=wrong)) is None
+
+
+@pytest.mark.parametrize("answer, exact, same", [
+    ("8", "8", True), (" 0.5", "1/2", True), ("2/4", "1/2", True), ("-3", "-3.0", True), ("1 / 2", "1/2", True),
+    ("7", "8", False), ("1e999999", "1", False), ("x", "1", False), ("1/0", "1", False), ("9" * 50, "9" * 50, True),
+])
+def test_same_value_compares_plain_numbers_only(answer: str, exact: str, same: bool) -> None:
+    from synco.worlds.math import same_value
+
+    assert same_value(answer, exact) is same
+
+
+def test_engine_rejects_a_copied_example(tmp_path: Path, checker: AnswerChecker) -> None:
+    d = MathDomain()
+    g = d.examples(build_report([]))[0]
+    copied = d.format_card(replace(g, answer=g.answer + "1"))  # the prompt's own example, with a wrong answer
+    synth = RecordingPolicy([copied, CARDS[1]])
+    state = make_state(tmp_path, checker, synth, RecordingPolicy(["\\boxed{5}"]), n_cards=2)
+    stats = cotrain_step(state, 0)
+    records = state.pool.by_step(0)
+    assert [r.valid for r in records] == [False, True] and records[0].verdict.reasons[0] == "copied_example"
+    assert stats.reasons.get("copied_example") == 1

@@ -14,9 +14,11 @@ as ``prompts_dir`` or ``$SYNCO_PROMPTS_DIR`` overrides them):
 * ``synthesizer.txt``: the user message, with ``{{report}}`` (the capability
   report, ``CapabilityReport.render``), ``{{rejections}}`` (the report's top
   rejection reasons, each with what to do about it), ``{{recent_tasks}}`` (the
-  latest valid problems) and ``{{schema}}`` (the nine card fields of
-  ``records.CARD_FIELDS``). ``{{report}}`` and ``{{schema}}`` are required, the
-  other two may be deleted from an edited template;
+  latest valid problems), ``{{examples}}`` (``n_examples`` few-shot cards,
+  :func:`example_card`) and ``{{schema}}`` (the nine card fields with a hint
+  each, in ``WRITE_ORDER``). ``{{report}}`` is required, and ``{{examples}}``
+  or ``{{schema}}`` (the shipped template shows the examples); the rest may be
+  deleted from an edited template;
 * ``reasoner.txt`` / ``reasoner_system.txt``: the Reasoner sees only the
   problem and answers in ``\\boxed{}`` (the same prompt ``synco eval`` uses). An
   empty system template sends no system message, so the chat template's own
@@ -24,6 +26,17 @@ as ``prompts_dir`` or ``$SYNCO_PROMPTS_DIR`` overrides them):
 
 Templates are filled by ``synco.prompts.render`` (one literal pass), so LaTeX
 braces and ``{{...}}`` inside a report or a problem come through unchanged.
+
+Few-shot examples are problems of the built-in generator below (exact
+answers; never a held-out problem), drawn with a seed made of the report's
+step and the Designer's target cell (its topic when it has one), so a rebuilt
+prompt is the same prompt. A card whose problem is one of the examples shown
+for the current report (normalised exact match) with an answer other than
+the example's exact one is rejected as ``copied_example``: a small model
+copies them, mostly with a wrong answer (a copy with the right answer is a
+correct card, and a repeat of it is a near-duplicate of the pool).
+``card_template`` is the card layout ``synth_decoding: card`` fills in
+(``synco.card_decoding``): the same layout as the examples.
 
 Card factors (what the capability report groups by) are computed by this
 module, never taken from the card's own claims: ``topic`` from a keyword
@@ -55,6 +68,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from synco.card_decoding import ANSWER_CHARSET, CardSlot, CardTemplate
 from synco.domain import HeldoutItem
 from synco.evosyn.space import Cell, FactorDef
 from synco.novelty import normalize_text
@@ -205,17 +219,92 @@ REJECTION_HINTS: dict[str, str] = {
     "unreliable": "make sure the answer is right and unique",
     "heldout_problem": "write an original problem",
     "check_timeout": "keep the answer a short exact value that is quick to check",
+    "copied_example": "write your own problem; do not copy an example card",
 }
 """What to do about each rejection reason code (the prompt lists the report's top codes with these)."""
 
-REQUIRED_SYNTH_PLACEHOLDERS = frozenset({"report", "schema"})
-OPTIONAL_SYNTH_PLACEHOLDERS = frozenset({"rejections", "recent_tasks"})
+REQUIRED_SYNTH_PLACEHOLDERS = frozenset({"report"})
+FORMAT_SYNTH_PLACEHOLDERS = frozenset({"schema", "examples"})
+"""``synthesizer.txt`` must show the card format: the field list (``{{schema}}``), example cards (``{{examples}}``) or both."""
+OPTIONAL_SYNTH_PLACEHOLDERS = frozenset({"rejections", "recent_tasks"}) | FORMAT_SYNTH_PLACEHOLDERS
+
+
+WRITE_ORDER: tuple[str, ...] = (
+    "problem",
+    "solution",
+    "final_answer",
+    "difficulty_estimate",
+    "teaching_intent",
+    "target_reasoning_style",
+    "expected_reasoner_weakness",
+    "verification_notes",
+    "novelty_notes",
+)
+"""The order the prompt shows the nine card fields in, and the card template writes them in: the checked
+ones first, so a small model writes them while the example is fresh (JSON field order does not matter
+to the parser)."""
+
+
+CARD_SLOT_TOKENS: dict[str, int] = {
+    "problem": 64,
+    "solution": 80,
+    "final_answer": 8,
+    "difficulty_estimate": 4,
+    "teaching_intent": 10,
+    "target_reasoning_style": 8,
+    "expected_reasoner_weakness": 10,
+    "verification_notes": 8,
+    "novelty_notes": 8,
+}
+"""Token budget of each value under template-constrained decoding (``synth_decoding: card``); with the
+fixed JSON they bound a card (``CardGrammar.max_tokens``) below the ``smollm2`` preset's budget."""
+
+
+def card_template() -> CardTemplate:
+    """The math card as a :class:`~synco.card_decoding.CardTemplate`: ``WRITE_ORDER``, the answer digits only.
+
+    The same layout as the prompt's example cards (:func:`example_card`), so the fixed text is what
+    the model would write anyway.
+    """
+    return CardTemplate(tuple(
+        CardSlot(name, CARD_SLOT_TOKENS[name], ANSWER_CHARSET if name == "final_answer" else None)
+        for name in WRITE_ORDER))
 
 
 def card_schema() -> str:
-    """The nine fields of ``CARD_FIELDS`` as a JSON-shaped template with a hint per field."""
-    lines = [f'  "{name}": "<{FIELD_HINTS.get(name, name)}>"' for name in CARD_FIELDS]
+    """The nine card fields (in ``WRITE_ORDER``) as a JSON-shaped template with a hint per field."""
+    lines = [f'  "{name}": "<{FIELD_HINTS.get(name, name)}>"' for name in WRITE_ORDER]
     return "{\n" + ",\n".join(lines) + "\n}"
+
+
+EXAMPLE_NOTES: dict[str, str] = {
+    "expected_reasoner_weakness": "an arithmetic slip in one step",
+    "verification_notes": "checked each step again",
+    "novelty_notes": "new setting and numbers",
+}
+"""Short fixed values of the free-text note fields in few-shot example cards (short cards finish within the budget)."""
+
+_EXAMPLE_SEED = "synco-math-examples-v1"
+
+
+def example_card(g: Generated) -> str:
+    """A generated problem as a few-shot example card: the nine fields in ``WRITE_ORDER``, one per line.
+
+    Its solution is the generator's worked steps ending in ``\\boxed{answer}`` and its
+    ``final_answer`` the generator's exact answer, so the example is a card the verifier
+    accepts; the note fields are short so that a small model's imitation stays short.
+    """
+    values = {
+        "teaching_intent": g.intent,
+        "target_reasoning_style": g.style,
+        "difficulty_estimate": g.difficulty,
+        "problem": g.problem,
+        "solution": " ".join(g.steps) + " The answer is \\boxed{" + g.answer + "}.",
+        "final_answer": g.answer,
+        **EXAMPLE_NOTES,
+    }
+    lines = [json.dumps(name) + ": " + json.dumps(values[name], ensure_ascii=False) for name in WRITE_ORDER]
+    return "{" + ",\n".join(lines) + "}"
 
 
 def _optional(text: str) -> str | None:
@@ -246,6 +335,25 @@ def fmt(value: Fraction | int) -> str:
         digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
         return f"{sign}{digits[:-places]}.{digits[-places:]}"
     return f"{v.numerator}/{v.denominator}"
+
+
+def same_value(answer: str, exact: str) -> bool:
+    """Whether an answer text is the generator's exact answer: equal as numbers (``0.5`` = ``1/2``), else as text.
+
+    Only short plain numbers (``-12``, ``0.5``, ``3/8``; at most 40 characters) are parsed, by ``Fraction``.
+    """
+    a, b = answer.replace(" ", ""), exact.replace(" ", "")
+    if a == b:
+        return True
+    if max(len(a), len(b)) > 40 or not (_PLAIN_NUMBER.fullmatch(a) and _PLAIN_NUMBER.fullmatch(b)):
+        return False
+    try:
+        return Fraction(a) == Fraction(b)
+    except ZeroDivisionError:
+        return False
+
+
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
 
 
 def fraction_text(value: Fraction | int) -> str:
@@ -677,6 +785,9 @@ class MathDomain:
 
     name = "math"
 
+    n_examples: int = 2
+    """Few-shot example cards shown by ``{{examples}}`` in ``synthesizer.txt``."""
+
     def __init__(self, prompts_dir: str | Path | None = None, report_budget: int | None = None) -> None:
         """Load the prompt templates (``prompts_dir`` first, then ``$SYNCO_PROMPTS_DIR``, then the shipped ones).
 
@@ -692,11 +803,15 @@ class MathDomain:
         missing = sorted(REQUIRED_SYNTH_PLACEHOLDERS - have)
         if missing:
             raise PromptError("synthesizer.txt lacks " + ", ".join("{{" + m + "}}" for m in missing))
+        if not FORMAT_SYNTH_PLACEHOLDERS & have:
+            raise PromptError("synthesizer.txt lacks {{schema}} or {{examples}}: the card format is never shown")
         if "problem" not in placeholders(self._reasoner_template):
             raise PromptError("reasoner.txt lacks {{problem}}")
         self._optional_present = OPTIONAL_SYNTH_PLACEHOLDERS & have
         self._bank: dict[str, list[Generated]] | None = None
         self._bank_keys: frozenset[str] | None = None
+        self._shown_step: int | None = None  # the report step of the prompts whose examples _shown holds
+        self._shown: dict[str, str] = {}  # problem key -> exact answer
 
     # --- answers and factors
 
@@ -714,10 +829,18 @@ class MathDomain:
                 "difficulty": difficulty_of(card.difficulty_estimate)}
 
     def reject_reason(self, card: TaskCard) -> str | None:
-        """``heldout_problem`` when the card's problem is one of the held-out bank's (normalised exact match)."""
+        """``heldout_problem`` when the card's problem is one of the held-out bank's; ``copied_example`` when it is
+        the problem of a few-shot example shown for the current report but its answer is not the example's exact
+        one (problems compared normalised; a copy with the right answer is a correct card and passes)."""
         self._ensure_bank()
         assert self._bank_keys is not None
-        return "heldout_problem" if problem_key(card.problem) in self._bank_keys else None
+        key = problem_key(card.problem)
+        if key in self._bank_keys:
+            return "heldout_problem"
+        exact = self._shown.get(key)
+        if exact is not None and not same_value(card.final_answer, exact):
+            return "copied_example"
+        return None
 
     # --- prompts
 
@@ -737,9 +860,15 @@ class MathDomain:
         """
         render_report = getattr(report, "render", None)
         text = render_report(self.report_budget) if callable(render_report) else str(report or "")
-        values = {"report": text, "schema": card_schema()}
+        values = {"report": text}
+        if "schema" in self._optional_present:
+            values["schema"] = card_schema()
         if "rejections" in self._optional_present:
             values["rejections"] = _rejection_lines(report)
+        if "examples" in self._optional_present:
+            shown = self.examples(report, target)
+            self._remember_examples(report, shown)
+            values["examples"] = "\n\n".join(example_card(g) for g in shown)
         if "recent_tasks" in self._optional_present:
             recent = list(getattr(report, "recent_problems", []) or [])
             values["recent_tasks"] = "\n".join("- " + p for p in recent) if recent else "- none yet"
@@ -748,6 +877,34 @@ class MathDomain:
             prompt += ("\n\nTarget cell (write a task whose problem has exactly these properties): "
                        + ", ".join(f"{k}={v}" for k, v in target))
         return prompt
+
+    def card_template(self) -> CardTemplate:
+        """The card layout template-constrained decoding fills in (``synth_decoding: card``)."""
+        return card_template()
+
+    def examples(self, report: object, target: Cell | None = None) -> list[Generated]:
+        """The few-shot example problems of one Synthesizer prompt (``n_examples`` of them).
+
+        Drawn from the built-in generator (never a held-out problem), so their answers are exact.
+        The draw is seeded by the report's step and the target cell, so a prompt is the same
+        whenever it is rebuilt (a resumed run stays bit-exact) while the examples change as the
+        report does; a target ``topic`` cell gets examples of that topic.
+        """
+        cell = ",".join(f"{k}={v}" for k, v in (target or ()))
+        rng = random.Random(f"{_EXAMPLE_SEED}:{getattr(report, 'step', 0)}:{cell}")
+        topic = dict(target or ()).get("topic")
+        return [self.sample(rng, topic if topic in TOPICS else None) for _ in range(self.n_examples)]
+
+    def _remember_examples(self, report: object, shown: list[Generated]) -> None:
+        """Keep the problems of the examples shown for the current report step (``copied_example``).
+
+        A prompt for a new report step starts a new set, so the set depends only on the prompts of
+        the step being verified (a resumed run rebuilds it exactly).
+        """
+        step = getattr(report, "step", 0)
+        if step != self._shown_step:
+            self._shown_step, self._shown = step, {}
+        self._shown.update((problem_key(g.problem), g.answer) for g in shown)
 
     # --- the factor space (EvoSyn)
 

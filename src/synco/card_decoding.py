@@ -1,0 +1,354 @@
+"""Template-constrained decoding of task cards: a small model fills in values, the JSON around them is fixed.
+
+A 135M chat model rarely writes a nine-field JSON card on its own (it drops fields,
+forgets commas, rambles past the object). With ``synth_decoding: card`` the
+Synthesizer samples under a :class:`CardTemplate`: the text between the values
+(``{"problem": "``, ``",\\n"solution": "``, ... ``"}``) is fixed and the model
+writes only the values, each in its own slot:
+
+* a slot holds any text without ``"`` (so no value can end early or break the
+  JSON), at most ``max_tokens`` tokens; a slot with a ``charset`` (the answer)
+  holds only those characters;
+* the model ends a slot itself with a token that contains the closing quote,
+  optionally followed by the start of the next fixed text (``."``, ``",``,
+  ``"}``); not before the slot holds a non-space character, and not right
+  after a backslash (``\\"`` would escape the quote). A slot's last token
+  must leave it closable (not blank, no trailing backslash); when the slot is
+  full, only closing tokens remain;
+* the fixed text after a slot is forced in its canonical tokenization (one
+  allowed token per step), and after the last ``}`` only end-of-sequence.
+
+Every step is a *mask*: the model's logits with the disallowed tokens set to
+``-inf``, then temperature and top-p as usual. Log-probabilities, both those
+reported at sampling time (the GRPO old log-probs) and those the trainer
+recomputes, are taken from the same masked distribution at temperature 1:
+``log_softmax(logits + mask)``. The mask at each position is a pure function
+of the completion's earlier tokens (:meth:`CardGrammar.allowed_mask` replays
+it), so the two always agree; a forced token has log-prob 0 and no gradient,
+and a slot token's probability is renormalised over the allowed tokens. The
+card texts therefore always parse (nine non-empty fields) unless the token
+budget runs out first; :meth:`CardGrammar.max_tokens` is the most a card can take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ANSWER_CHARSET = "0123456789-./ "
+"""Characters an answer slot may hold: integers, decimals, fractions ``a/b``, negative numbers."""
+
+
+@dataclass(frozen=True)
+class CardSlot:
+    """One value of the card: its field name, token budget and (optionally) its only allowed characters."""
+
+    name: str
+    max_tokens: int
+    charset: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or '"' in self.name or "\\" in self.name:
+            raise ValueError(f"slot name {self.name!r} must be non-empty, without quotes or backslashes")
+        if self.max_tokens < 1:
+            raise ValueError(f"slot {self.name!r}: max_tokens must be >= 1, got {self.max_tokens}")
+        if self.charset is not None and (not self.charset.strip() or '"' in self.charset or "\\" in self.charset):
+            raise ValueError(f"slot {self.name!r}: charset {self.charset!r} needs a visible character and no quote or backslash")
+
+
+@dataclass(frozen=True)
+class CardTemplate:
+    """The fixed JSON around the slots: ``{"a": "<a>",\\n"b": "<b>"}`` (one field per line, as the prompt's examples)."""
+
+    slots: tuple[CardSlot, ...]
+
+    def __post_init__(self) -> None:
+        if not self.slots:
+            raise ValueError("a card template needs at least one slot")
+        names = [s.name for s in self.slots]
+        if len(set(names)) != len(names):
+            raise ValueError(f"slot names repeat: {names}")
+
+    def fixed_texts(self) -> list[str]:
+        """The fixed text before slot 0, after each closing quote, and after the last (``}``).
+
+        ``fixed[0]`` opens the object and the first value; ``fixed[i]`` (1 <= i < n) follows the
+        closing quote of slot ``i - 1`` and opens slot ``i``; ``fixed[n]`` closes the object.
+        """
+        first = '{"' + self.slots[0].name + '": "'
+        between = [',\n"' + s.name + '": "' for s in self.slots[1:]]
+        return [first, *between, "}"]
+
+    def render(self, values: Sequence[str]) -> str:
+        """The card text the template produces for these slot values (what sampling writes, minus end-of-sequence)."""
+        if len(values) != len(self.slots):
+            raise ValueError(f"{len(values)} values for {len(self.slots)} slots")
+        fixed = self.fixed_texts()
+        return fixed[0] + "".join(v + '"' + f for v, f in zip(values, fixed[1:], strict=True))
+
+
+# ----------------------------------------------------------------- the grammar on one tokenizer
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    segment: int  # index into fixed_texts()
+    offset: int  # characters of it already written
+    k: int  # tokens of its canonical tokenization from ``offset`` already forced
+
+
+@dataclass(frozen=True)
+class _Slot:
+    index: int
+    n_tokens: int
+    has_text: bool
+    backslash: bool  # the slot's text ends with a backslash
+
+
+@dataclass(frozen=True)
+class _End:
+    done: bool  # False: end-of-sequence is next; True: the card is complete (anything after is padding)
+
+
+_State = _Fixed | _Slot | _End
+
+
+class CardGrammar:
+    """A :class:`CardTemplate` compiled for one tokenizer: the allowed tokens at every step of a card.
+
+    Built once per policy (decodes every vocabulary entry once, ~1 s for 49k tokens).
+    ``eos_ids``: the tokens that end a sequence (the policy's); the first is the one forced at the end.
+    """
+
+    def __init__(self, template: CardTemplate, tokenizer: Any, eos_ids: Sequence[int], vocab_size: int | None = None) -> None:
+        import torch
+
+        if not eos_ids:
+            raise ValueError("CardGrammar needs at least one end-of-sequence id")
+        self.template = template
+        self.eos_ids = [int(e) for e in eos_ids]
+        self.vocab_size = int(vocab_size or len(tokenizer))
+        self.fixed = template.fixed_texts()
+        special = {int(i) for i in getattr(tokenizer, "all_special_ids", []) or []}
+        special |= {int(i) for i in (getattr(tokenizer, "added_tokens_decoder", None) or {})}
+        n_tok = len(tokenizer)
+        texts = [tokenizer.decode([i]) if i not in special else "" for i in range(n_tok)]
+        texts += [""] * (self.vocab_size - n_tok)  # padded embedding rows: never allowed
+        self._texts = texts
+        # Forced canonical tokenization of every remainder of every fixed text.
+        self._forced: dict[tuple[int, int], list[int]] = {}
+        for j, text in enumerate(self.fixed):
+            for o in range(len(text)):
+                ids = [int(i) for i in tokenizer.encode(text[o:], add_special_tokens=False)]
+                if "".join(texts[i] for i in ids) != text[o:] or any(i in special for i in ids):
+                    raise ValueError(f"the tokenizer does not round-trip the card template's text {text[o:]!r}")
+                self._forced[(j, o)] = ids
+        # Token classes per slot: text tokens, and closing tokens s + '"' + r (r a prefix of the next fixed text).
+        self._text_mask: list[Any] = []
+        self._close: list[dict[int, int]] = []  # per slot: token -> characters of the next fixed text it writes
+        self._close_kind: list[dict[str, Any]] = []  # per slot: "strong" / "space" / "bare" closer masks
+        for i, slot in enumerate(template.slots):
+            nxt = self.fixed[i + 1]
+            allowed_chars = set(slot.charset) if slot.charset is not None else None
+            text_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+            kinds = {k: torch.zeros(self.vocab_size, dtype=torch.bool) for k in ("strong", "space", "bare")}
+            close: dict[int, int] = {}
+            for tid, t in enumerate(texts):
+                if not t:
+                    continue
+                q = t.find('"')
+                if q < 0:
+                    if allowed_chars is None or set(t) <= allowed_chars:
+                        text_mask[tid] = True
+                    continue
+                s, r = t[:q], t[q + 1 :]
+                if '"' in r or not nxt.startswith(r) or s.endswith("\\"):
+                    continue
+                if allowed_chars is not None and not set(s) <= allowed_chars:
+                    continue
+                close[tid] = len(r)
+                kinds["bare" if not s else "space" if not s.strip() else "strong"][tid] = True
+            if not kinds["bare"].any():
+                raise ValueError(f"slot {slot.name!r}: no token closes it (the tokenizer has no '\"' token?)")
+            if not text_mask.any():
+                raise ValueError(f"slot {slot.name!r}: no token can write its text")
+            self._text_mask.append(text_mask)
+            self._close.append(close)
+            self._close_kind.append(kinds)
+        self._backslash_end = torch.tensor([t.endswith("\\") for t in texts], dtype=torch.bool)
+        self._blank = torch.tensor([not t.strip() for t in texts], dtype=torch.bool)
+        self._eos_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        self._eos_mask[self.eos_ids] = True
+        self._all = torch.ones(self.vocab_size, dtype=torch.bool)
+        self._cache: dict[Any, Any] = {}
+
+    # --- states
+
+    def start(self) -> _State:
+        """The state before the first completion token."""
+        return self._enter_fixed(0, 0)
+
+    def _enter_fixed(self, segment: int, offset: int) -> _State:
+        """At ``offset`` of fixed text ``segment``; past its end: the next slot, or end-of-sequence."""
+        if offset < len(self.fixed[segment]):
+            return _Fixed(segment, offset, 0)
+        if segment < len(self.template.slots):
+            return _Slot(segment, 0, False, False)
+        return _End(False)
+
+    def advance(self, state: _State, token: int) -> _State:
+        """The state after ``token``; a token the state does not allow raises ValueError (a replay mismatch)."""
+        if isinstance(state, _End):
+            if state.done:
+                return state
+            if token in self.eos_ids:
+                return _End(True)
+        elif isinstance(state, _Fixed):
+            forced = self._forced[(state.segment, state.offset)]
+            if token == forced[state.k]:
+                if state.k + 1 < len(forced):
+                    return _Fixed(state.segment, state.offset, state.k + 1)
+                return self._enter_fixed(state.segment, len(self.fixed[state.segment]))
+        else:
+            if 0 <= token < self.vocab_size and bool(self._allowed(state)[token]):
+                written = self._close[state.index].get(token)
+                if written is not None:
+                    return self._enter_fixed(state.index + 1, written)
+                text = self._texts[token]
+                return _Slot(state.index, state.n_tokens + 1, state.has_text or bool(text.strip()),
+                             _odd_backslash_run(text, state.backslash))
+        raise ValueError(f"token {token} ({self._texts[token]!r}) is not allowed in card state {state}")
+
+    def _mask_key(self, state: _State) -> tuple[Any, ...]:
+        if isinstance(state, _End):
+            return ("done",) if state.done else ("eos",)
+        if isinstance(state, _Fixed):
+            return ("tok", self._forced[(state.segment, state.offset)][state.k])
+        left = self.template.slots[state.index].max_tokens - state.n_tokens
+        phase = "full" if left <= 0 else "last" if left == 1 else "open"
+        return ("slot", state.index, phase, state.has_text, state.backslash)
+
+    def _allowed(self, state: _State) -> Any:
+        """The bool mask ``(V,)`` of tokens allowed in ``state`` (cached per distinct mask)."""
+        key = self._mask_key(state)
+        mask = self._cache.get(key)
+        if mask is not None:
+            return mask
+        if key[0] == "done":
+            mask = self._all
+        elif key[0] == "eos":
+            mask = self._eos_mask
+        elif key[0] == "tok":
+            mask = self._all.new_zeros(self.vocab_size)
+            mask[key[1]] = True
+        else:
+            _, i, phase, has_text, backslash = key
+            kinds = self._close_kind[i]
+            mask = kinds["strong"].clone()
+            if has_text:
+                mask |= kinds["space"]
+                if not backslash:
+                    mask |= kinds["bare"]
+            if phase == "open":
+                mask |= self._text_mask[i]
+            elif phase == "last":  # the last text token must leave a closable value: text, no trailing backslash
+                last = self._text_mask[i] & ~self._backslash_end
+                mask |= last if has_text else last & ~self._blank
+            if not mask.any():  # cannot happen after a "last" step; kept so sampling never sees an all -inf row
+                mask = kinds["strong"] | kinds["space"] | kinds["bare"]
+        self._cache[key] = mask
+        return mask
+
+    # --- what generation and training use
+
+    def allowed_mask(self, completions: Sequence[Sequence[int]], length: int, device: Any = None) -> Any:
+        """Bool ``(B, length, V)``: the tokens allowed at each position of each completion (replayed from its tokens).
+
+        Positions past a completion's end, or after the card is complete, allow everything.
+        """
+        import torch
+
+        table: dict[tuple[Any, ...], int] = {("done",): 0}
+        masks = [self._all]
+        index = torch.zeros((len(completions), length), dtype=torch.long)
+        for r, ids in enumerate(completions):
+            state = self.start()
+            for t in range(min(length, len(ids))):
+                key = self._mask_key(state)
+                if key not in table:
+                    table[key] = len(masks)
+                    masks.append(self._allowed(state))
+                index[r, t] = table[key]
+                state = self.advance(state, int(ids[t]))
+        stacked = torch.stack(masks)
+        if device is not None:
+            stacked, index = stacked.to(device), index.to(device)
+        return stacked[index]
+
+    def processor(self, prompt_width: int) -> Any:
+        """A ``transformers`` logits processor for one ``generate`` call whose prompts are ``prompt_width`` wide."""
+        return _CardProcessor(self, prompt_width)
+
+    def max_tokens(self) -> int:
+        """The most tokens a card can take: every slot full, the fixed texts forced, end-of-sequence."""
+        fixed = sum(len(self._forced[(j, 0)]) for j in range(len(self.fixed)))
+        return fixed + sum(s.max_tokens for s in self.template.slots) + 1
+
+
+def _odd_backslash_run(text: str, before: bool) -> bool:
+    """Whether a text ends with an odd run of backslashes, given whether the text before it did."""
+    run = len(text) - len(text.rstrip("\\"))
+    odd = run % 2 == 1
+    return before != odd if run == len(text) else odd
+
+
+class _CardProcessor:
+    """Masks each row's next-token scores to what the grammar allows after the row's tokens so far."""
+
+    def __init__(self, grammar: CardGrammar, prompt_width: int) -> None:
+        self.grammar = grammar
+        self.width = prompt_width
+        self.states: list[_State] | None = None
+        self.seen = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        g = self.grammar
+        if self.states is None:
+            self.states = [g.start() for _ in range(input_ids.shape[0])]
+        new = input_ids[:, self.width + self.seen :].tolist()
+        for r, toks in enumerate(new):
+            for tok in toks:
+                self.states[r] = g.advance(self.states[r], int(tok))
+        self.seen += len(new[0]) if new else 0
+        masks = torch.stack([g._allowed(s) for s in self.states]).to(scores.device)
+        if masks.shape[1] != scores.shape[1]:
+            raise ValueError(f"card grammar has {masks.shape[1]} tokens, the model's scores {scores.shape[1]}")
+        return scores.masked_fill(~masks, float("-inf"))
+
+
+def card_grammar_for(policy: Any, template: CardTemplate) -> CardGrammar:
+    """The grammar of ``template`` on ``policy``'s tokenizer, EOS ids and output size."""
+    out = policy.model.get_output_embeddings()
+    vocab = int(out.weight.shape[0]) if out is not None else None
+    return CardGrammar(template, policy.tokenizer, policy.eos_ids, vocab_size=vocab)
+
+
+def constrain_synthesizer(policy: Any, domain: Any, max_new_tokens: int) -> CardGrammar:
+    """Make ``policy`` sample cards under ``domain.card_template()`` (``synth_decoding: card``); returns the grammar.
+
+    Raises ValueError when the domain has no card template, or when ``max_new_tokens`` is below
+    the longest card the template allows (a card cut off by the budget would not parse).
+    """
+    make = getattr(domain, "card_template", None)
+    if not callable(make):
+        raise ValueError(f"synth_decoding: card needs a domain with a card template (math); "
+                         f"domain {getattr(domain, 'name', type(domain).__name__)} has none")
+    grammar = card_grammar_for(policy, make())
+    if max_new_tokens < grammar.max_tokens():
+        raise ValueError(f"synth_decoding: card needs synthesizer.sampling.max_new_tokens >= {grammar.max_tokens()} "
+                         f"(the longest card of the template), got {max_new_tokens}")
+    policy.set_token_constraint(grammar)
+    return grammar
