@@ -18,6 +18,7 @@ from typing import Any, Iterable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from synco.distributed.ray_config import RaySettings
 from synco.evosyn.config import EvoSynConfig
 from synco.health import HealthConfig
 from synco.policy import PolicyConfig
@@ -76,6 +77,10 @@ class RunConfig(BaseModel):
     wandb: bool = Field(False, description="Log metrics to Weights & Biases (needs `pip install wandb`).")
     wandb_project: str = Field("synco", description="Weights & Biases project name.")
     progress: bool = Field(True, description="Show a progress bar with live metrics.")
+    backend: Literal["inprocess", "ray"] = Field(
+        "inprocess", description="Where the agents run: inprocess (both in this Python process) or ray (each agent's learner is a Ray actor with its own resources and its rollout workers are actor replicas; the loop, the pool and the report stay here; see ray). ray forces seed_per_request, so it records the same run as inprocess with seed_per_request=true.")
+    seed_per_request: bool = Field(False, description="Give every generate call its own seed drawn from the run's random stream (and build each agent from its own seed), so samples depend only on weights, prompts and seeds, not on which process draws them: what makes backend=ray record the same pool and metrics as inprocess. False keeps the one global torch stream (results of earlier runs are reproduced bit for bit).")
+    ray: RaySettings = Field(default_factory=RaySettings, description="backend=ray: the cluster, each agent's learner and rollout-worker resources (CPUs, GPUs, custom resources, node labels), worker restarts and chunk retries.")
     shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
     synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/synthesizer"),
                                       description="The Synthesizer policy: model, sampling and GRPO settings.")
@@ -91,6 +96,19 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_protocol(self) -> "RunConfig":
         self.mode = protocol_mode(self.protocol, self.mode)  # type: ignore[assignment]  # rft: static
+        return self
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> "RunConfig":
+        if self.backend != "ray":
+            return self
+        self.seed_per_request = True
+        unsupported = [f"{name}={value}" for name, value, bad in (
+            ("shared_base", "true", self.shared_base),
+            ("synth_decoding", self.synth_decoding, self.synth_decoding != "free"),
+        ) if bad]
+        if unsupported:
+            raise ValueError(f"backend=ray does not support {', '.join(unsupported)} yet (use backend=inprocess)")
         return self
 
     @model_validator(mode="after")

@@ -109,14 +109,17 @@ def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) ->
 
 
 def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
-          params: SamplingParams | None = None) -> list[list[Completion]]:
+          params: SamplingParams | None = None, seed: int | None = None) -> list[list[Completion]]:
     """``n`` answers of ``policy`` to each problem with the domain's prompts; texts are whole responses.
 
     The one place where Reasoner-style prompts are built (training attempts,
-    consensus checker, held-out evaluation), so they always match.
+    consensus checker, held-out evaluation), so they always match. ``seed``: one seed for the
+    whole request (``Policy.generate``; None: the policy's own random stream).
     """
+    from synco.policy import generate_seeded
+
     prefix = response_prefix(domain)
-    groups = policy.generate(reasoner_prompts(policy, domain, problems), n, params)
+    groups = generate_seeded(policy, reasoner_prompts(policy, domain, problems), n, params, seed)
     if not prefix:
         return groups
     return [[replace(c, text=prefix + c.text) for c in group] for group in groups]

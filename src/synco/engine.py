@@ -41,7 +41,7 @@ from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.metrics import balance, controlled, coverage, spearman
 from synco.evosyn.space import Cell, cell_key, factor_values
 from synco.grpo import group_advantages
-from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats
+from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats, generate_seeded
 from synco.pool import TaskPool
 from synco.records import Rollout, TaskCard, TaskRecord, Verdict
 from synco.report import CapabilityReport, build_report
@@ -137,6 +137,7 @@ class StepSettings:
     checker_sampling: SamplingParams = field(default_factory=SamplingParams)
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
+    seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see _request_seed)
     # set per step by the protocol (synco.protocols.steps); the defaults are online co-training
     update_synthesizer: bool = True  # False: the Synthesizer takes no GRPO step (alternating: the Reasoner's phases)
     update_reasoner: bool = True  # False: the Reasoner only solves (rounds / rft collection, the Synthesizer's phases)
@@ -198,10 +199,10 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
                    for c in plan]
         t = time.perf_counter()
         if len({c.n for c in plan}) == 1:
-            groups = state.synthesizer.generate(prompts, plan[0].n, s.synth_sampling)
+            groups = generate_seeded(state.synthesizer, prompts, plan[0].n, s.synth_sampling, _request_seed(state))
         else:  # contexts of different sizes: one row per card, regrouped by context
-            flat = state.synthesizer.generate([p for p, c in zip(prompts, plan) for _ in range(c.n)], 1,
-                                              s.synth_sampling)
+            flat = generate_seeded(state.synthesizer, [p for p, c in zip(prompts, plan) for _ in range(c.n)], 1,
+                                   s.synth_sampling, _request_seed(state))
             it = iter(g[0] for g in flat)
             groups = [[next(it) for _ in range(c.n)] for c in plan]
         timer.add("generate", t)
@@ -237,7 +238,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         assert checker is not None
         t = time.perf_counter()
         answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
-                              s.consensus_m, s.checker_sampling)
+                              s.consensus_m, s.checker_sampling, _request_seed(state))
         timer.add("generate", t)
         for i, group in zip(valid_idx, answer_groups):
             verdicts[i] = state.verifier.apply_consensus(verdicts[i], [extract_answer(c.text) for c in group])
@@ -248,7 +249,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     if valid_idx:
         t = time.perf_counter()
         attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
-                         s.k, s.reasoner_sampling)
+                         s.k, s.reasoner_sampling, _request_seed(state))
         timer.add("generate", t)
 
     # 4. Grade each attempt against the verdict's reference; 5. consensus on the same attempts
@@ -312,6 +313,16 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     stats.t_generate, stats.t_train = timer.t["generate"], timer.t["train"]
     stats.t_other = time.perf_counter() - t0 - stats.t_generate - stats.t_train
     return stats
+
+
+def _request_seed(state: CoTrainState) -> int | None:
+    """The seed of the step's next generate call, drawn from the run's rng, when ``seed_per_request`` is on.
+
+    Off (the default), generation draws from the global torch RNG as it always did. On, each call's
+    samples depend only on the weights, the prompts and this seed, so a Ray run (rollout workers in other
+    processes) records the same step as the in-process one; the rng is checkpointed, so resume stays exact.
+    """
+    return state.rng.getrandbits(63) if state.settings.seed_per_request else None
 
 
 def _step_tags(s: StepSettings) -> dict[str, Any] | None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import torch
 from synco.grpo import policy_loss
 from synco.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
 from synco.distributed.fsdp import DataShard, all_reduce_sum, rank_micro_batches
+from synco.distributed.seeds import chunk_seed, regroup, row_chunks
 from synco.precision import MasterWeights
 from synco.protocols.sft import IGNORE, SFTExample, completion_loss
 from synco.prompts import build_prompt
@@ -128,6 +130,16 @@ def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+@contextmanager
+def seeded_rng(seed: int) -> Iterator[None]:
+    """Run the body on torch's RNGs seeded with ``seed``, then put them back as they were (CPU and every
+    initialised GPU), so a seeded draw never moves the run's own random stream."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else []):
+        torch.manual_seed(seed)
+        yield
+
+
 def lora_config(lora: LoraSettings, trainable: bool = True) -> Any:
     """The ``peft.LoraConfig`` of ``lora`` settings (a causal-LM task; ``inference_mode`` when not trainable)."""
     from peft import LoraConfig
@@ -202,7 +214,15 @@ class HFGenerator:
             **common,
         )
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` completions per prompt; with ``seed``, sampled under :func:`seeded_rng` (global RNGs untouched)."""
+        if seed is None:
+            return self._generate(prompt_ids, n, params)
+        with seeded_rng(seed):
+            return self._generate(prompt_ids, n, params)
+
+    def _generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         rows = [(p, list(ids)) for p, ids in enumerate(prompt_ids) for _ in range(n)]
@@ -411,12 +431,23 @@ class HFPolicy:
             ids = ids[-limit:]
         return ids
 
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
-        """``n`` sampled completions for each (already formatted) prompt, in prompt order."""
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` sampled completions for each (already formatted) prompt, in prompt order.
+
+        ``seed``: the rows are sampled in chunks of ``generation_batch_size``, each from its own seed
+        (:mod:`synco.distributed.seeds`), so a Ray rollout worker sampling one chunk gets the same completions.
+        """
         ids = [self.encode_prompt(p) for p in prompts]
         if any(not x for x in ids):
             raise ValueError("a prompt tokenized to zero tokens")
-        return self.generator.generate(ids, n, params or self.config.sampling)
+        params = params or self.config.sampling
+        if seed is None:
+            return self.generator.generate(ids, n, params)
+        chunks = row_chunks(len(ids), n, self.config.generation_batch_size)
+        results = [[g[0] for g in self.generator.generate([ids[p] for p in rows], 1, params, seed=chunk_seed(seed, j))]
+                   for j, rows in enumerate(chunks)]
+        return regroup(len(ids), chunks, results)
 
     # ------------------------------------------------------------------ training
 

@@ -139,8 +139,13 @@ class PolicyConfig(BaseModel):
 class Generator(Protocol):
     """A sampling engine for a policy's model."""
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
-        """``n`` completions for each tokenized prompt, in prompt order."""
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` completions for each tokenized prompt, in prompt order.
+
+        ``seed``: sample this call from that seed alone, leaving every global RNG as it was
+        (None: the engine's own random stream).
+        """
         ...
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -154,7 +159,12 @@ class Policy(Protocol):
 
     def format_prompt(self, user_text: str, system: str | None = None) -> str: ...
 
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]: ...
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` completions per formatted prompt. With ``seed`` the rows are sampled in chunks of
+        ``generation_batch_size``, chunk ``j`` from ``chunk_seed(seed, j)`` (:mod:`synco.distributed.seeds`):
+        the same completions in any process, whoever samples which chunk."""
+        ...
 
     def update(self, batch: Sequence[Experience]) -> UpdateStats: ...
 
@@ -167,6 +177,15 @@ class Policy(Protocol):
     def load_state(self, path: str | Path) -> None: ...
 
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]: ...
+
+
+def generate_seeded(policy: Policy, prompts: Sequence[str], n: int, params: SamplingParams | None,
+                    seed: int | None) -> list[list[Completion]]:
+    """``policy.generate``, passing ``seed=`` only when there is one (a policy written before per-request
+    seeds, e.g. a test double, keeps working while ``seed_per_request`` is off)."""
+    if seed is None:
+        return policy.generate(prompts, n, params)
+    return policy.generate(prompts, n, params, seed=seed)
 
 
 _HF_NAMES = frozenset({

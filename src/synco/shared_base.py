@@ -248,9 +248,10 @@ class AdapterPolicy(HFPolicy):
             return []
         return self.shared.adapter_parameters(self.adapter_name)
 
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
         self.activate()
-        return super().generate(prompts, n, params)
+        return super().generate(prompts, n, params, seed)
 
     def compute_gradients(
         self, batch: Sequence[Experience], old_cache: dict[int, torch.Tensor] | None = None
@@ -297,9 +298,10 @@ class BaseView(AdapterPolicy):
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         return []
 
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
         with self.model.disable_adapter():
-            return HFPolicy.generate(self, prompts, n, params)
+            return HFPolicy.generate(self, prompts, n, params, seed)
 
     def save(self, path: str | Path) -> None:
         raise RuntimeError("the base view of a shared base is frozen and has no weights of its own to save")

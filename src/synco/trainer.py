@@ -150,13 +150,28 @@ def build_policy(cfg: PolicyConfig, model_path: str | None = None) -> HFPolicy:
     return HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
 
 
-def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[HFPolicy, HFPolicy]:
-    """(synthesizer, reasoner): two HFPolicy, or two adapter views of one shared base when ``cfg.shared_base``.
+def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[Policy, Policy]:
+    """(synthesizer, reasoner): two HFPolicy, two adapter views of one shared base when ``cfg.shared_base``,
+    or two Ray agents (``synco.distributed.ray_backend.RayPolicy``) when ``cfg.backend == "ray"``.
 
     With ``ckpt`` the weights (or adapters) come from ``ckpt/{synthesizer,reasoner}``;
-    optimizer states are loaded by the caller.
+    optimizer states are loaded by the caller. Under ``seed_per_request`` each agent is built from its own
+    seed (``agent_seed``; e.g. its fresh LoRA adapters), as a Ray actor builds it.
     """
     dirs = (None, None) if ckpt is None else (str(ckpt / "synthesizer"), str(ckpt / "reasoner"))
+    if cfg.backend == "ray":
+        from synco.distributed.ray_backend import build_ray_policies
+
+        return build_ray_policies(cfg, dirs)
+    if cfg.seed_per_request and not cfg.shared_base:
+        from synco.distributed.seeds import agent_seed
+        from synco.hf_policy import seeded_rng
+
+        built = []
+        for role, folder in zip(("synthesizer", "reasoner"), dirs):
+            with seeded_rng(agent_seed(cfg.seed, role)):
+                built.append(build_policy(getattr(cfg, role), folder))
+        return built[0], built[1]
     if cfg.shared_base:
         from synco.shared_base import SharedBase
 
@@ -206,13 +221,16 @@ def set_rng_state(state: dict[str, Any], rng: random.Random) -> None:
 
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
                      max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
-                     n: int = 1, seed: int = 0) -> dict[str, float]:
+                     n: int = 1, seed: int = 0, seed_per_request: bool = False) -> dict[str, float]:
     """Held-out accuracy per group (e.g. difficulty level): greedy by default, else the mean over ``n`` samples.
 
     Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is
-    repeatable and never shifts the training run's random stream.
+    repeatable and never shifts the training run's random stream. ``seed_per_request``: each
+    batch is one request with its own seed derived from ``seed`` (the same in every backend).
     """
     import torch
+
+    from synco.distributed.seeds import derive_seed
 
     params = params or SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
     correct: dict[str, list[bool]] = {}
@@ -220,7 +238,8 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
         torch.manual_seed(seed)
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
-            outs = solve(policy, domain, [it.problem for it in chunk], n, params)
+            outs = solve(policy, domain, [it.problem for it in chunk], n, params,
+                         derive_seed(seed, "heldout", start) if seed_per_request else None)
             for it, group in zip(chunk, outs):
                 for c in group:
                     ans = extract_answer(c.text)
@@ -231,7 +250,8 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
 def evaluate_heldout_greedy(run: "Run") -> dict[str, float]:
     """Greedy held-out accuracy per group of the run's Reasoner."""
     st = run.state
-    return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens)
+    return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens,
+                            seed_per_request=run.cfg.seed_per_request)
 
 
 def evaluate_heldout_both(run: "Run", greedy: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
@@ -241,7 +261,8 @@ def evaluate_heldout_both(run: "Run", greedy: dict[str, float] | None = None) ->
     out = {"greedy": greedy if greedy is not None else evaluate_heldout_greedy(run)}
     if cfg.heldout_samples:
         out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
-                                          params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed)
+                                          params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed,
+                                          seed_per_request=cfg.seed_per_request)
     return out
 
 
@@ -560,7 +581,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
         reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
         consensus_m=cfg.consensus_m, checker_sampling=(cfg.checker or cfg.reasoner).sampling,
-        evosyn=cfg.evosyn, window=cfg.report.window,
+        evosyn=cfg.evosyn, window=cfg.report.window, seed_per_request=cfg.seed_per_request,
     )
     evo = build_evo_state(domain, space)
     if evo is not None:
@@ -741,10 +762,19 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
             return _train(run)
         finally:
             run.state.pool.close()
+            close_policies(run.state)
     except RunInterrupted:
         raise
     except KeyboardInterrupt:  # before the first step, or a second Ctrl-C mid-step
         raise RunInterrupted.at_once(run_dir) from None
+
+
+def close_policies(state: CoTrainState) -> None:
+    """Stop what the agents run outside this process (the Ray backend's actors); nothing for in-process ones."""
+    for policy in (state.synthesizer, state.reasoner):
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
 
 
 def _train(run: Run) -> RunSummary:

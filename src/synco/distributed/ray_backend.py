@@ -1,0 +1,442 @@
+"""The Ray backend (``backend: ray``): each agent's learner is a Ray actor, its rollout workers are actor replicas.
+
+Where each piece runs::
+
+    driver (this process)        the loop (trainer, cotrain_step), the pool, the report, the verifier and answer
+                                 checks, the consensus checker; one RayPolicy per agent, which implements the
+                                 Policy protocol, so cotrain_step does not change
+    learner actor (per agent)    an HFPolicy built from the agent's config on the agent's own resources
+                                 (ray.<agent>.learner: CPUs, GPUs, custom resources, node labels): GRPO / SFT
+                                 updates, optimizer and fp32 masters, checkpoints
+    rollout workers (per agent)  ray.<agent>.rollout_workers frozen copies of the model: each samples its share
+                                 of every generate request
+
+**Seeds per request.** A request's rows are cut into chunks of ``generation_batch_size`` rows and chunk ``j``
+is sampled from ``chunk_seed(seed, j)`` alone (:mod:`synco.distributed.seeds`), exactly as
+:meth:`HFPolicy.generate <synco.hf_policy.HFPolicy.generate>` does in one process; the chunks go to the workers
+round-robin and run in parallel. Each agent is built from ``agent_seed(seed, role)`` in its actors as in the
+driver, and actors use the driver's torch thread count, so a Ray run records the same pool and metrics as the
+in-process run with ``seed_per_request: true`` (which ``backend: ray`` forces).
+
+**Weight sync.** After every update that took an optimizer step the learner puts its trainable weights (only
+the LoRA adapters under LoRA) into the object store once (``ray.put``) and every worker loads that one object;
+the weights carry a version number and a worker asked to sample with another version than it holds refuses
+(:class:`StaleWeights`).
+
+**Failures.** A rollout worker that dies is restarted by Ray (``ray.max_restarts``); its model is rebuilt from
+the config, so before it samples again it is re-sent the learner's current weights, and the chunk it was
+sampling is tried again with the same seed (``ray.retries`` times): the step's result is the same as without
+the failure. Past that, :class:`RolloutError` names the worker and the step fails before the pool records
+anything (one transaction per step), so the pool never holds half a step. A learner is never restarted (its
+optimizer state would be lost): :class:`LearnerError`, and the run resumes from its last checkpoint.
+
+Checkpoints are written by the learner actors to the paths the driver names, so on a multi-node cluster the
+run directory must be on a filesystem every node shares. Verification and answer checking stay in the driver
+(they are not fanned out as Ray tasks yet).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+
+from synco.distributed.ray_config import RayResources, RaySettings, local_cpus, resource_shortfall
+from synco.distributed.seeds import agent_seed, chunk_seed, regroup, row_chunks
+from synco.policy import PolicyConfig, UpdateStats
+from synco.prompts import build_prompt
+from synco.sampling import Completion, Experience, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from synco.config import RunConfig
+    from synco.protocols.sft import SFTExample
+
+ROLES = ("synthesizer", "reasoner")
+RESUME_HINT = "nothing of this step was recorded; the run can resume from its last checkpoint (synco train --resume RUN_DIR)"
+
+
+class RayBackendError(RuntimeError):
+    """The Ray backend cannot go on; the message says what failed and what to do."""
+
+
+class RolloutError(RayBackendError):
+    """A chunk of a generate request failed on its rollout worker more often than ``ray.retries`` allows."""
+
+
+class LearnerError(RayBackendError):
+    """An agent's learner actor died (or could not start): its weights and optimizer state are gone with it."""
+
+
+class StaleWeights(RuntimeError):
+    """Raised in a rollout worker asked to sample with a weights version it does not hold (e.g. just restarted)."""
+
+
+# --------------------------------------------------------------------------- weights (run inside the actors)
+
+
+def weight_payload(policy: Any) -> dict[str, torch.Tensor]:
+    """What a rollout worker needs after an update: every trainable parameter (only the LoRA adapters under
+    LoRA), as detached CPU copies; the frozen rest is already equal in every copy of the model."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in policy.trainable_parameters()}
+
+
+def load_payload(policy: Any, payload: dict[str, torch.Tensor]) -> None:
+    """Copy a :func:`weight_payload` into ``policy``'s model (names must exist with the same shapes).
+
+    The loaded parameters are marked ``requires_grad`` as in the learner (nothing is trained here):
+    CPU kernels dispatch on it, and a frozen copy's log-probs differed from the learner's by ~1e-6,
+    enough to change GRPO's updates in their last bits.
+    """
+    import torch
+
+    params = dict(policy.model.named_parameters())
+    unknown = sorted(set(payload) - set(params))
+    if unknown:
+        raise KeyError(f"{len(unknown)} learner weights are not in this rollout worker's model (first: {unknown[0]!r}): "
+                       "the learner and the worker were built from different models or LoRA settings")
+    with torch.no_grad():
+        for name, tensor in payload.items():
+            dst = params[name]
+            if dst.shape != tensor.shape:
+                raise ValueError(f"weight {name!r}: the learner sends shape {tuple(tensor.shape)}, "
+                                 f"the worker holds {tuple(dst.shape)}")
+            dst.copy_(tensor.to(device=dst.device, dtype=dst.dtype))
+            dst.requires_grad_(True)
+    policy.generator.sync_weights(policy.model)
+
+
+# --------------------------------------------------------------------------- actors
+
+
+class _AgentActor:
+    """What every actor of an agent holds: an HFPolicy built like the driver would build it."""
+
+    def __init__(self, config: PolicyConfig, model_path: str, seed: int, threads: int) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import torch
+
+        from synco.hf_policy import seeded_rng
+        from synco.trainer import build_policy
+
+        torch.set_num_threads(threads)  # the driver's count: CPU results are bit-identical only at equal counts
+        with seeded_rng(seed):  # as trainer.build_policies does under seed_per_request
+            self.policy = build_policy(config, model_path)
+        self.version = -1  # no weights from the learner yet
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def tokenizer(self) -> Any:
+        return self.policy.tokenizer
+
+    def generate_chunk(self, texts: Sequence[str], params: SamplingParams, seed: int,
+                       version: int | None) -> list[Completion]:
+        """One completion per formatted prompt of one chunk, sampled from ``seed`` alone."""
+        if version is not None and version != self.version:
+            raise StaleWeights(f"this rollout worker holds weights version {self.version}, the request needs {version}")
+        ids = [self.policy.encode_prompt(t) for t in texts]
+        if any(not x for x in ids):
+            raise ValueError("a prompt tokenized to zero tokens")
+        return [g[0] for g in self.policy.generator.generate(ids, 1, params, seed=seed)]
+
+
+class LearnerActor(_AgentActor):
+    """An agent's learner: updates, checkpoints, and the weights its rollout workers load."""
+
+    def update(self, batch: list[Experience]) -> UpdateStats:
+        return self.policy.update(batch)
+
+    def sft_update(self, batch: list[SFTExample], lr: float | None) -> UpdateStats:
+        return self.policy.sft_update(batch, lr)
+
+    def save(self, path: str) -> None:
+        self.policy.save(path)
+
+    def save_state(self, path: str) -> None:
+        self.policy.save_state(path)
+
+    def load_state(self, path: str) -> None:
+        self.policy.load_state(path)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return weight_payload(self.policy)
+
+    def publish_weights(self) -> list[ray.ObjectRef]:
+        """The current weights, put into the object store once; the list keeps Ray from resolving the ref."""
+        return [ray.put(weight_payload(self.policy))]
+
+
+class RolloutWorker(_AgentActor):
+    """A frozen copy of an agent's model that samples chunks of requests with the learner's latest weights."""
+
+    def load_weights(self, payload: dict[str, torch.Tensor], version: int) -> int:
+        load_payload(self.policy, payload)
+        self.version = version
+        return version
+
+
+# --------------------------------------------------------------------------- driver side
+
+
+def actor_options(res: RayResources, max_restarts: int) -> dict[str, Any]:
+    """Ray actor options of one actor: its resources and restarts (tasks are never retried by Ray itself:
+    :class:`RayPolicy` re-sends weights first)."""
+    opts: dict[str, Any] = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus,
+                            "max_restarts": max_restarts, "max_task_retries": 0}
+    if res.resources:
+        opts["resources"] = dict(res.resources)
+    if res.label_selector:
+        opts["label_selector"] = dict(res.label_selector)
+    return opts
+
+
+def placed(config: PolicyConfig, res: RayResources) -> PolicyConfig:
+    """The agent's config as an actor builds it: on its own GPU when it reserves one (Ray makes that GPU
+    ``cuda`` in the actor, whatever ``cuda:N`` the config names), else on the CPU."""
+    return config.model_copy(update={"device": "cuda" if res.num_gpus > 0 else "cpu"})
+
+
+class RayPolicy:
+    """The driver's view of one agent on Ray (implements :class:`~synco.policy.Policy`).
+
+    Prompts are formatted here (the learner's tokenizer, fetched once); ``generate`` fans chunks out
+    to the rollout workers (to the learner when there are none); updates, checkpoints and optimizer
+    state go to the learner actor, and after every optimizer step the workers load its weights.
+    """
+
+    def __init__(self, role: str, config: PolicyConfig, model_path: str, settings: RaySettings, seed: int,
+                 threads: int) -> None:
+        agent = getattr(settings, role)
+        self.role, self.config, self.retries = role, config, settings.retries
+        self.restart_timeout_s = settings.restart_timeout_s
+        learner_cls = ray.remote(LearnerActor).options(**actor_options(agent.learner, 0))
+        worker_cls = ray.remote(RolloutWorker).options(**actor_options(agent.worker, settings.max_restarts))
+        self.learner = learner_cls.remote(placed(config, agent.learner), model_path, seed, threads)
+        worker_cfg = placed(config, agent.worker).model_copy(update={"trainable": False})
+        self.workers = [worker_cls.remote(worker_cfg, model_path, seed, threads) for _ in range(agent.rollout_workers)]
+        self.version = 0
+        self.tokenizer: Any = None
+        self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
+
+    def wait_ready(self) -> None:
+        """Block until the actors are up; the workers get the learner's initial weights (version 0)."""
+        self.tokenizer = self._learner("tokenizer")
+        [payload] = self._learner("publish_weights")
+        for i, w in enumerate(self.workers):
+            try:
+                ray.get(w.load_weights.remote(payload, self.version))
+            except RayActorError as e:
+                raise RayBackendError(f"the {self.role}'s rollout worker {i} could not start: {_last_line(e)}") from e
+
+    # ------------------------------------------------------------------ the Policy protocol
+
+    def format_prompt(self, user_text: str, system: str | None = None) -> str:
+        """As :meth:`HFPolicy.format_prompt <synco.hf_policy.HFPolicy.format_prompt>`, with the learner's tokenizer."""
+        cfg = self.config
+        return build_prompt(self.tokenizer, user_text, cfg.system_prompt if system is None else system,
+                            use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking)
+
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` completions per formatted prompt, chunk ``j`` on worker ``j mod workers`` (all in parallel).
+
+        Without a ``seed`` (callers that pass none, e.g. ``synco eval``-style helpers) one is drawn from the
+        driver's torch RNG, so such a request still follows the run's seed.
+        """
+        params = params or self.config.sampling
+        if seed is None:
+            seed = _driver_seed()
+        chunks = row_chunks(len(prompts), n, self.config.generation_batch_size)
+        jobs = [([prompts[p] for p in rows], chunk_seed(seed, j)) for j, rows in enumerate(chunks)]
+        refs = [self._submit(j, texts, params, s) for j, (texts, s) in enumerate(jobs)]
+        results = [self._chunk_result(j, ref, texts, params, s) for j, (ref, (texts, s)) in enumerate(zip(refs, jobs))]
+        return regroup(len(prompts), chunks, results)
+
+    def update(self, batch: Sequence[Experience]) -> UpdateStats:
+        stats: UpdateStats = self._learner("update", list(batch))
+        if stats.stepped:
+            self._sync()
+        return stats
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
+        stats: UpdateStats = self._learner("sft_update", list(batch), lr)
+        if stats.stepped:
+            self._sync()
+        return stats
+
+    def save(self, path: str | Path) -> None:
+        self._learner("save", str(path))
+
+    def save_state(self, path: str | Path) -> None:
+        self._learner("save_state", str(path))
+
+    def load_state(self, path: str | Path) -> None:
+        self._learner("load_state", str(path))
+        self._sync()
+
+    def trainable_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """``(name, CPU copy)`` of every parameter the learner trains (copies: the parameters live in the actor)."""
+        return list(self._learner("weights").items())
+
+    def worker_pids(self) -> list[int]:
+        """The process id of every rollout worker (a restarted worker has a new one)."""
+        return ray.get([w.pid.remote() for w in self.workers])
+
+    def close(self) -> None:
+        """Stop this agent's actors (the learner's weights and optimizer state go with it: save first)."""
+        for actor in [self.learner, *self.workers]:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone, or Ray already shut down
+                pass
+        self.workers = []
+
+    # ------------------------------------------------------------------ internals
+
+    def _learner(self, method: str, *args: Any) -> Any:
+        """Call a learner method and wait; a dead learner becomes a :class:`LearnerError` that says what to do."""
+        try:
+            return ray.get(getattr(self.learner, method).remote(*args))
+        except RayActorError as e:
+            raise LearnerError(f"the {self.role}'s learner actor died during {method} ({_last_line(e)}); its weights "
+                               f"and optimizer state went with it: {RESUME_HINT}") from e
+
+    def _sync(self) -> None:
+        """The learner's weights into the object store once, loaded by every worker, under a new version.
+
+        A worker that dies meanwhile is not waited for: it holds an older version, so its next request
+        re-sends the weights first (see :meth:`_chunk_result`).
+        """
+        [payload] = self._learner("publish_weights")
+        self.version += 1
+        for ref in [w.load_weights.remote(payload, self.version) for w in self.workers]:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass
+
+    def _submit(self, j: int, texts: list[str], params: SamplingParams, seed: int) -> ray.ObjectRef:
+        if not self.workers:
+            return self.learner.generate_chunk.remote(texts, params, seed, None)
+        return self.workers[j % len(self.workers)].generate_chunk.remote(texts, params, seed, self.version)
+
+    def _chunk_result(self, j: int, ref: ray.ObjectRef, texts: list[str], params: SamplingParams,
+                      seed: int) -> list[Completion]:
+        """Chunk ``j``'s completions; a dead or stale worker gets the current weights and the chunk again."""
+        if not self.workers:
+            return self._learner_result(ref)
+        index = j % len(self.workers)
+        worker = self.workers[index]
+        error: Exception | None = None
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return ray.get(ref)
+            except (RayActorError, StaleWeights) as e:
+                error = e
+            if attempts > self.retries or isinstance(error, ActorDiedError):  # dead for good: no restart left
+                break
+            self.retried_chunks += 1
+            try:
+                self._wait_restarted(worker, index)
+                [payload] = self._learner("publish_weights")
+                worker.load_weights.remote(payload, self.version)  # actor calls from one caller run in order
+                ref = worker.generate_chunk.remote(texts, params, seed, self.version)
+            except RayActorError as e:
+                error = e
+                break
+        raise RolloutError(
+            f"the {self.role}'s rollout worker {index} could not sample chunk {j} of a generate request "
+            f"({attempts} attempt(s); last: {type(error).__name__}: {_last_line(error)}); Ray restarts a worker at "
+            f"most ray.max_restarts times and a chunk is tried ray.retries={self.retries} more times; {RESUME_HINT}")
+
+    def _wait_restarted(self, worker: Any, index: int) -> None:
+        """Return once ``worker`` answers again (Ray may still be restarting it); ActorDiedError if it never will."""
+        deadline = time.monotonic() + self.restart_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                ray.get(worker.pid.remote(), timeout=max(0.001, deadline - time.monotonic()))
+                return
+            except ActorUnavailableError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(delay)
+                delay = min(2 * delay, 1.0)
+            except GetTimeoutError:
+                break
+        raise RolloutError(f"the {self.role}'s rollout worker {index} did not come back within "
+                           f"ray.restart_timeout_s={self.restart_timeout_s:g} s of a restart; {RESUME_HINT}")
+
+    def _learner_result(self, ref: ray.ObjectRef) -> Any:
+        try:
+            return ray.get(ref)
+        except RayActorError as e:
+            raise LearnerError(f"the {self.role}'s learner actor died while sampling ({_last_line(e)}): "
+                               f"{RESUME_HINT}") from e
+
+
+def _driver_seed() -> int:
+    import torch
+
+    return int(torch.randint(0, 2**62, (1,)).item())
+
+
+def _last_line(error: BaseException | None) -> str:
+    text = str(error).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+# --------------------------------------------------------------------------- building a run's agents
+
+
+def ensure_ray(settings: RaySettings) -> None:
+    """Join the configured cluster, or start a local Ray instance, unless Ray is already initialised here;
+    then check that the cluster has what every actor asks for (a clear error instead of a hang)."""
+    if not ray.is_initialized():
+        address = settings.address or os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=local_cpus(settings, os.cpu_count() or 1), include_dashboard=False)
+    short = resource_shortfall(settings.requested(), ray.cluster_resources())
+    if short:
+        raise RayBackendError("the Ray cluster cannot place the run's actors: " + "; ".join(short)
+                              + ". Lower ray.<agent>.learner / ray.<agent>.worker num_cpus or num_gpus (fractions "
+                              "pack several actors), use fewer ray.<agent>.rollout_workers, or give Ray more "
+                              "(ray.num_cpus for a local instance; ray start --num-cpus/--num-gpus/--resources)")
+
+
+def build_ray_policies(cfg: RunConfig, dirs: tuple[str | None, str | None]) -> tuple[RayPolicy, RayPolicy]:
+    """(synthesizer, reasoner) on Ray, from the config's models or the checkpoint folders in ``dirs``.
+
+    Both agents' actors start at once; each is built from ``agent_seed(cfg.seed, role)`` with the driver's
+    torch thread count. Optimizer states are loaded by the caller (``load_state``), as in process.
+    """
+    import torch
+
+    from synco.trainer import resolve_model_path
+
+    ensure_ray(cfg.ray)
+    threads = torch.get_num_threads()
+    agents: list[RayPolicy] = []
+    try:
+        for role, folder in zip(ROLES, dirs):
+            pcfg: PolicyConfig = getattr(cfg, role)
+            path = folder or resolve_model_path(pcfg.model_path)
+            agents.append(RayPolicy(role, pcfg, path, cfg.ray, agent_seed(cfg.seed, role), threads))
+        for agent in agents:
+            agent.wait_ready()
+    except BaseException:
+        for agent in agents:
+            agent.close()
+        raise
+    return agents[0], agents[1]
