@@ -81,37 +81,10 @@ def main() -> None:
                   f"{r['sec_per_step']:.2f} s/step", flush=True)
 
     print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}\n")
-    print("| arm | greedy gain | sampled gain | Learn | Retain | grad-bearing first -> last | controllability "
-          "| coverage | balance | s/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for arm, by_seed in results.items():
-        rs = list(by_seed.values())
-
-        def col(key: str, nd: int = 3, signed: bool = False) -> str:
-            return _ms([r[key] for r in rs if r[key] is not None], nd, signed)
-
-        print(f"| {arm} | {col('gain', signed=True)} | {col('sampled_gain', signed=True)} | {col('learn', signed=True)} "
-              f"| {col('retain', signed=True)} | {col('grad_first', 2)} -> {col('grad_last', 2)} "
-              f"| {col('ctrl_last', 2)} | {col('coverage', 2)} | {col('balance', 2)} | {col('sec_per_step', 2)} |")
-    levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
-    print("\nheld-out greedy accuracy per level after training (mean over seeds; before in the first row)")
-    print("| | " + " | ".join(levels) + " |")
-    print("|---" * (len(levels) + 1) + "|")
-    first = list(next(iter(results.values())).values())
-    print("| before | " + " | ".join(f"{statistics.mean(r['before_by_level'][g] for r in first):.2f}" for g in levels) + " |")
-    for arm, by_seed in results.items():
-        print(f"| {arm} | " + " | ".join(f"{statistics.mean(r['after_by_level'][g] for r in by_seed.values()):.2f}"
-                                         for g in levels) + " |")
-    for base in ("frozen", "static"):
-        if base not in results:
-            continue
-        print(f"\npaired difference to {base} (same seeds): greedy gain, sampled gain; mean ± s.e. (t = mean / s.e.)")
-        for arm, by_seed in results.items():
-            if arm == base:
-                continue
-            for key in ("gain", "sampled_gain"):
-                d = [by_seed[s][key] - results[base][s][key] for s in by_seed if s in results[base]]
-                print(f"  {arm:>18} - {base:<7} {key:>12}: {_paired(d)}")
+    print_arm_table(results, [("controllability", "ctrl_last", 2), ("coverage", "coverage", 2),
+                              ("balance", "balance", 2), ("s/step", "sec_per_step", 2)])
+    print_levels(results, gain=False)
+    print_paired(results, ("frozen", "static"), width=18)
     (root / "modes.json").write_text(json.dumps(results, indent=2))
 
 
@@ -121,6 +94,16 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
 
     cfg = load_config("arith", overrides=job[2])
     s = train(cfg, log=lambda *a, **k: None)
+    return {
+        **outcome(cfg, s),
+        "ctrl_last": s.controllability_last, "coverage": s.factor_coverage, "balance": s.factor_balance,
+        "rho": s.allocation_gap_spearman, "factor_changes": s.factor_changes, "sec_per_step": s.sec_per_step,
+        "groups_last": s.groups_last,
+    }
+
+
+def outcome(cfg, s) -> dict:
+    """What every bench arm reports of one finished run: held-out gains, Learn / Retain, per level, gradient share."""
     before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
     wrong = [k for k, ok in before.items() if not ok]
     right = [k for k, ok in before.items() if ok]
@@ -133,10 +116,55 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
         "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
         "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
         "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
-        "ctrl_last": s.controllability_last, "coverage": s.factor_coverage, "balance": s.factor_balance,
-        "rho": s.allocation_gap_spearman, "factor_changes": s.factor_changes, "sec_per_step": s.sec_per_step,
-        "groups_last": s.groups_last,
     }
+
+
+def print_arm_table(results: dict[str, dict], extra: list[tuple[str, str, int]]) -> None:
+    """Mean ± std over seeds per arm: the gains, Learn / Retain, gradient share, then ``extra`` (title, key, digits)."""
+    print("| arm | greedy gain | sampled gain | Learn | Retain | grad-bearing first -> last | "
+          + " | ".join(t for t, _, _ in extra) + " |")
+    print("|---" * (6 + len(extra)) + "|")
+    for arm, by_seed in results.items():
+        rs = list(by_seed.values())
+
+        def col(key: str, nd: int = 3, signed: bool = False) -> str:
+            return _ms([r[key] for r in rs if r[key] is not None], nd, signed)
+
+        print(f"| {arm} | {col('gain', signed=True)} | {col('sampled_gain', signed=True)} | {col('learn', signed=True)} "
+              f"| {col('retain', signed=True)} | {col('grad_first', 2)} -> {col('grad_last', 2)} | "
+              + " | ".join(col(k, nd) for _, k, nd in extra) + " |")
+
+
+def print_levels(results: dict[str, dict], gain: bool) -> None:
+    """Held-out greedy accuracy per level, mean over seeds: after training (``gain``: after - before)."""
+    levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
+    print("\nheld-out greedy gain per level (after - before, mean over seeds)" if gain else
+          "\nheld-out greedy accuracy per level after training (mean over seeds; before in the first row)")
+    print("| | " + " | ".join(levels) + " |")
+    print("|---" * (len(levels) + 1) + "|")
+    first = list(next(iter(results.values())).values())
+    print("| before | " + " | ".join(f"{statistics.mean(r['before_by_level'][g] for r in first):.2f}" for g in levels) + " |")
+    for arm, by_seed in results.items():
+        if gain:
+            cells = [f"{statistics.mean(r['after_by_level'][g] - r['before_by_level'][g] for r in by_seed.values()):+.2f}"
+                     for g in levels]
+        else:
+            cells = [f"{statistics.mean(r['after_by_level'][g] for r in by_seed.values()):.2f}" for g in levels]
+        print(f"| {arm} | " + " | ".join(cells) + " |")
+
+
+def print_paired(results: dict[str, dict], bases: tuple[str, ...], width: int) -> None:
+    """Each arm's same-seed difference to each base arm present: greedy and sampled gain, mean ± s.e., t."""
+    for base in bases:
+        if base not in results:
+            continue
+        print(f"\npaired difference to {base} (same seeds): greedy gain, sampled gain; mean ± s.e. (t = mean / s.e.)")
+        for arm, by_seed in results.items():
+            if arm == base:
+                continue
+            for key in ("gain", "sampled_gain"):
+                d = [by_seed[s][key] - results[base][s][key] for s in by_seed if s in results[base]]
+                print(f"  {arm:>{width}} - {base:<7} {key:>12}: {_paired(d)}")
 
 
 def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:

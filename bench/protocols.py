@@ -40,7 +40,6 @@ import json
 import multiprocessing
 import os
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cotrain_modes import _mean, _ms, _paired, _per_item  # noqa: E402  (the modes bench's helpers)
+from cotrain_modes import outcome, print_arm_table, print_levels, print_paired  # noqa: E402  (the modes bench's)
 
 from synco.config import load_config  # noqa: E402
 from synco.pretrain import exit_with_parent  # noqa: E402
@@ -108,40 +107,10 @@ def main() -> None:
           f"{steps * cfg.n_cards * cfg.k} Reasoner rollout slots (one rollout per attempt at a valid task; "
           f"rounds-grpo adds its fresh attempts); rounds of {cfg.rounds.steps_per_round} steps, "
           f"alternating phases of {cfg.alternating.phase_steps} steps\n")
-    print("| arm | greedy gain | sampled gain | Learn | Retain | grad-bearing first -> last | Reasoner rollouts "
-          "| SFT examples | wall s/run |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for arm, by_seed in results.items():
-        rs = list(by_seed.values())
-
-        def col(key: str, nd: int = 3, signed: bool = False) -> str:
-            return _ms([r[key] for r in rs if r[key] is not None], nd, signed)
-
-        print(f"| {arm} | {col('gain', signed=True)} | {col('sampled_gain', signed=True)} "
-              f"| {col('learn', signed=True)} | {col('retain', signed=True)} "
-              f"| {col('grad_first', 2)} -> {col('grad_last', 2)} | {col('rollouts', 0)} | {col('sft_examples', 0)} "
-              f"| {col('wall', 0)} |")
-    levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
-    print("\nheld-out greedy gain per level (after - before, mean over seeds)")
-    print("| | " + " | ".join(levels) + " |")
-    print("|---" * (len(levels) + 1) + "|")
-    first = list(next(iter(results.values())).values())
-    print("| before | " + " | ".join(f"{statistics.mean(r['before_by_level'][g] for r in first):.2f}" for g in levels)
-          + " |")
-    for arm, by_seed in results.items():
-        print(f"| {arm} | " + " | ".join(
-            f"{statistics.mean(r['after_by_level'][g] - r['before_by_level'][g] for r in by_seed.values()):+.2f}"
-            for g in levels) + " |")
-    for base_arm in ("online", "frozen"):
-        if base_arm not in results:
-            continue
-        print(f"\npaired difference to {base_arm} (same seeds): greedy gain, sampled gain; mean ± s.e.")
-        for arm, by_seed in results.items():
-            if arm == base_arm:
-                continue
-            for key in ("gain", "sampled_gain"):
-                d = [by_seed[s][key] - results[base_arm][s][key] for s in by_seed if s in results[base_arm]]
-                print(f"  {arm:>12} - {base_arm:<7} {key:>12}: {_paired(d)}")
+    print_arm_table(results, [("Reasoner rollouts", "rollouts", 0), ("SFT examples", "sft_examples", 0),
+                              ("wall s/run", "wall", 0)])
+    print_levels(results, gain=True)
+    print_paired(results, ("online", "frozen"), width=12)
     (root / "protocols.json").write_text(json.dumps(results, indent=2))
 
 
@@ -159,17 +128,8 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
     t0 = time.perf_counter()
     s = train(cfg, log=lambda *a, **k: None)
     wall = time.perf_counter() - t0
-    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
-    wrong = [k for k, ok in before.items() if not ok]
-    right = [k for k, ok in before.items() if ok]
-    n = max(1, len(before))
     return {
-        "before": _mean(s.heldout_before), "after": _mean(s.heldout_after),
-        "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
-        "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
-        "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
-        "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
-        "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
+        **outcome(cfg, s),
         "rollouts": _rollouts(Path(s.run_dir)) + sum(t.get("rollouts") or 0 for t in s.round_training),
         "sft_examples": sum(t["examples"] for t in s.round_training) if cfg.rounds.update == "sft" else 0,
         "round_training": s.round_training, "sec_per_step": s.sec_per_step, "wall": wall,
