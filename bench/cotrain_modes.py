@@ -67,18 +67,8 @@ def main() -> None:
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-modes-"))
     steps = args.steps or load_config("arith").steps
-    threads = 1 if args.jobs > 1 else 2
-    jobs = [(arm, seed, [*ARMS[arm], f"seed={seed}", f"steps={steps}", f"runs_dir={root}", f"run_id={arm}-s{seed}",
-                         "progress=false", "tensorboard=false", f"threads={threads}", *args.overrides])
-            for seed in args.seeds for arm in args.arms]
-    results: dict[str, dict[int, dict]] = {a: {} for a in args.arms}
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
-        for (arm, seed, _), r in zip(jobs, ex.map(_run, jobs)):
-            results[arm][seed] = r
-            print(f"done {arm} seed={seed}: held-out greedy {r['before']:.3f}->{r['after']:.3f} "
-                  f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
-                  f"{r['sec_per_step']:.2f} s/step", flush=True)
+    jobs = arm_jobs(ARMS, args.arms, args.seeds, steps, root, args.jobs, args.overrides)
+    results = run_jobs(jobs, args.jobs, _run, lambda r: f"{r['sec_per_step']:.2f} s/step")
 
     print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}\n")
     print_arm_table(results, [("controllability", "ctrl_last", 2), ("coverage", "coverage", 2),
@@ -100,6 +90,29 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
         "rho": s.allocation_gap_spearman, "factor_changes": s.factor_changes, "sec_per_step": s.sec_per_step,
         "groups_last": s.groups_last,
     }
+
+
+def arm_jobs(arms: dict[str, list[str]], names: list[str], seeds: list[int], steps: int, root: Path, n_jobs: int,
+             overrides: list[str], layout: list[str] = ()) -> list[tuple[str, int, list[str]]]:
+    """(arm, seed, overrides) of every run: the arm's settings, the shared layout, the seed and the bench's defaults."""
+    threads = 1 if n_jobs > 1 else 2
+    return [(arm, seed, [*arms[arm], *layout, f"seed={seed}", f"steps={steps}", f"runs_dir={root}",
+                         f"run_id={arm}-s{seed}", "progress=false", "tensorboard=false", f"threads={threads}",
+                         *overrides])
+            for seed in seeds for arm in names]
+
+
+def run_jobs(jobs: list[tuple[str, int, list[str]]], n_jobs: int, run, describe) -> dict[str, dict[int, dict]]:
+    """Run every job in ``n_jobs`` spawned workers (``run(job) -> dict``), printing a line per finished run."""
+    results: dict[str, dict[int, dict]] = {arm: {} for arm, _, _ in jobs}
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
+        for (arm, seed, _), r in zip(jobs, ex.map(run, jobs)):
+            results[arm][seed] = r
+            print(f"done {arm} seed={seed}: held-out greedy {r['before']:.3f}->{r['after']:.3f} "
+                  f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
+                  f"{describe(r)}", flush=True)
+    return results
 
 
 def outcome(cfg, s) -> dict:

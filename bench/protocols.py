@@ -37,21 +37,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import sqlite3
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cotrain_modes import outcome, print_arm_table, print_levels, print_paired  # noqa: E402  (the modes bench's)
+from cotrain_modes import arm_jobs, outcome, print_arm_table, print_levels, print_paired, run_jobs  # noqa: E402  (the modes bench's)
 
 from synco.config import load_config  # noqa: E402
-from synco.pretrain import exit_with_parent  # noqa: E402
 
 ARMS: dict[str, list[str]] = {
     "online": ["protocol=online", "mode=cotrain"],
@@ -85,21 +81,11 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     base = load_config("arith", overrides=args.overrides)
     steps = args.steps or base.steps
-    threads = 1 if args.jobs > 1 else 2
     layout = [f"rounds.steps_per_round={args.steps_per_round}"] if args.steps_per_round else []
     layout += [f"alternating.phase_steps={args.phase_steps}"] if args.phase_steps else []
-    jobs = [(arm, seed, [*ARMS[arm], *layout, f"seed={seed}", f"steps={steps}", f"runs_dir={root}",
-                         f"run_id={arm}-s{seed}", "progress=false", "tensorboard=false", f"threads={threads}",
-                         *args.overrides])
-            for seed in args.seeds for arm in args.arms]
-    results: dict[str, dict[int, dict]] = {a: {} for a in args.arms}
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as ex:
-        for (arm, seed, _), r in zip(jobs, ex.map(_run, jobs)):
-            results[arm][seed] = r
-            print(f"done {arm} seed={seed}: held-out greedy {r['before']:.3f}->{r['after']:.3f} "
-                  f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
-                  f"{r['rollouts']} rollouts, {r['sft_examples']} SFT examples, {r['wall']:.0f} s", flush=True)
+    jobs = arm_jobs(ARMS, args.arms, args.seeds, steps, root, args.jobs, args.overrides, layout)
+    results = run_jobs(jobs, args.jobs, _run,
+                       lambda r: f"{r['rollouts']} rollouts, {r['sft_examples']} SFT examples, {r['wall']:.0f} s")
 
     cfg = load_config("arith", overrides=[*args.overrides, *layout])
     print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}")
