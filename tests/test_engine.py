@@ -304,3 +304,36 @@ def test_a_factor_claimed_by_the_card_but_not_computable_never_places_it(tmp_pat
     assert len(records) == 2 and all(r.valid and r.target == "level=L5,tag=t" for r in records)
     assert all("tag" not in r.card.factors and r.on_target is False for r in records)
     assert stats.controllability == 0.0
+
+
+class BatchOnlyChecker:
+    """A checker that answers only in batches (a single match would be a missed batch), recording each batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[str, str]]] = []
+
+    def match(self, predicted: str, reference: str) -> bool:
+        raise AssertionError("the engine should check a step's answers in one match_many call")
+
+    def match_many(self, pairs):  # noqa: ANN001, ANN201
+        self.batches.append(list(pairs))
+        return [p.strip() == r for p, r in pairs]
+
+
+def test_a_steps_answers_are_checked_in_one_batch_and_regrouped():
+    from synco.answers import extract_answer_with_method
+    from synco.engine import _check_attempts, _grade
+    from synco.rewards import ReasonerRewardConfig
+
+    texts = [["\\boxed{7}", "no answer here", "\\boxed{8}"], ["\\boxed{ 3}", "\\boxed{3}"], []]
+    found = [[extract_answer_with_method(t) for t in group] for group in texts]
+    checker = BatchOnlyChecker()
+    ok = _check_attempts(checker, found, ["7", "3", "5"])  # type: ignore[arg-type]
+    assert checker.batches == [[("7", "7"), ("8", "7"), ("3", "3"), ("3", "3")]]  # no answer: wrong unchecked
+    assert ok == [[True, False, False], [True, True], []]
+    assert _check_attempts(checker, [[found[0][1]]], ["7"]) == [[False]] and len(checker.batches) == 1
+    c = Completion(text="\\boxed{7}", prompt_ids=[1], completion_ids=[2, 3], logprobs=[-0.1, -0.2], truncated=False,
+                   finish_reason="stop")
+    right, wrong = (_grade(c, found[0][0], x, ReasonerRewardConfig()) for x in (True, False))
+    assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct
+    assert right.reward > wrong.reward

@@ -487,3 +487,109 @@ def test_card_time_budget_stops_a_slow_card():
     slow = SlowChecker()
     _, v = one(TaskVerifier(VerifierConfig(strict=True), checker=slow), raw(solution="so 7 and 8", final_answer="7"))  # type: ignore[arg-type]
     assert "check_timeout" not in codes(v) and slow.given == [None, None, None]
+
+
+# --- the two phases (what backend=ray runs apart) ----------------------------------------------------
+
+
+class CountingChecker(AnswerChecker):
+    """The fast-path checker, recording every match and match_many call."""
+
+    def __init__(self) -> None:
+        super().__init__(use_math_verify=False)
+        self.singles: list[tuple[str, str]] = []
+        self.batches: list[list[tuple[str, str]]] = []
+
+    def match(self, predicted: str, reference: str, **kw: object) -> bool:  # type: ignore[override]
+        self.singles.append((predicted, reference))
+        return super().match(predicted, reference, **kw)  # type: ignore[arg-type]
+
+    def match_many(self, pairs, *, timeout=None):  # type: ignore[no-untyped-def, override]
+        self.batches.append(list(pairs))
+        return [super(CountingChecker, self).match(p, r) for p, r in pairs]
+
+
+HAND_CARDS = [
+    raw(),  # valid
+    "not a card at all",  # no_json: settled in phase 1
+    raw(problem=PROBLEM + " (The answer is 7.)"),  # answer_leaked (phase 1), and a near copy of slot 0
+    raw(problem=PROBLEM.replace("neighbour", "friend")),  # duplicate of slot 0: phase 2
+    '{"problem": "What is 2+2?"',  # truncated JSON
+    raw(problem=OTHER_PROBLEM, solution="n = 12", final_answer="13"),  # answer_inconsistent
+]
+
+
+def test_phase_one_is_per_card_and_phase_two_adds_novelty_in_slot_order(checker):
+    verifier = make(checker)
+    checked = verifier.check_cards(HAND_CARDS)
+    assert [c.done is not None for c in checked] == [False, True, False, False, True, False]
+    # phase 1 alone knows nothing of the other cards: the near-copy in slot 3 has no reason yet
+    assert checked[3].checks.reasons == [] and checked[0].checks.scores["novelty"] == 0.0
+    assert [c.card.problem if c.card else None for c in checked] == [
+        c.card.problem if c.card else None for c in (verifier.check_card(r) for r in HAND_CARDS)]
+    # phase 1 of each card alone, in reverse order, then phase 2: the same verdicts as verify_batch
+    shuffled = [verifier.check_cards([r])[0] for r in reversed(HAND_CARDS)][::-1]
+    assert verifier.finish_batch(shuffled) == make(checker).verify_batch(HAND_CARDS)
+    verdicts = [v for _, v in verifier.finish_batch(verifier.check_cards(HAND_CARDS))]
+    # the leaked card (a phase-1 reason) is still compared with slot 0, and added to the batch index
+    assert [codes(v) for v in verdicts] == [[], ["no_json"], ["answer_leaked", "duplicate_in_step"],
+                                            ["duplicate_in_step"], ["truncated_json"], ["answer_inconsistent"]]
+
+
+def test_a_card_settled_in_phase_one_is_not_added_to_the_batch_index(checker):
+    # slot 0 runs out of its budget before novelty: a copy of it in slot 1 is then no duplicate
+    verifier = make(checker)
+    timed_out = verifier.check_card(raw())
+    timed_out.checks.fail("check_timeout: test")
+    timed_out.done = verifier._verdict(timed_out.checks, timed_out.reference, 0.0)
+    (_, first), (_, second) = verifier.finish_batch([timed_out, verifier.check_card(raw())])
+    assert codes(first) == ["check_timeout"] and second.valid and second.reasons == []
+
+
+def test_phase_one_errors_are_counted_once_in_phase_two(checker, caplog):
+    verifier = TaskVerifier(VerifierConfig(), checker=checker, oracle=exploding_oracle)
+    checked = verifier.check_cards([raw(), "junk"], first_slot=5)
+    assert checked[0].error == "internal_error: RuntimeError: domain bug" and checked[1].error is None
+    assert "verifier failed on card 5" in caplog.text and verifier.n_internal_errors == 0
+    results = verifier.finish_batch(checked)
+    assert results[0] == (None, one(TaskVerifier(VerifierConfig(), checker=checker, oracle=exploding_oracle),
+                                    raw())[1])
+    assert verifier.n_internal_errors == 1
+
+
+def test_consensus_batch_asks_every_agreement_check_at_once_and_equals_apply_consensus():
+    counting = CountingChecker()
+    verifier = make(counting)
+    _, v = one(verifier, raw())
+    _, no_ref = one(verifier, "no card")
+    answers = [["8", "8.0", "8", "7"], ["1", "1", "1"], ["7", None, "7.0", "9"], ["7"]]
+    verdicts = [v, no_ref, v, v]
+    counting.singles.clear()
+    batched = verifier.consensus_batch(verdicts, answers)
+    assert counting.batches[-1] == [("8", "7"), ("8.0", "7"), ("8", "7"), ("7", "7"), ("7", "7"), ("7.0", "7"),
+                                    ("9", "7")]  # cards consensus judges only; None is no check
+    assert ("7", "7") not in counting.singles  # no agreement check made twice; only grouping the others
+    one_by_one = [verifier.apply_consensus(x, a) for x, a in zip(verdicts, answers)]
+    assert batched == one_by_one
+    assert not batched[0].valid and batched[2].agreement == 0.5
+    with pytest.raises(ValueError, match="2 verdicts but 1 answer lists"):
+        verifier.consensus_batch([v, v], [["7"]])
+    with pytest.raises(ValueError, match="agree has 1 entries for 2 answers"):
+        verifier.apply_consensus(v, ["7", "8"], agree=[True])
+
+
+def test_given_agreement_replaces_the_checks(checker):
+    verifier, v = valid_verdict(checker)
+    # the caller's checks are taken as they are: "8" said to agree makes the card's majority agree
+    after = verifier.apply_consensus(v, ["8", "8", "8", "9"], agree=[True, True, True, False])
+    assert after.valid and after.agreement == 0.75
+    assert not verifier.apply_consensus(v, ["8", "8", "8", "9"]).valid
+
+
+def test_match_many_is_match_in_order():
+    plain = AnswerChecker(use_math_verify=False)
+    pairs = [("7", "7"), ("0.5", "\\frac{1}{2}"), ("import os", "7"), ("8", "7"), ("x" * 5000, "x")]
+    assert plain.match_many(pairs) == [plain.match(p, r) for p, r in pairs] == [True, True, False, False, False]
+    assert plain.match_many([]) == []
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        plain.match_many([("1", "1")], timeout=0)

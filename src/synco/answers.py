@@ -111,6 +111,7 @@ import threading
 import time
 import unicodedata
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -1786,6 +1787,15 @@ class AnswerChecker:
         tol = _valid_rel_tol(rel_tol)
         deadline = time.monotonic() + self._call_timeout(timeout)
         return self._match_until(predicted, reference, deadline, tol)
+
+    def match_many(self, pairs: Sequence[tuple[str, str]], *, timeout: float | None = None) -> list[bool]:
+        """:meth:`match` of every ``(predicted, reference)`` pair, in order: one call per batch of checks.
+
+        Here a plain loop (each pair gets its own ``timeout``, as one :meth:`match` call would); it is the
+        seam a checker that fans the checks out elsewhere overrides (``synco.distributed.ray_checks``),
+        so a step asks once for all its checks and gets the same answers either way.
+        """
+        return [self.match(predicted, reference, timeout=timeout) for predicted, reference in pairs]
 
     def grade(
         self,

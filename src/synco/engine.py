@@ -33,7 +33,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, model_serializer
 
-from synco.answers import AnswerChecker, extract_answer, extract_answer_with_method
+from synco.answers import AnswerChecker, Extraction, extract_answer, extract_answer_with_method
 from synco.domain import Domain, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.run import EvoState
@@ -240,8 +240,10 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
                               s.consensus_m, s.checker_sampling, _request_seed(state))
         timer.add("generate", t)
-        for i, group in zip(valid_idx, answer_groups):
-            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [extract_answer(c.text) for c in group])
+        judged = state.verifier.consensus_batch([verdicts[i] for i in valid_idx],
+                                                [[extract_answer(c.text) for c in group] for group in answer_groups])
+        for i, verdict in zip(valid_idx, judged):
+            verdicts[i] = verdict
         valid_idx = [i for i in valid_idx if verdicts[i].valid]
 
     # 3. Solve: the Reasoner answers every valid card K times.
@@ -252,14 +254,18 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
                          s.k, s.reasoner_sampling, _request_seed(state))
         timer.add("generate", t)
 
-    # 4. Grade each attempt against the verdict's reference; 5. consensus on the same attempts
+    # 4. Grade each attempt against the verdict's reference (the step's answer checks in one batch: a
+    #    Ray-backed checker fans them out); 5. consensus on the same attempts, reusing those checks
     #    (unless a separate checker already judged the card in 2b).
+    references = [verdicts[i].reference or cards[i].final_answer for i in valid_idx]  # type: ignore[union-attr]
+    extractions = [[extract_answer_with_method(c.text) for c in group] for group in attempts]
+    correct = _check_attempts(state.checker, extractions, references)
     rollouts: dict[int, list[Rollout]] = {}
-    for i, group in zip(valid_idx, attempts):
-        reference = verdicts[i].reference or cards[i].final_answer  # type: ignore[union-attr]
-        graded = [_grade(c, reference, state.checker, s.reasoner_rewards) for c in group]
+    for i, reference, group, found, ok in zip(valid_idx, references, attempts, extractions, correct):
+        graded = [_grade(c, ext, right, s.reasoner_rewards) for c, ext, right in zip(group, found, ok)]
         if s.consensus and not state.domain.has_oracle and not use_checker:
-            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded])
+            agree = ok if verdicts[i].reference == reference else None  # checked against consensus's reference
+            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded], agree=agree)
         rollouts[i] = graded
 
     # 6. Rewards: Reasoner per attempt, Synthesizer per card (a valid card that missed its requested
@@ -360,10 +366,28 @@ def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
     return out
 
 
-def _grade(c: Completion, reference: str, checker: AnswerChecker, cfg: ReasonerRewardConfig) -> Rollout:
-    """Extract, check and reward one Reasoner attempt."""
-    ext = extract_answer_with_method(c.text)
-    correct = ext.answer is not None and checker.match(ext.answer, reference)
+def _check_attempts(checker: AnswerChecker, extractions: Sequence[Sequence[Extraction]],
+                    references: Sequence[str]) -> list[list[bool]]:
+    """Whether each extracted answer matches its group's reference: one ``match_many`` call for all of them.
+
+    An attempt without an answer is wrong without a check; the rest are asked in one batch, so a
+    checker that fans checks out (``synco.distributed.ray_checks``) sees the whole step at once.
+    """
+    pairs = [(e.answer, ref) for group, ref in zip(extractions, references) for e in group if e.answer is not None]
+    found = iter(checker.match_many(pairs) if pairs else [])
+    return [[e.answer is not None and next(found) for e in group] for group in extractions]
+
+
+def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: str,
+                cfg: ReasonerRewardConfig) -> list[Rollout]:
+    """Extract, check (one batch) and reward a group of Reasoner attempts at one task."""
+    found = [extract_answer_with_method(c.text) for c in group]
+    [ok] = _check_attempts(checker, [found], [reference])
+    return [_grade(c, ext, right, cfg) for c, ext, right in zip(group, found, ok)]
+
+
+def _grade(c: Completion, ext: Extraction, correct: bool, cfg: ReasonerRewardConfig) -> Rollout:
+    """The rollout of one Reasoner attempt, from its extracted answer and whether that answer was checked right."""
     return Rollout(text=c.text, answer=ext.answer, method=ext.method, correct=correct,
                    reward=reasoner_reward(correct, ext.boxed, cfg), truncated=c.truncated,
                    n_tokens=len(c.completion_ids))

@@ -546,7 +546,14 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         reasoner.load_state(ckpt / "reasoner_state")
 
     verifier_cfg = cfg.verifier
-    verifier = TaskVerifier(verifier_cfg, checker=checker, oracle=domain.oracle if domain.has_oracle else None)
+    oracle = domain.oracle if domain.has_oracle else None
+    verifier: TaskVerifier
+    if cfg.backend == "ray" and cfg.ray.checks.workers:  # answer checks and per-card verification as Ray tasks
+        from synco.distributed.ray_checks import build_ray_checks
+
+        checker, verifier = build_ray_checks(cfg.ray, verifier_cfg, oracle, checker)
+    else:
+        verifier = TaskVerifier(verifier_cfg, checker=checker, oracle=oracle)
     report = build_report([], cfg.report, step=0)
     space = None
     start_step = 0
@@ -770,11 +777,15 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
 
 
 def close_policies(state: CoTrainState) -> None:
-    """Stop what the agents run outside this process (the Ray backend's actors); nothing for in-process ones."""
+    """Stop what the agents and the checks run outside this process (the Ray backend's actors); nothing for
+    in-process ones."""
     for policy in (state.synthesizer, state.reasoner):
         close = getattr(policy, "close", None)
         if callable(close):
             close()
+    close_remote = getattr(state.checker, "close_remote", None)  # the Ray check workers (ray_checks)
+    if callable(close_remote):
+        close_remote()
 
 
 def _train(run: Run) -> RunSummary:

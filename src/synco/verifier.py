@@ -6,6 +6,11 @@ Every verdict, valid or not, carries all ``CHECK_NAMES`` scores in [0, 1] and a
 quality (the weighted sum of format, schema, problem, answer and novelty), so
 rejected cards still give the Synthesizer a graded reward signal.
 
+``verify_batch`` runs in two phases: ``check_cards`` checks every card on its own
+(format, schema, problem, answer, oracle; a ``CardCheck`` each, in any order or
+process: the Ray backend runs it on check workers), then ``finish_batch`` adds
+the checks that depend on other cards (novelty, contamination) in slot order.
+
 Checks, with their reason codes (H = hard failure: the card is invalid; S = soft:
 only the score and the reasons record it):
 
@@ -156,6 +161,30 @@ class _Checks:
         self.hard = self.hard or hard
 
 
+@dataclass
+class CardCheck:
+    """Phase 1 of verifying one raw card: what the checks that need no other card found.
+
+    Parse, schema, problem checks, answer consistency (with its checker calls) and the oracle depend on
+    the card alone, so they may run anywhere and in any order (``synco.distributed.ray_checks`` runs them
+    on Ray); :meth:`TaskVerifier.finish_batch` adds novelty and contamination in slot order. ``done`` is a
+    verdict phase 1 already settled (unparseable, out of time): phase 2 passes it through. ``error`` is the
+    ``internal_error`` reason of a card whose checking raised (the per-card boundary caught it).
+    """
+
+    card: TaskCard | None
+    checks: _Checks
+    reference: str | None
+    reliability: float
+    done: Verdict | None = None
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, err: BaseException) -> "CardCheck":
+        """The record of a card whose phase 1 raised ``err``."""
+        return cls(None, _Checks(), None, 0.0, error=_internal_error_reason(err))
+
+
 class TaskVerifier:
     """Parses and screens task cards, keeps the pool's novelty index and applies consensus."""
 
@@ -174,13 +203,55 @@ class TaskVerifier:
     # ------------------------------------------------------------------ public
 
     def verify_batch(self, raws: Sequence[str]) -> list[tuple[TaskCard | None, Verdict]]:
-        """One ``(card or None, verdict)`` per raw output, in order; never raises on bad model output."""
+        """One ``(card or None, verdict)`` per raw output, in order; never raises on bad model output.
+
+        Two phases: :meth:`check_cards` checks each card on its own (parse, schema, problem, answer,
+        oracle), :meth:`finish_batch` then runs the checks that depend on other cards (novelty within
+        the batch and against the pool, contamination) in slot order. A subclass may run the first
+        phase elsewhere (``synco.distributed.ray_checks``); the verdicts are the same.
+        """
+        return self.finish_batch(self.check_cards(raws))
+
+    def check_cards(self, raws: Sequence[str], first_slot: int = 0) -> list[CardCheck]:
+        """Phase 1 of :meth:`verify_batch` for each raw output (slots numbered from ``first_slot``, for logs).
+
+        The per-card exception boundary: an unexpected exception is logged with its traceback and becomes
+        an error record (re-raised when ``strict``); :meth:`finish_batch` counts it in ``n_internal_errors``
+        and rejects the card as ``internal_error``, so a bug never passes silently as a bad card.
+        """
+        out: list[CardCheck] = []
+        for slot, raw in enumerate(raws, start=first_slot):
+            try:
+                out.append(self.check_card(raw))
+            except Exception as err:  # the per-card boundary: recorded, counted and logged, never silent
+                if self.config.strict:
+                    raise
+                logger.exception("verifier failed on card %d", slot)
+                out.append(CardCheck.failed(err))
+        return out
+
+    def finish_batch(self, checked: Sequence[CardCheck]) -> list[tuple[TaskCard | None, Verdict]]:
+        """Phase 2 of :meth:`verify_batch`: novelty and contamination of each checked card, in slot order.
+
+        A card phase 1 settled (unparseable, out of time, raised) keeps that verdict and is not added
+        to the batch's novelty index; the others are compared with the pool, the earlier cards of the
+        batch and the benchmarks, within the same per-card exception boundary.
+        """
         batch = self._new_index()
         out: list[tuple[TaskCard | None, Verdict]] = []
-        for slot, raw in enumerate(raws):
+        for slot, check in enumerate(checked):
+            if check.error is not None:
+                self.n_internal_errors += 1
+                out.append((None, _error_verdict(check.error)))
+                continue
+            if check.done is not None:
+                out.append((check.card, check.done))
+                continue
             try:
-                out.append(self._verify_one(raw, slot, batch))
-            except Exception as err:  # the per-card boundary: recorded, counted and logged, never silent
+                assert check.card is not None, "a checked card that is neither settled nor parsed"
+                self._check_novelty(check.card, slot, batch, check.checks)
+                out.append((check.card, self._verdict(check.checks, check.reference, check.reliability)))
+            except Exception as err:  # the per-card boundary, as in phase 1
                 if self.config.strict:
                     raise
                 self.n_internal_errors += 1
@@ -188,7 +259,27 @@ class TaskVerifier:
                 out.append((None, _internal_error_verdict(err)))
         return out
 
-    def apply_consensus(self, verdict: Verdict, answers: Sequence[str | None]) -> Verdict:
+    def consensus_batch(self, verdicts: Sequence[Verdict], answers: Sequence[Sequence[str | None]]) -> list[Verdict]:
+        """:meth:`apply_consensus` of each verdict with its answers, the agreement checks asked in one batch.
+
+        Every ``(answer, reference)`` check :meth:`apply_consensus` would make goes to the checker's
+        ``match_many`` at once (a Ray-backed checker fans them out); grouping the other answers stays
+        here, since which pairs it compares depends on the earlier results.
+        """
+        if len(verdicts) != len(answers):
+            raise ValueError(f"consensus_batch: {len(verdicts)} verdicts but {len(answers)} answer lists")
+        judged = [self._consensus_applies(v, group) for v, group in zip(verdicts, answers)]
+        pairs = [(a, v.reference) for v, group, ok in zip(verdicts, answers, judged) if ok
+                 for a in group if a is not None]
+        found = iter(self._match_many(pairs))  # type: ignore[arg-type]  # reference is set where consensus applies
+        out = []
+        for v, group, ok in zip(verdicts, answers, judged):
+            agree = [a is not None and next(found) for a in group] if ok else None
+            out.append(self.apply_consensus(v, group, agree=agree))
+        return out
+
+    def apply_consensus(self, verdict: Verdict, answers: Sequence[str | None],
+                        agree: Sequence[bool] | None = None) -> Verdict:
         """A new verdict after ``answers`` (independent attempts' extracted answers) are in.
 
         ``agreement`` = share of attempts matching the reference (None counts as
@@ -199,13 +290,21 @@ class TaskVerifier:
         zero for every task the Reasoner solves half the time or less.) More than
         ``consensus_majority`` of the attempts agreeing on one other answer rejects the card. No-op with an oracle, without
         a reference, or with fewer than ``consensus_min_attempts`` attempts.
+
+        ``agree`` (optional): whether each answer matches the reference, already checked with this
+        verifier's checker (the engine's grades of the same attempts, or :meth:`consensus_batch`), so
+        those checks are not made twice.
         """
         cfg = self.config
         ref = verdict.reference
-        if self.oracle is not None or ref is None or len(answers) < cfg.consensus_min_attempts:
+        if not self._consensus_applies(verdict, answers):
             return verdict.model_copy(deep=True)
+        assert ref is not None
         n = len(answers)
-        agree = [a is not None and self._match(a, ref) for a in answers]
+        if agree is None:
+            agree = [a is not None and self._match(a, ref) for a in answers]
+        elif len(agree) != n:
+            raise ValueError(f"apply_consensus: agree has {len(agree)} entries for {n} answers")
         share = sum(agree) / n
         clusters: list[list[str]] = []  # other answers, grouped by checker equivalence
         for answer, ok in zip(answers, agree):
@@ -231,6 +330,11 @@ class TaskVerifier:
         return verdict.model_copy(update={"valid": valid, "reasons": reasons, "reliability": reliability,
                                           "agreement": share, "scores": scores})
 
+    def _consensus_applies(self, verdict: Verdict, answers: Sequence[str | None]) -> bool:
+        """Whether consensus judges this verdict: no oracle, a reference, enough attempts."""
+        return (self.oracle is None and verdict.reference is not None
+                and len(answers) >= self.config.consensus_min_attempts)
+
     def admit(self, key: Hashable, problem: str) -> None:
         """Add an accepted problem to the pool novelty index (after its step is recorded)."""
         self._pool.add(key, problem)
@@ -255,16 +359,20 @@ class TaskVerifier:
 
     # ------------------------------------------------------------------ one card
 
-    def _verify_one(self, raw: str, slot: int, batch: NoveltyIndex) -> tuple[TaskCard | None, Verdict]:
-        """Parse and check one raw output within ``card_timeout`` seconds; ``batch`` holds the earlier cards of the batch."""
+    def check_card(self, raw: str) -> CardCheck:
+        """Phase 1 of one raw output within ``card_timeout`` seconds: parse, problem, answer (oracle included).
+
+        The budget covers what the card needs before its novelty check, as when one process checks the
+        card whole; past it the card is settled as ``check_timeout``. Raises on a bug (see :meth:`check_cards`).
+        """
         self._deadline = time.monotonic() + min(self.config.card_timeout, 1e9)
         self._startup_mark = self._checker_startup()
         try:
-            return self._verify_one_timed(raw, slot, batch)
+            return self._check_card_timed(raw)
         finally:
             self._deadline = None
 
-    def _verify_one_timed(self, raw: str, slot: int, batch: NoveltyIndex) -> tuple[TaskCard | None, Verdict]:
+    def _check_card_timed(self, raw: str) -> CardCheck:
         checks = _Checks()
         try:
             card = parse_task_card(raw)
@@ -273,10 +381,10 @@ class TaskVerifier:
                 checks.scores["format"] = 1.0
                 checks.scores["schema"] = err.fields_present / len(CARD_FIELDS)
             checks.fail(f"{err.code}: {err}")
-            return None, self._verdict(checks, reference=None, reliability=0.0)
+            return CardCheck(None, checks, None, 0.0, done=self._verdict(checks, reference=None, reliability=0.0))
         except TaskCardError as err:  # a plain TaskCardError has no code
             checks.fail(f"parse_error: {err}")
-            return None, self._verdict(checks, reference=None, reliability=0.0)
+            return CardCheck(None, checks, None, 0.0, done=self._verdict(checks, reference=None, reliability=0.0))
         checks.scores["format"] = checks.scores["schema"] = 1.0
         reference, reliability = card.final_answer, 0.0
         try:
@@ -284,12 +392,11 @@ class TaskVerifier:
             self._check_problem(card, checks)
             self._time_left()
             reference, reliability = self._check_answer(card, checks)
-            self._time_left()
-            self._check_novelty(card, slot, batch, checks)
+            self._time_left()  # the novelty check (phase 2) runs only on a card still within its budget
         except _CardTimeout:
             checks.fail(f"check_timeout: checking the card took over {self.config.card_timeout:g} s")
-            return card, self._verdict(checks, reference=reference, reliability=0.0)
-        return card, self._verdict(checks, reference=reference, reliability=reliability)
+            return CardCheck(card, checks, reference, 0.0, done=self._verdict(checks, reference=reference, reliability=0.0))
+        return CardCheck(card, checks, reference, reliability)
 
     def _check_problem(self, card: TaskCard, checks: _Checks) -> None:
         """Length, figure references, leaked answers, banned terms; score = share passed."""
@@ -428,6 +535,15 @@ class TaskVerifier:
             logger.warning("answer check timed out: %r vs %r", predicted[:80], reference[:80])
             return False
 
+    def _match_many(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        """:meth:`_match` of every pair, in one ``match_many`` call when the checker has it (outside a card's budget)."""
+        if not pairs:
+            return []
+        many = getattr(self.checker, "match_many", None)
+        if many is None or self._deadline is not None:
+            return [self._match(p, r) for p, r in pairs]
+        return list(many(pairs))
+
     def _understands(self, answer: str) -> bool:
         """Checker parseability within the card's budget; a timeout counts as not understood."""
         kwargs = self._checker_kwargs()
@@ -501,7 +617,17 @@ def _short(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _internal_error_reason(err: BaseException) -> str:
+    """The reason recorded for a card whose checking raised unexpectedly."""
+    return f"internal_error: {type(err).__name__}: {_short(str(err))}"
+
+
 def _internal_error_verdict(err: Exception) -> Verdict:
     """The verdict of a card whose checking raised unexpectedly."""
+    return _error_verdict(_internal_error_reason(err))
+
+
+def _error_verdict(reason: str) -> Verdict:
+    """A rejected card with every score 0 and one ``internal_error`` reason."""
     return Verdict(valid=False, scores=dict.fromkeys(CHECK_NAMES, 0.0), quality=0.0, reliability=0.0,
-                   reasons=[f"internal_error: {type(err).__name__}: {_short(str(err))}"])
+                   reasons=[reason])

@@ -1,7 +1,8 @@
 """The Ray backend on local Ray (``ray.init(num_cpus=2)``) with the tiny arith models.
 
-One end-to-end test (actors are slow to start on 2 cores): the Ray run records the same pool rows, metrics and
-weights as the in-process run with ``seed_per_request``, survives a rollout worker killed mid-step (Ray restarts
+One end-to-end test (actors are slow to start on 2 cores): the Ray run, its answer checks and card verification
+fanned out to a check worker, records the same pool rows, metrics and weights as the in-process run with
+``seed_per_request``, survives a rollout worker killed mid-step (Ray restarts
 it, the chunk is retried with the same seed), and fails with a clear message once the worker cannot come back,
 without recording half a step. The rest checks the pieces without a cluster.
 """
@@ -31,14 +32,17 @@ from synco.distributed.ray_backend import (  # noqa: E402 - after the importorsk
     placed,
     weight_payload,
 )
+from synco.distributed.ray_checks import RayAnswerChecker, RayTaskVerifier  # noqa: E402
 
 TINY = ["n_cards=8", "k=2", "heldout_per_group=0", "progress=false", "threads=1", "tensorboard=false",
         "synthesizer.sampling.max_new_tokens=320", "synthesizer.generation_batch_size=4",
         "reasoner.generation_batch_size=2"]
-# 4 actors in 2 CPUs: the synthesizer's learner samples itself, the reasoner has two rollout workers
+# 5 actors in 2 CPUs: the synthesizer's learner samples itself, the reasoner has two rollout workers, and one
+# check worker takes the answer checks and the per-card verification (in chunks of 3 cards)
 RAY = ["backend=ray", "ray.synthesizer.rollout_workers=0", "ray.reasoner.rollout_workers=2",
        "ray.max_restarts=1", "ray.retries=2", "ray.synthesizer.learner.num_cpus=0.25",
-       "ray.reasoner.learner.num_cpus=0.25", "ray.reasoner.worker.num_cpus=0.25"]
+       "ray.reasoner.learner.num_cpus=0.25", "ray.reasoner.worker.num_cpus=0.25",
+       "ray.checks.workers=1", "ray.checks.worker.num_cpus=0.25", "ray.checks.cards_per_task=3"]
 
 
 # --------------------------------------------------------------------------- without a cluster
@@ -57,12 +61,12 @@ def test_backend_ray_forces_seeds_per_request_and_names_what_it_cannot_do():
 def test_resources_add_up_and_a_shortfall_is_named():
     s = RaySettings.model_validate({"reasoner": {"rollout_workers": 2, "worker": {"num_cpus": 0.5, "num_gpus": 0.5},
                                                  "learner": {"num_gpus": 1, "resources": {"node_r": 1}}}})
-    assert s.requested() == {"CPU": 1 + 1 + 2 * 0.5 + 1, "GPU": 2.0, "node_r": 1.0}
+    assert s.requested() == {"CPU": 1 + 1 + 2 * 0.5 + 1 + 2 * 0.5, "GPU": 2.0, "node_r": 1.0}  # + 2 check workers
     short = resource_shortfall(s.requested(), {"CPU": 8.0, "GPU": 1.0})
     assert short == ["GPU: the actors ask for 2, the Ray cluster has 1",
                      "node_r: the actors ask for 1, the Ray cluster has 0"]
-    assert resource_shortfall(s.requested(), {"CPU": 4, "GPU": 2, "node_r": 1}) == []
-    assert local_cpus(s, 2) == 4 and local_cpus(s, 16) == 16
+    assert resource_shortfall(s.requested(), {"CPU": 5, "GPU": 2, "node_r": 1}) == []
+    assert local_cpus(s, 2) == 5 and local_cpus(s, 16) == 16
     assert local_cpus(s.model_copy(update={"num_cpus": 3.0}), 16) == 3.0
 
 
@@ -157,7 +161,11 @@ def test_ray_run_records_the_in_process_run_and_survives_a_killed_rollout_worker
     try:
         reasoner = rr.state.reasoner
         assert isinstance(reasoner, RayPolicy) and len(reasoner.workers) == 2
+        assert isinstance(rr.state.checker, RayAnswerChecker) and isinstance(rr.state.verifier, RayTaskVerifier)
+        checks = rr.state.checker.pool
+        assert rr.state.verifier.pool is checks and len(checks.actors) == 1
         stats = [clean(cotrain_step(rr.state, 0))]
+        assert checks.n_remote_chunks >= 3 and checks.n_local_chunks == 0  # 8 cards in 3 chunks, then the answers
         pids = reasoner.worker_pids()
         killed = kill_worker_while_sampling(reasoner, 0)
         stats.append(clean(cotrain_step(rr.state, 1)))
@@ -199,7 +207,7 @@ def test_a_run_asking_for_more_than_the_cluster_has_fails_before_starting_actors
     monkeypatch.setattr(RayPolicy, "__init__", lambda *a, **k: started.append(a))
     cfg = load_config("arith", overrides=[*TINY, f"runs_dir={tmp_path}", "run_id=big", "backend=ray",
                                           "ray.reasoner.worker.num_gpus=1"])
-    with pytest.raises(RayBackendError, match="CPU: the actors ask for 4, the Ray cluster has 2; GPU: the actors "
+    with pytest.raises(RayBackendError, match="CPU: the actors ask for 5, the Ray cluster has 2; GPU: the actors "
                                               "ask for 1, the Ray cluster has 0. Lower ray.<agent>"):
         setup_run(cfg, log=lambda _: None)
     assert not started

@@ -125,10 +125,10 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
 
     calls = itertools.count()
 
-    def first_attempt_only(c, reference, checker, cfg):  # noqa: ANN001, ANN202
+    def first_attempt_only(c, ext, correct, cfg):  # noqa: ANN001, ANN202
         ok = next(calls) == 0
-        return Rollout(text=c.text, answer=reference if ok else None, method="boxed" if ok else "none", correct=ok,
-                       reward=reasoner_reward(ok, [reference] if ok else [], cfg), n_tokens=len(c.completion_ids))
+        return Rollout(text=c.text, answer="42" if ok else None, method="boxed" if ok else "none", correct=ok,
+                       reward=reasoner_reward(ok, ["42"] if ok else [], cfg), n_tokens=len(c.completion_ids))
 
     st.synthesizer.generate = as_cards
     short = tmp_path / "short_prompts"  # a short Synthesizer prompt keeps its update cheap on CPU

@@ -2,14 +2,22 @@
 
 Where each piece runs::
 
-    driver (this process)        the loop (trainer, cotrain_step), the pool, the report, the verifier and answer
-                                 checks, the consensus checker; one RayPolicy per agent, which implements the
-                                 Policy protocol, so cotrain_step does not change
+    driver (this process)        the loop (trainer, cotrain_step), the pool, the report, the consensus checker
+                                 model; verification's phase 2 (novelty within the batch and against the pool,
+                                 contamination, in slot order), consensus, the domain's reject_reason and single
+                                 answer checks (held-out evaluation); one RayPolicy per agent, which implements
+                                 the Policy protocol, so cotrain_step does not change
     learner actor (per agent)    an HFPolicy built from the agent's config on the agent's own resources
                                  (ray.<agent>.learner: CPUs, GPUs, custom resources, node labels): GRPO / SFT
                                  updates, optimizer and fp32 masters, checkpoints
     rollout workers (per agent)  ray.<agent>.rollout_workers frozen copies of the model: each samples its share
                                  of every generate request
+    check workers                ray.checks.workers actors, each with one AnswerChecker
+                                 (:mod:`synco.distributed.ray_checks`): a step's answer checks
+                                 (``match_many``, in chunks of ray.checks.answers_per_task) and verification's
+                                 per-card phase 1 (parse, schema, problem, answer consistency, oracle; chunks of
+                                 ray.checks.cards_per_task cards) as Ray tasks; same grades and verdicts as in
+                                 process, a failed chunk is checked in the driver
 
 **Seeds per request.** A request's rows are cut into chunks of ``generation_batch_size`` rows and chunk ``j``
 is sampled from ``chunk_seed(seed, j)`` alone (:mod:`synco.distributed.seeds`), exactly as
@@ -31,8 +39,7 @@ anything (one transaction per step), so the pool never holds half a step. A lear
 optimizer state would be lost): :class:`LearnerError`, and the run resumes from its last checkpoint.
 
 Checkpoints are written by the learner actors to the paths the driver names, so on a multi-node cluster the
-run directory must be on a filesystem every node shares. Verification and answer checking stay in the driver
-(they are not fanned out as Ray tasks yet).
+run directory must be on a filesystem every node shares.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The ``ray`` section of a run config (``backend: ray``): where each agent's actors run and how failures are handled.
+"""The ``ray`` section of a run config (``backend: ray``): where each agent's actors and the check workers run, and how
+failures are handled.
 
 Torch-free and Ray-free, so configs load and validate without either. The backend
 itself is :mod:`synco.distributed.ray_backend`.
@@ -32,6 +33,18 @@ class RayAgentSettings(BaseModel):
     worker: RayResources = Field(default_factory=RayResources, description="Resources of each rollout worker.")
 
 
+class RayCheckSettings(BaseModel):
+    """Answer checking and card verification as Ray work: a pool of check-worker actors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int = Field(2, ge=0, description="Check-worker actors, each holding one AnswerChecker (its math-verify process started once) and the verifier's per-card checks; a step's answer checks and the per-card phase of verification are cut into chunks spread over them. 0: both stay in the driver, as with backend=inprocess.")
+    worker: RayResources = Field(default_factory=lambda: RayResources(num_cpus=0.5), description="Resources of each check worker (checking is light: half a logical CPU by default).")
+    answers_per_task: int = Field(64, ge=1, description="Answer checks (attempt answer vs reference) per Ray task; a step's checks are sent as ceil(n / answers_per_task) tasks.")
+    cards_per_task: int = Field(4, ge=1, description="Raw cards per verification task (parse, schema, problem, answer consistency, oracle); novelty and contamination then run in the driver in slot order.")
+    task_timeout_s: float = Field(120.0, gt=0, description="Extra seconds a check task may take beyond its checks' own bounds (the checker's timeout per answer, verifier.card_timeout per card, the checker's start-up) before the driver gives up on it and checks that chunk itself.")
+
+
 class RaySettings(BaseModel):
     """The Ray backend: cluster, per-agent placement, restarts and retries."""
 
@@ -44,15 +57,18 @@ class RaySettings(BaseModel):
     restart_timeout_s: float = Field(600.0, gt=0, description="How long a step waits for Ray to restart a rollout worker (rebuilding its model) before it fails.")
     synthesizer: RayAgentSettings = Field(default_factory=RayAgentSettings, description="The Synthesizer's learner and rollout workers.")
     reasoner: RayAgentSettings = Field(default_factory=RayAgentSettings, description="The Reasoner's learner and rollout workers.")
+    checks: RayCheckSettings = Field(default_factory=RayCheckSettings, description="Answer checking and the per-card phase of verification as Ray tasks on check-worker actors (workers: 0 keeps them in the driver).")
 
     def requested(self) -> dict[str, float]:
-        """Total resources every actor of both agents asks for (CPU, GPU and each custom resource)."""
+        """Total resources every actor asks for (both agents' learners and rollout workers, the check workers):
+        CPU, GPU and each custom resource."""
         total: dict[str, float] = {}
+        actors = [self.checks.worker] * self.checks.workers
         for agent in (self.synthesizer, self.reasoner):
-            actors = [agent.learner] + [agent.worker] * agent.rollout_workers
-            for res in actors:
-                for name, amount in (("CPU", res.num_cpus), ("GPU", res.num_gpus), *res.resources.items()):
-                    total[name] = total.get(name, 0.0) + amount
+            actors += [agent.learner] + [agent.worker] * agent.rollout_workers
+        for res in actors:
+            for name, amount in (("CPU", res.num_cpus), ("GPU", res.num_gpus), *res.resources.items()):
+                total[name] = total.get(name, 0.0) + amount
         return {k: v for k, v in total.items() if v > 0}
 
 

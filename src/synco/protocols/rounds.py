@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
 from synco.domain import Domain, reasoner_prompts, response_prefix, solve
-from synco.engine import CoTrainState, StepStats, _advantages, _grade, cotrain_step
+from synco.engine import CoTrainState, StepStats, _advantages, cotrain_step, grade_group
 from synco.policy import Experience, Policy, UpdateStats
 from synco.protocols.config import RoundsConfig
 from synco.protocols.sft import SFTExample
@@ -112,7 +112,7 @@ def grpo_update(state: CoTrainState, tasks: Sequence[tuple[str, str]]) -> tuple[
     groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling)
     batch: list[Experience] = []
     for (_, reference), group in zip(tasks, groups):
-        rewards = [_grade(c, reference, state.checker, s.reasoner_rewards).reward for c in group]
+        rewards = [r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards)]
         advs = _advantages(rewards, s.reasoner_scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(group)
         batch += [Experience(c.prompt_ids, c.completion_ids, a, c.logprobs) for c, a in zip(group, advs)]
     n = sum(len(g) for g in groups)
