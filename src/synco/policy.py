@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from synco.sampling import Completion, Experience, SamplingParams  # re-exported: the records live torch-free
+from synco.rollout.config import RolloutEngine, VLLMSettings
 
 if TYPE_CHECKING:
     import torch
@@ -130,6 +131,8 @@ class PolicyConfig(BaseModel):
     generation_batch_size: int = Field(64, ge=1, description="Rows (prompt x sample) per model.generate call; bounds the memory of the stored logits.")
     attn_implementation: str | None = Field(None, description="Passed to from_pretrained (e.g. 'sdpa', 'eager', 'flash_attention_2'); None keeps the default.")
     seed: int | None = Field(None, description="torch.manual_seed at construction when set (sampling uses the global torch RNG).")
+    rollout_engine: RolloutEngine = Field("hf", description="Sampling engine of generate(): 'hf' (transformers generate on the training model) or 'vllm' (a vLLM engine in this process, weights or LoRA adapters synced after every optimizer step; needs `pip install synco[vllm]`, see synco.rollout).")
+    vllm: VLLMSettings = Field(default_factory=VLLMSettings, description="Settings of the vLLM engine (used only with rollout_engine: vllm).")
 
 
 # --------------------------------------------------------------------------- protocols
