@@ -1,7 +1,7 @@
 """How often does SmolLM2-135M-Instruct write a valid task card from the math domain's Synthesizer prompt?
 
 Run: ``python bench/smollm2_cards.py --n 32 [--seed 0] [--threads 1] [--prompts-dir DIR] [--show 3]
-[--max-new-tokens T] [--temperature X] [--top-p P] [--examples E] [--decoding free|card] [--json]``.
+[--max-new-tokens T] [--temperature X] [--top-p P] [--examples E] [--max-copy M] [--decoding free|card] [--json]``.
 
 Builds the Synthesizer exactly as ``synco train --preset smollm2`` does (the preset's model, sampling
 and verifier settings; the step-0 capability report; no Designer target cell), samples ``--n`` cards in steps of the preset's
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
     domain = build_domain(cfg)
     if args.examples is not None:
         domain.n_examples = args.examples
+    if args.max_copy is not None:
+        domain.card_max_copy = args.max_copy
     overrides_s = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p}
     sampling = cfg.synthesizer.sampling.model_copy(update={k: v for k, v in overrides_s.items() if v is not None})
     policy = build_policy(cfg.synthesizer.model_copy(update={"trainable": False}))
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoding", choices=("free", "card"), default=None, help="override the preset's synth_decoding")
     parser.add_argument("--top-p", type=float, default=None, help="override the preset's top_p")
     parser.add_argument("--examples", type=int, default=None, help="few-shot example cards in the prompt")
+    parser.add_argument("--max-copy", type=int, default=None,
+                        help="card decoding: longest run of prompt tokens a problem / solution may repeat (0: no limit; "
+                             "default: the domain's)")
     parser.add_argument("--show", type=int, default=0, help="print the first K raw completions")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)

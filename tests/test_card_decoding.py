@@ -183,3 +183,84 @@ def test_constrain_synthesizer_checks_domain_and_budget(tok) -> None:  # noqa: A
         constrain_synthesizer(policy, MathDomain(), 50)
     grammar = constrain_synthesizer(policy, MathDomain(), 10_000)
     assert policy.token_constraint is grammar and policy.generator.constraint is grammar  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------- the copy limit (max_copy)
+
+
+def copy_template(max_copy: int = 3) -> CardTemplate:
+    return CardTemplate((CardSlot("problem", 12, no_copy=True), CardSlot("notes", 12),
+                         CardSlot("final_answer", 3, ANSWER_CHARSET)), max_copy=max_copy)
+
+
+def test_bad_max_copy_is_named() -> None:
+    with pytest.raises(ValueError, match="max_copy"):
+        CardTemplate((CardSlot("a", 3),), max_copy=-1)
+
+
+def test_a_no_copy_slot_cannot_extend_a_run_of_the_prompt(tok) -> None:  # noqa: ANN001
+    """After 3 tokens that occur in the prompt, the token that follows them there is masked (and only in no_copy slots)."""
+    g = CardGrammar(copy_template(3), tok, [tok.eos_token_id])
+    prompt = ids_of(tok, "Example: abcdefg. Also abx.")
+    opening = ids_of(tok, '{"problem": "')
+    comp = opening + ids_of(tok, "abc")
+    mask = g.allowed_mask([comp + ids_of(tok, "z")], len(comp) + 1, prompts=[prompt])[0]
+    at = len(comp)
+    assert not mask[at, ids_of(tok, "d")[0]]  # "abcd" would be a 4-token run of the prompt
+    assert mask[at, ids_of(tok, "z")[0]] and mask[at, ids_of(tok, '"')[0]]  # other text, and closing, stay allowed
+    # "ab" + "x" is a 3-token run: allowed (runs up to max_copy are fine), and both followers of "ab" count
+    assert mask[len(opening) + 2, ids_of(tok, "x")[0]]
+    # the same tokens in a slot without no_copy are not limited
+    to_notes = ids_of(tok, '{"problem": "q",\n"notes": "abc')
+    m2 = g.allowed_mask([to_notes + ids_of(tok, "z")], len(to_notes) + 1, prompts=[prompt])[0]
+    assert m2[len(to_notes), ids_of(tok, "d")[0]]
+    # another prompt, another mask: the limit is a function of the prompt
+    m3 = g.allowed_mask([comp + ids_of(tok, "z")], len(comp) + 1, prompts=[ids_of(tok, "nothing alike")])[0]
+    assert m3[at, ids_of(tok, "d")[0]]
+
+
+def test_the_copy_limit_needs_the_prompts(tok) -> None:  # noqa: ANN001
+    g = CardGrammar(copy_template(3), tok, [tok.eos_token_id])
+    with pytest.raises(ValueError, match="max_copy=3"):
+        g.allowed_mask([ids_of(tok, '{"')], 2)
+    with pytest.raises(ValueError, match="max_copy=3"):
+        g.processor(5)
+    # without a no_copy slot (or with max_copy=0) prompts are not needed
+    plain = CardGrammar(small_template(), tok, [tok.eos_token_id])
+    assert plain.allowed_mask([ids_of(tok, '{"')], 2).shape[:2] == (1, 2)
+
+
+def test_copy_limited_samples_do_not_copy_and_logprobs_match_the_update(tok, one_thread) -> None:  # noqa: ANN001
+    """A model that copies (it strongly prefers 'a', and the prompt's problem is 'aaaa...') writes no 4-token run of the
+    prompt in the problem under max_copy=3, but does without the limit; GRPO log-probs agree with sampling's."""
+    a = ids_of(tok, "a")[0]
+    prompt_text = '{"problem": "aaaaaaaaaaaa",\n"notes": "bb",\n"final_answer": "1"} '
+
+    def problems(max_copy: int) -> tuple[list[list[int]], list, HFPolicy]:
+        torch.manual_seed(1)
+        policy = tiny_policy(tok)
+        head = policy.model.lm_head
+        biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+        with torch.no_grad():
+            biased.weight.zero_()
+            biased.bias.zero_()
+            biased.bias[a] = 8.0  # a copier: 'a' is ~3000x likelier than any other token
+        policy.model.lm_head = biased
+        policy.set_token_constraint(CardGrammar(copy_template(max_copy), tok, policy.eos_ids))
+        comps = policy.generate([prompt_text], 4, SamplingParams(temperature=1.0, max_new_tokens=80))[0]
+        # the raw problem text (a random model's value need not be valid JSON)
+        return [ids_of(tok, c.text.split('",\n"notes": "')[0].removeprefix('{"problem": "')) for c in comps], comps, policy
+
+    def copies(problem: list[int], prompt_ids: list[int]) -> bool:
+        runs = {tuple(prompt_ids[i:i + 4]) for i in range(len(prompt_ids) - 3)}
+        return any(tuple(problem[i:i + 4]) in runs for i in range(len(problem) - 3))
+
+    free, comps, _ = problems(0)
+    assert all(copies(p, comps[0].prompt_ids) for p in free)  # the control: without the limit it copies
+    limited, comps, policy = problems(3)
+    assert not any(copies(p, comps[0].prompt_ids) for p in limited)
+    assert all(p.count(a) >= 3 for p in limited)  # it still writes its preferred token, in runs of at most 3
+    rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0, old_logprobs=c.logprobs) for c in comps]
+    logp, _ = policy._completion_logprobs(policy.model, rows)
+    for r, c in enumerate(comps):
+        assert torch.allclose(logp[r, : len(c.completion_ids)], torch.tensor(c.logprobs), atol=1e-4)

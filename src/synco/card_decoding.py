@@ -16,14 +16,21 @@ writes only the values, each in its own slot:
   must leave it closable (not blank, no trailing backslash); when the slot is
   full, only closing tokens remain;
 * the fixed text after a slot is forced in its canonical tokenization (one
-  allowed token per step), and after the last ``}`` only end-of-sequence.
+  allowed token per step), and after the last ``}`` only end-of-sequence;
+* with ``CardTemplate.max_copy = m`` a ``no_copy`` slot (the problem, the
+  solution) cannot repeat more than ``m`` consecutive tokens of the *prompt*:
+  a text token that would make the slot's last ``m + 1`` tokens a run of the
+  prompt's tokens is masked. A small model otherwise copies a few-shot example
+  card word for word; this rules out the copy, not the example's style. The
+  mask then depends on the prompt too, so every caller passes the prompts
+  (a replay without them raises).
 
 Every step is a *mask*: the model's logits with the disallowed tokens set to
 ``-inf``, then temperature and top-p as usual. Log-probabilities, both those
 reported at sampling time (the GRPO old log-probs) and those the trainer
 recomputes, are taken from the same masked distribution at temperature 1:
 ``log_softmax(logits + mask)``. The mask at each position is a pure function
-of the completion's earlier tokens (:meth:`CardGrammar.allowed_mask` replays
+of the prompt and the completion's earlier tokens (:meth:`CardGrammar.allowed_mask` replays
 it), so the two always agree; a forced token has log-prob 0 and no gradient,
 and a slot token's probability is renormalised over the allowed tokens. The
 card texts therefore always parse (nine non-empty fields) unless the token
@@ -47,6 +54,7 @@ class CardSlot:
     name: str
     max_tokens: int
     charset: str | None = None
+    no_copy: bool = False  # the template's max_copy applies: no long verbatim run of the prompt
 
     def __post_init__(self) -> None:
         if not self.name or '"' in self.name or "\\" in self.name:
@@ -62,10 +70,13 @@ class CardTemplate:
     """The fixed JSON around the slots: ``{"a": "<a>",\\n"b": "<b>"}`` (one field per line, as the prompt's examples)."""
 
     slots: tuple[CardSlot, ...]
+    max_copy: int = 0  # no_copy slots repeat at most this many consecutive prompt tokens; 0: no limit
 
     def __post_init__(self) -> None:
         if not self.slots:
             raise ValueError("a card template needs at least one slot")
+        if self.max_copy < 0:
+            raise ValueError(f"max_copy must be >= 0 (0: no limit), got {self.max_copy}")
         names = [s.name for s in self.slots]
         if len(set(names)) != len(names):
             raise ValueError(f"slot names repeat: {names}")
@@ -178,6 +189,8 @@ class CardGrammar:
             self._close_kind.append(kinds)
         self._backslash_end = torch.tensor([t.endswith("\\") for t in texts], dtype=torch.bool)
         self._blank = torch.tensor([not t.strip() for t in texts], dtype=torch.bool)
+        self.max_copy = template.max_copy if any(s.no_copy for s in template.slots) else 0
+        self._copy_indexes: dict[tuple[int, ...], dict[tuple[int, ...], frozenset[int]]] = {}
         self._eos_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
         self._eos_mask[self.eos_ids] = True
         self._all = torch.ones(self.vocab_size, dtype=torch.bool)
@@ -262,33 +275,84 @@ class CardGrammar:
 
     # --- what generation and training use
 
-    def allowed_mask(self, completions: Sequence[Sequence[int]], length: int, device: Any = None) -> Any:
+    def allowed_mask(self, completions: Sequence[Sequence[int]], length: int, device: Any = None,
+                     prompts: Sequence[Sequence[int]] | None = None) -> Any:
         """Bool ``(B, length, V)``: the tokens allowed at each position of each completion (replayed from its tokens).
 
-        Positions past a completion's end, or after the card is complete, allow everything.
+        ``prompts``: each completion's prompt token ids; required when the template limits copying
+        (``max_copy``), since the mask then depends on the prompt. Positions past a completion's end,
+        or after the card is complete, allow everything.
         """
         import torch
 
+        prompts = self._check_prompts(prompts, len(completions))
         table: dict[tuple[Any, ...], int] = {("done",): 0}
         masks = [self._all]
         index = torch.zeros((len(completions), length), dtype=torch.long)
         for r, ids in enumerate(completions):
-            state = self.start()
+            cursor = _Cursor(self, None if prompts is None else prompts[r])
             for t in range(min(length, len(ids))):
-                key = self._mask_key(state)
-                if key not in table:
-                    table[key] = len(masks)
-                    masks.append(self._allowed(state))
-                index[r, t] = table[key]
-                state = self.advance(state, int(ids[t]))
+                key, banned = cursor.key()
+                full = key if not banned else (*key, banned)
+                if full not in table:
+                    table[full] = len(masks)
+                    masks.append(self._with_banned(self._allowed(cursor.state), banned))
+                index[r, t] = table[full]
+                cursor.advance(int(ids[t]))
         stacked = torch.stack(masks)
         if device is not None:
             stacked, index = stacked.to(device), index.to(device)
         return stacked[index]
 
-    def processor(self, prompt_width: int) -> Any:
-        """A ``transformers`` logits processor for one ``generate`` call whose prompts are ``prompt_width`` wide."""
-        return _CardProcessor(self, prompt_width)
+    def processor(self, prompt_width: int, prompts: Sequence[Sequence[int]] | None = None) -> Any:
+        """A ``transformers`` logits processor for one ``generate`` call whose prompts are ``prompt_width`` wide.
+
+        ``prompts``: the unpadded prompt token ids of the call's rows (required with ``max_copy``).
+        """
+        return _CardProcessor(self, prompt_width, self._check_prompts(prompts, None))
+
+    def _check_prompts(self, prompts: Sequence[Sequence[int]] | None, rows: int | None) -> Sequence[Sequence[int]] | None:
+        if not self.max_copy:
+            return None
+        if prompts is None:
+            raise ValueError(f"this card grammar limits copies of the prompt (max_copy={self.max_copy}): "
+                             "pass each row's prompt token ids")
+        if rows is not None and len(prompts) != rows:
+            raise ValueError(f"{len(prompts)} prompts for {rows} completions")
+        return prompts
+
+    def copy_index(self, prompt: Sequence[int]) -> dict[tuple[int, ...], frozenset[int]]:
+        """Every run of ``max_copy`` prompt tokens -> the tokens that follow it somewhere in the prompt (cached)."""
+        key = tuple(int(t) for t in prompt)
+        found = self._copy_indexes.get(key)
+        if found is None:
+            m, runs = self.max_copy, {}
+            for i in range(len(key) - m):
+                runs.setdefault(key[i:i + m], set()).add(key[i + m])
+            found = {k: frozenset(v) for k, v in runs.items()}
+            if len(self._copy_indexes) >= 64:  # a step's prompts; older ones are not asked for again
+                self._copy_indexes.clear()
+            self._copy_indexes[key] = found
+        return found
+
+    def _banned(self, state: _State, history: Sequence[int], index: dict[tuple[int, ...], frozenset[int]] | None) -> tuple[int, ...]:
+        """The text tokens a ``no_copy`` slot may not write next: each would extend a run of the prompt past ``max_copy``."""
+        if index is None or not isinstance(state, _Slot) or len(history) < self.max_copy:
+            return ()
+        if not self.template.slots[state.index].no_copy:
+            return ()
+        nxt = index.get(tuple(history[-self.max_copy:]))
+        if not nxt:
+            return ()
+        closers = self._close[state.index]
+        return tuple(sorted(t for t in nxt if t not in closers))  # closing the value is never a copy to forbid
+
+    def _with_banned(self, mask: Any, banned: tuple[int, ...]) -> Any:
+        if not banned:
+            return mask
+        out = mask.clone()
+        out[list(banned)] = False
+        return out if out.any() else mask
 
     def max_tokens(self) -> int:
         """The most tokens a card can take: every slot full, the fixed texts forced, end-of-sequence."""
@@ -303,27 +367,59 @@ def _odd_backslash_run(text: str, before: bool) -> bool:
     return before != odd if run == len(text) else odd
 
 
+class _Cursor:
+    """One row's place in a card: the grammar state and, for the copy limit, the current slot's tokens so far."""
+
+    def __init__(self, grammar: CardGrammar, prompt: Sequence[int] | None) -> None:
+        self.grammar = grammar
+        self.state = grammar.start()
+        self.index = grammar.copy_index(prompt) if prompt is not None and grammar.max_copy else None
+        self.history: list[int] = []
+
+    def key(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+        """The state's mask key and the tokens the copy limit bans here."""
+        return self.grammar._mask_key(self.state), self.grammar._banned(self.state, self.history, self.index)
+
+    def mask(self) -> Any:
+        _, banned = self.key()
+        return self.grammar._with_banned(self.grammar._allowed(self.state), banned)
+
+    def advance(self, token: int) -> None:
+        before = self.state
+        self.state = self.grammar.advance(before, token)
+        if self.index is None:
+            return
+        if isinstance(before, _Slot) and isinstance(self.state, _Slot) and self.state.index == before.index:
+            self.history.append(token)
+        else:
+            self.history = []
+
+
 class _CardProcessor:
     """Masks each row's next-token scores to what the grammar allows after the row's tokens so far."""
 
-    def __init__(self, grammar: CardGrammar, prompt_width: int) -> None:
+    def __init__(self, grammar: CardGrammar, prompt_width: int, prompts: Sequence[Sequence[int]] | None) -> None:
         self.grammar = grammar
         self.width = prompt_width
-        self.states: list[_State] | None = None
+        self.prompts = prompts
+        self.cursors: list[_Cursor] | None = None
         self.seen = 0
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
         g = self.grammar
-        if self.states is None:
-            self.states = [g.start() for _ in range(input_ids.shape[0])]
+        if self.cursors is None:
+            rows = input_ids.shape[0]
+            if self.prompts is not None and len(self.prompts) != rows:
+                raise ValueError(f"card processor got {len(self.prompts)} prompts for {rows} rows")
+            self.cursors = [_Cursor(g, None if self.prompts is None else self.prompts[r]) for r in range(rows)]
         new = input_ids[:, self.width + self.seen :].tolist()
         for r, toks in enumerate(new):
             for tok in toks:
-                self.states[r] = g.advance(self.states[r], int(tok))
+                self.cursors[r].advance(int(tok))
         self.seen += len(new[0]) if new else 0
-        masks = torch.stack([g._allowed(s) for s in self.states]).to(scores.device)
+        masks = torch.stack([c.mask() for c in self.cursors]).to(scores.device)
         if masks.shape[1] != scores.shape[1]:
             raise ValueError(f"card grammar has {masks.shape[1]} tokens, the model's scores {scores.shape[1]}")
         return scores.masked_fill(~masks, float("-inf"))

@@ -243,7 +243,8 @@ class HFGenerator:
                 if self.constraint is not None:
                     from transformers import LogitsProcessorList
 
-                    extra["logits_processor"] = LogitsProcessorList([self.constraint.processor(ids.shape[1])])
+                    extra["logits_processor"] = LogitsProcessorList(
+                        [self.constraint.processor(ids.shape[1], prompts=[r for _, r in chunk])])
                 with torch.no_grad():
                     res = self.model.generate(input_ids=ids, attention_mask=att, generation_config=gen_cfg, **extra)
                 if self.keep_logprobs:
@@ -251,7 +252,8 @@ class HFGenerator:
                     steps = min(len(res.logits), gen.shape[1])
                     lp = torch.empty((len(chunk), steps), dtype=torch.float32, device=gen.device)
                     allowed = (None if self.constraint is None
-                               else self.constraint.allowed_mask(gen[:, :steps].tolist(), steps, gen.device))
+                               else self.constraint.allowed_mask(gen[:, :steps].tolist(), steps, gen.device,
+                                                                 prompts=[r for _, r in chunk]))
                     for t in range(steps):
                         logits_t = res.logits[t].float()
                         if allowed is not None:  # the masked distribution the token was sampled from
@@ -347,6 +349,10 @@ class HFPolicy:
         self.eos_ids = eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        if generator is None and cfg.rollout_engine == "vllm":  # vLLM is imported only here (synco.rollout)
+            from synco.rollout.vllm_engine import VLLMGenerator
+
+            generator = VLLMGenerator.for_policy(self)
         self.generator: Generator = generator or HFGenerator(
             model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size
         )
@@ -482,7 +488,8 @@ class HFPolicy:
         """Log-probs ``(B, Tc)`` of each row's completion tokens, and the completion mask ``(B, Tc)``."""
         logits, targets, mask = self._completion_logits(model, rows)
         if self.token_constraint is not None:  # the masked distribution sampling used (see set_token_constraint)
-            allowed = self.token_constraint.allowed_mask([e.completion_ids for e in rows], logits.shape[1], logits.device)
+            allowed = self.token_constraint.allowed_mask([e.completion_ids for e in rows], logits.shape[1],
+                                                         logits.device, prompts=[e.prompt_ids for e in rows])
             logits = logits.masked_fill(~allowed, float("-inf"))
         logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         return logp, mask
@@ -604,6 +611,10 @@ class HFPolicy:
         gradients, skips the step and reports ``nan_skipped=True``.
         """
         opt, _ = self._require_trainable()
+        if getattr(self.generator, "recompute_old_logprobs", False):  # vLLM's numbers are not the trainer's: recompute
+            from dataclasses import replace
+
+            batch = [replace(e, old_logprobs=None) for e in batch]
         g = self.config.grpo
         n_tokens = sum(len(e.completion_ids) for e in batch)
         skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.completion_ids and e.advantage == 0.0)

@@ -260,15 +260,25 @@ CARD_SLOT_TOKENS: dict[str, int] = {
 fixed JSON they bound a card (``CardGrammar.max_tokens``) below the ``smollm2`` preset's budget."""
 
 
-def card_template() -> CardTemplate:
+CARD_MAX_COPY = 6
+"""Under template-constrained decoding the problem may repeat at most this many consecutive prompt tokens:
+enough for a phrase ("What is the remainder when"), not for a few-shot example's problem."""
+
+NO_COPY_SLOTS = frozenset({"problem"})
+"""Only the problem: a solution should repeat the format's phrases (". The answer is \\boxed{" is 7 tokens)."""
+
+
+def card_template(max_copy: int = CARD_MAX_COPY) -> CardTemplate:
     """The math card as a :class:`~synco.card_decoding.CardTemplate`: ``WRITE_ORDER``, the answer digits only.
 
     The same layout as the prompt's example cards (:func:`example_card`), so the fixed text is what
-    the model would write anyway.
+    the model would write anyway. The problem cannot copy more than ``max_copy`` consecutive tokens
+    of the prompt (0: no limit), so a small model cannot paste an example's problem.
     """
     return CardTemplate(tuple(
-        CardSlot(name, CARD_SLOT_TOKENS[name], ANSWER_CHARSET if name == "final_answer" else None)
-        for name in WRITE_ORDER))
+        CardSlot(name, CARD_SLOT_TOKENS[name], ANSWER_CHARSET if name == "final_answer" else None,
+                 no_copy=name in NO_COPY_SLOTS)
+        for name in WRITE_ORDER), max_copy=max_copy)
 
 
 def card_schema() -> str:
@@ -788,6 +798,9 @@ class MathDomain:
     n_examples: int = 2
     """Few-shot example cards shown by ``{{examples}}`` in ``synthesizer.txt``."""
 
+    card_max_copy: int = CARD_MAX_COPY
+    """Template-constrained cards: the longest run of prompt tokens the problem / solution may repeat (0: no limit)."""
+
     def __init__(self, prompts_dir: str | Path | None = None, report_budget: int | None = None) -> None:
         """Load the prompt templates (``prompts_dir`` first, then ``$SYNCO_PROMPTS_DIR``, then the shipped ones).
 
@@ -880,7 +893,7 @@ class MathDomain:
 
     def card_template(self) -> CardTemplate:
         """The card layout template-constrained decoding fills in (``synth_decoding: card``)."""
-        return card_template()
+        return card_template(self.card_max_copy)
 
     def examples(self, report: object, target: Cell | None = None) -> list[Generated]:
         """The few-shot example problems of one Synthesizer prompt (``n_examples`` of them).
