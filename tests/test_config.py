@@ -143,3 +143,10 @@ def test_evosyn_section_from_yaml_and_build_config(tmp_path):
     assert cfg.evosyn.reflector_settings.window == 3000 and cfg.evosyn.designer is True  # the rest from the preset
     with pytest.raises(ConfigError, match="evosyn.reflector_settings.every"):
         build_config({"evosyn": {"reflector_settings": {"every": 0}}})
+
+
+def test_card_decoding_needs_the_hf_rollout_engine() -> None:
+    """The card grammar is a transformers logits processor: a vLLM Synthesizer could not apply it, so loading refuses."""
+    with pytest.raises((ConfigError, ValueError), match="synthesizer.rollout_engine='vllm'"):
+        load_config("smollm2", overrides=["synthesizer.rollout_engine=vllm"])
+    assert load_config("smollm2", overrides=["reasoner.rollout_engine=vllm"]).reasoner.rollout_engine == "vllm"

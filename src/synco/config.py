@@ -112,6 +112,14 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _check_card_engine(self) -> "RunConfig":
+        if self.synth_decoding == "card" and self.synthesizer.rollout_engine != "hf":
+            raise ValueError(f"synth_decoding=card masks the Synthesizer's logits inside transformers' generate; "
+                             f"synthesizer.rollout_engine={self.synthesizer.rollout_engine!r} cannot apply it "
+                             f"(use synthesizer.rollout_engine=hf, or synth_decoding=free)")
+        return self
+
+    @model_validator(mode="after")
     def _check_shared_base(self) -> "RunConfig":
         if self.shared_base:
             from synco.shared_base import shared_base_problems
