@@ -19,6 +19,14 @@ rounds-acc      rounds with accumulate=true: each round's SFT on every round so 
                 (EvoSyn-Final-SFT style)
 rounds-grpo     rounds with GRPO on each round's tasks instead of SFT (fresh attempts:
                 extra rollouts, counted); not in the default set
+rounds-acc-co   rounds-acc with the Synthesizer trained too (mode=cotrain: its GRPO step
+                every step, against the Reasoner of the current round): co-training under
+                EvoSyn's protocol; not in the default set
+rounds-acc-nofb rounds-acc with evosyn.feedback=false: no learner information reaches the
+                Designer (coverage only) or the Synthesizer's prompt: is adaptivity what helps?
+rounds-acc-nod  rounds-acc with the Designer and Reflector off (plain SynCo prompts)
+rft-acc         rft with accumulate=true: the static-corpus control of rounds-acc (the
+                same SFT schedule on a fixed corpus drawn once); not in the default set
 alternating     R-Zero style (protocol=alternating): phases in which only one agent learns
 rft             rejection-sampling fine-tuning (protocol=rft): the fixed corpus of
                 mode=static, correct attempts kept, SFT at each round's end
@@ -30,7 +38,10 @@ right, greedy), the gradient-bearing share of valid tasks (first -> last 10 % of
 the share of collected tasks with mixed outcomes, whether or not the protocol trains on
 them by GRPO), the Reasoner rollouts actually spent, the SFT examples trained on, wall time
 per run; then per-level held-out gain, and each arm's paired difference to ``online`` and
-``frozen`` (same seed). ``--out DIR`` keeps the runs and writes ``protocols.json``.
+``frozen`` (same seed) and, when they ran, to ``rounds-acc`` and ``rft-acc``. ``--out DIR`` keeps the runs
+and writes ``protocols.json``; ``--reuse FILE`` takes arms (and seeds) already in an earlier
+``protocols.json`` from it instead of running them again (only when that file's runs used the same
+settings: the bench does not check).
 """
 
 from __future__ import annotations
@@ -57,6 +68,11 @@ ARMS: dict[str, list[str]] = {
     "rounds-grpo": ["protocol=rounds", "mode=frozen", "rounds.update=grpo"],
     "alternating": ["protocol=alternating", "mode=cotrain"],
     "rft": ["protocol=rft"],
+    "rounds-acc-co": ["protocol=rounds", "mode=cotrain", "rounds.accumulate=true"],
+    "rounds-acc-nofb": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.feedback=false"],
+    "rounds-acc-nod": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.designer=false",
+                       "evosyn.reflector=false"],
+    "rft-acc": ["protocol=rft", "rounds.accumulate=true"],
 }
 DEFAULT_ARMS = ("online", "frozen", "rounds", "rounds-acc", "alternating", "rft")
 
@@ -74,6 +90,9 @@ def main() -> None:
                     help="runs in parallel, one torch thread each (default: %(default)s; 1: one run at a time, "
                          "2 threads)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    ap.add_argument("--reuse", type=Path, default=None,
+                    help="an earlier protocols.json: arm/seed results found there are taken from it, not rerun "
+                         "(the same steps, layout and overrides are assumed)")
     ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run (e.g. rounds.lr=1e-4)")
     args = ap.parse_args()
 
@@ -84,8 +103,11 @@ def main() -> None:
     layout = [f"rounds.steps_per_round={args.steps_per_round}"] if args.steps_per_round else []
     layout += [f"alternating.phase_steps={args.phase_steps}"] if args.phase_steps else []
     jobs = arm_jobs(ARMS, args.arms, args.seeds, steps, root, args.jobs, args.overrides, layout)
-    results = run_jobs(jobs, args.jobs, _run,
-                       lambda r: f"{r['rollouts']} rollouts, {r['sft_examples']} SFT examples, {r['wall']:.0f} s")
+    reused = reused_results(args.reuse, args.arms, args.seeds) if args.reuse else {}
+    jobs = [j for j in jobs if j[1] not in reused.get(j[0], {})]
+    ran = run_jobs(jobs, args.jobs, _run,
+                   lambda r: f"{r['rollouts']} rollouts, {r['sft_examples']} SFT examples, {r['wall']:.0f} s")
+    results = {arm: {s: (reused.get(arm, {}) | ran.get(arm, {}))[s] for s in args.seeds} for arm in args.arms}
 
     cfg = load_config("arith", overrides=[*args.overrides, *layout])
     print(f"\n# {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}")
@@ -96,8 +118,14 @@ def main() -> None:
     print_arm_table(results, [("Reasoner rollouts", "rollouts", 0), ("SFT examples", "sft_examples", 0),
                               ("wall s/run", "wall", 0)])
     print_levels(results, gain=True)
-    print_paired(results, ("online", "frozen"), width=12)
+    print_paired(results, ("online", "frozen", "rounds-acc", "rft-acc"), width=13)
     (root / "protocols.json").write_text(json.dumps(results, indent=2))
+
+
+def reused_results(path: Path, arms: list[str], seeds: list[int]) -> dict[str, dict[int, dict]]:
+    """The results of ``arms`` x ``seeds`` that an earlier ``protocols.json`` holds (JSON keys back to int seeds)."""
+    saved = json.loads(path.read_text())
+    return {arm: {int(s): r for s, r in saved[arm].items() if int(s) in seeds} for arm in arms if arm in saved}
 
 
 def _rollouts(run_dir: Path) -> int:
