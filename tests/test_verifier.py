@@ -217,6 +217,15 @@ def test_solution_without_answer_is_soft(checker):
     assert v.quality == pytest.approx(1.0 - 0.25 * 0.5)
 
 
+def test_solution_without_answer_is_hard_when_required(checker):
+    """require_solution_answer: a card whose final_answer nothing in its solution supports is rejected, same score."""
+    text = raw(solution="Add the two batches, then subtract what left the shop.")
+    _, v = one(make(checker, require_solution_answer=True), text)
+    assert not v.valid and codes(v) == ["solution_no_answer"] and v.scores["answer"] == 0.5
+    _, ok = one(make(checker, require_solution_answer=True), raw(solution="24 + 18 - 30 - 5 = 7. The answer is \\boxed{7}."))
+    assert ok.valid
+
+
 # --- novelty -------------------------------------------------------------------------------------
 
 

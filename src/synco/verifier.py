@@ -28,7 +28,8 @@ only the score and the reasons record it):
   understand ``final_answer``), ``answer_inconsistent`` (H unless
   ``require_consistent_answer`` is off: the solution's own answer, i.e. its last
   ``\\boxed{}``, else its "answer:" line, else its last number, differs from
-  ``final_answer``), ``solution_no_answer`` (S: nothing to compare),
+  ``final_answer``), ``solution_no_answer`` (S, H with ``require_solution_answer``:
+  nothing to compare),
   ``solution_answer_unclear`` (S: no boxed/answer line, the last number differs
   but ``final_answer`` is one of the solution's earlier numbers). Score 1 /
   0.5 (no or unclear solution answer) / 0.25 (inconsistent) / 0 (unparseable).
@@ -120,6 +121,7 @@ class VerifierConfig(BaseModel):
     reject_contaminated: bool = Field(True, description="Contamination is a hard failure (otherwise only a reason and a lower novelty score).")
     banned_terms: list[str] = Field(default_factory=lambda: list(DEFAULT_BANNED_TERMS), description="Terms a problem must not contain (case-insensitive, whole words).")
     require_consistent_answer: bool = Field(True, description="Without an oracle, reject a card whose solution's answer differs from its final_answer.")
+    require_solution_answer: bool = Field(False, description="Without an oracle, reject a card whose solution states no answer at all (no boxed / answer line, no number): its final_answer is then checked by nothing. Off: a soft reason (answer score 0.5).")
     w_format: float = Field(0.05, ge=0.0, description="Quality weight of the format score.")
     w_schema: float = Field(0.30, ge=0.0, description="Quality weight of the schema score.")
     w_problem: float = Field(0.30, ge=0.0, description="Quality weight of the problem score.")
@@ -444,7 +446,8 @@ class TaskVerifier:
         stated = explicit if explicit is not None else (numbers[-1] if numbers else None)
         if stated is None:
             checks.scores["answer"] = 0.5
-            checks.fail("solution_no_answer: the solution states no answer to compare", hard=False)
+            checks.fail("solution_no_answer: the solution states no answer to compare",
+                        hard=self.config.require_solution_answer)
             return final, 0.5
         if self._match(stated, final):
             checks.scores["answer"] = 1.0
