@@ -698,11 +698,18 @@ class HFPolicy:
         self.masters.zero_model_grads()
         self.model.train()
         size = self.config.grpo.micro_batch_size
-        for start in range(0, len(rows), size):
-            logits, targets, mask = self._completion_logits(self.model, rows[start : start + size])
+        if self.shard is None:
+            micro, scale = [list(range(s, min(s + size, len(rows)))) for s in range(0, len(rows), size)], 1.0
+        else:  # FSDP: this rank's share, as in compute_gradients (empty micro-batches run at weight 0)
+            micro = rank_micro_batches(range(len(rows)), size, self.shard.rank, self.shard.world)
+            scale = float(self.shard.world)
+        for idx in micro:
+            logits, targets, mask = self._completion_logits(self.model, [rows[i] for i in idx or [0]])
             loss = completion_loss(logits, targets.masked_fill(mask == 0, IGNORE), normalizer=n_tokens)
-            loss.backward()
-            stats.loss += float(loss.item())
+            (loss * (scale if idx else 0.0)).backward()
+            stats.loss += float(loss.item()) if idx else 0.0
+        if self.shard is not None:
+            stats.loss = all_reduce_sum([stats.loss], self.shard)[0]
         self._optimizer_step(stats.loss, stats, lr)
         return stats
 

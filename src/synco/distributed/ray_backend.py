@@ -1,4 +1,5 @@
-"""The Ray backend (``backend: ray``): each agent's learner is a Ray actor, its rollout workers are actor replicas.
+"""The Ray backend (``backend: ray``): each agent's learner is a Ray actor (or an FSDP-sharded actor group), its rollout
+workers are actor replicas.
 
 Where each piece runs::
 
@@ -10,6 +11,13 @@ Where each piece runs::
     learner actor (per agent)    an HFPolicy built from the agent's config on the agent's own resources
                                  (ray.<agent>.learner: CPUs, GPUs, custom resources, node labels): GRPO / SFT
                                  updates, optimizer and fp32 masters, checkpoints
+      or learner group           ray.<agent>.learners > 1: that many learner actors (each with those resources),
+                                 ranks 0..N-1 of a torch.distributed group (nccl on GPUs, else gloo; rank 0 picks
+                                 the rendezvous address and port), each builds the same HFPolicy and shards it with
+                                 FSDP2 (:mod:`synco.distributed.fsdp`); every update, SFT update, save, save_state,
+                                 load_state and weight export runs on every rank with the whole batch, rank 0's
+                                 stats are the agent's; weights and checkpoints are gathered to full tensors
+                                 (rank 0 writes), so workers and checkpoint files look as with one learner
     rollout workers (per agent)  ray.<agent>.rollout_workers frozen copies of the model: each samples its share
                                  of every generate request
     check workers                ray.checks.workers actors, each with one AnswerChecker
@@ -29,14 +37,16 @@ in-process run with ``seed_per_request: true`` (which ``backend: ray`` forces).
 **Weight sync.** After every update that took an optimizer step the learner puts its trainable weights (only
 the LoRA adapters under LoRA) into the object store once (``ray.put``) and every worker loads that one object;
 the weights carry a version number and a worker asked to sample with another version than it holds refuses
-(:class:`StaleWeights`).
+(:class:`StaleWeights`). A learner group gathers the full weights (every rank takes part) and rank 0 puts them.
 
 **Failures.** A rollout worker that dies is restarted by Ray (``ray.max_restarts``); its model is rebuilt from
 the config, so before it samples again it is re-sent the learner's current weights, and the chunk it was
 sampling is tried again with the same seed (``ray.retries`` times): the step's result is the same as without
 the failure. Past that, :class:`RolloutError` names the worker and the step fails before the pool records
 anything (one transaction per step), so the pool never holds half a step. A learner is never restarted (its
-optimizer state would be lost): :class:`LearnerError`, and the run resumes from its last checkpoint.
+optimizer state would be lost): :class:`LearnerError`, and the run resumes from its last checkpoint. In a learner
+group the driver waits for the ranks as they finish, so one that dies is reported at once, not after the others
+time out in a collective; a resume loads the optimizer state on every rank.
 
 Checkpoints are written by the learner actors to the paths the driver names, so on a multi-node cluster the
 run directory must be on a filesystem every node shares.
@@ -90,8 +100,13 @@ class StaleWeights(RuntimeError):
 
 def weight_payload(policy: Any) -> dict[str, torch.Tensor]:
     """What a rollout worker needs after an update: every trainable parameter (only the LoRA adapters under
-    LoRA), as detached CPU copies; the frozen rest is already equal in every copy of the model."""
-    return {name: p.detach().to("cpu", copy=True) for name, p in policy.trainable_parameters()}
+    LoRA), as detached CPU copies; the frozen rest is already equal in every copy of the model.
+
+    A sharded learner's parameters are gathered to full tensors (a collective: every rank of its group calls this).
+    """
+    from synco.distributed.fsdp import full_tensors
+
+    return {name: full_tensors(p.detach()).to("cpu", copy=True) for name, p in policy.trainable_parameters()}
 
 
 def load_payload(policy: Any, payload: dict[str, torch.Tensor]) -> None:
@@ -155,7 +170,39 @@ class _AgentActor:
 
 
 class LearnerActor(_AgentActor):
-    """An agent's learner: updates, checkpoints, and the weights its rollout workers load."""
+    """An agent's learner (``rank`` of an actor group of ``world``): updates, checkpoints, and the weights its
+    rollout workers load.
+
+    With ``world > 1`` every rank builds the same policy (same config, same seed), then :meth:`join_group`
+    shards it with FSDP2 (:func:`synco.distributed.fsdp.shard_policy`). From then on every method that trains,
+    saves or exports weights is a collective: the driver calls it on every rank, in the same order, with the
+    same arguments, and uses rank 0's answer; files are written by rank 0 alone.
+    """
+
+    def __init__(self, config: PolicyConfig, model_path: str, seed: int, threads: int, rank: int = 0,
+                 world: int = 1) -> None:
+        super().__init__(config, model_path, seed, threads)
+        self.rank, self.world = rank, world
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0: this node's address and a free port, where the group's TCP rendezvous will listen."""
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = int(s.getsockname()[1])
+        return ray.util.get_node_ip_address(), port
+
+    def join_group(self, address: str, port: int) -> int:
+        """Join the agent's process group (nccl on a GPU, else gloo) and shard the policy over it."""
+        import torch.distributed as dist
+
+        from synco.distributed.fsdp import shard_policy
+
+        backend = "nccl" if self.policy.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=self.rank, world_size=self.world)
+        shard_policy(self.policy)
+        return self.rank
 
     def update(self, batch: list[Experience]) -> UpdateStats:
         return self.policy.update(batch)
@@ -164,20 +211,37 @@ class LearnerActor(_AgentActor):
         return self.policy.sft_update(batch, lr)
 
     def save(self, path: str) -> None:
-        self.policy.save(path)
+        if self.policy.shard is None:
+            self.policy.save(path)
+        else:
+            from synco.distributed.fsdp import save_full
+
+            save_full(self.policy, path)
 
     def save_state(self, path: str) -> None:
-        self.policy.save_state(path)
+        if self.policy.shard is None:
+            self.policy.save_state(path)
+        else:
+            from synco.distributed.fsdp import save_full_state
+
+            save_full_state(self.policy, path)
 
     def load_state(self, path: str) -> None:
-        self.policy.load_state(path)
+        if self.policy.shard is None:
+            self.policy.load_state(path)
+        else:
+            from synco.distributed.fsdp import load_full_state
+
+            load_full_state(self.policy, path)
 
     def weights(self) -> dict[str, torch.Tensor]:
         return weight_payload(self.policy)
 
     def publish_weights(self) -> list[ray.ObjectRef]:
-        """The current weights, put into the object store once; the list keeps Ray from resolving the ref."""
-        return [ray.put(weight_payload(self.policy))]
+        """The current weights, put into the object store once by rank 0 (the other ranks only help gather them,
+        and return an empty list); the list keeps Ray from resolving the ref."""
+        payload = weight_payload(self.policy)
+        return [ray.put(payload)] if self.rank == 0 else []
 
 
 class RolloutWorker(_AgentActor):
@@ -210,22 +274,46 @@ def placed(config: PolicyConfig, res: RayResources) -> PolicyConfig:
     return config.model_copy(update={"device": "cuda" if res.num_gpus > 0 else "cpu"})
 
 
+def sharding_problem(role: str, config: PolicyConfig, learners: int) -> str | None:
+    """Why ``learners`` learner actors cannot shard this agent (None: they can, or there is only one).
+
+    Checked in the driver before any actor starts: :func:`synco.distributed.fsdp.shard_policy` supports full
+    fine-tuning without a KL reference model.
+    """
+    if learners <= 1:
+        return None
+    if config.lora is not None:
+        return f"ray.{role}.learners={learners} shards full fine-tuning only, but {role}.lora is set (use learners=1)"
+    if config.grpo.kl_coef > 0:
+        return (f"ray.{role}.learners={learners} cannot shard a KL reference model: {role}.grpo.kl_coef="
+                f"{config.grpo.kl_coef:g} (use learners=1 or kl_coef=0)")
+    return None
+
+
 class RayPolicy:
     """The driver's view of one agent on Ray (implements :class:`~synco.policy.Policy`).
 
     Prompts are formatted here (the learner's tokenizer, fetched once); ``generate`` fans chunks out
     to the rollout workers (to the learner when there are none); updates, checkpoints and optimizer
-    state go to the learner actor, and after every optimizer step the workers load its weights.
+    state go to the learner actor, or to every rank of the learner group (``ray.<agent>.learners > 1``,
+    each with the whole batch; rank 0's stats are returned), and after every optimizer step the workers
+    load its weights.
     """
 
     def __init__(self, role: str, config: PolicyConfig, model_path: str, settings: RaySettings, seed: int,
                  threads: int) -> None:
         agent = getattr(settings, role)
+        problem = sharding_problem(role, config, agent.learners)
+        if problem:
+            raise RayBackendError(problem)
         self.role, self.config, self.retries = role, config, settings.retries
         self.restart_timeout_s = settings.restart_timeout_s
         learner_cls = ray.remote(LearnerActor).options(**actor_options(agent.learner, 0))
         worker_cls = ray.remote(RolloutWorker).options(**actor_options(agent.worker, settings.max_restarts))
-        self.learner = learner_cls.remote(placed(config, agent.learner), model_path, seed, threads)
+        learner_cfg = placed(config, agent.learner)
+        self.learners = [learner_cls.remote(learner_cfg, model_path, seed, threads, rank, agent.learners)
+                         for rank in range(agent.learners)]
+        self.learner = self.learners[0]  # rank 0: tokenizer, stats, the weights it publishes
         worker_cfg = placed(config, agent.worker).model_copy(update={"trainable": False})
         self.workers = [worker_cls.remote(worker_cfg, model_path, seed, threads) for _ in range(agent.rollout_workers)]
         self.version = 0
@@ -233,9 +321,13 @@ class RayPolicy:
         self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
 
     def wait_ready(self) -> None:
-        """Block until the actors are up; the workers get the learner's initial weights (version 0)."""
+        """Block until the actors are up (a learner group joins its process group and shards the model);
+        the workers get the learner's initial weights (version 0)."""
+        if len(self.learners) > 1:
+            address, port = self._learner("rendezvous")
+            self._group("join_group", address, port)
         self.tokenizer = self._learner("tokenizer")
-        [payload] = self._learner("publish_weights")
+        [payload] = self._group("publish_weights")
         for i, w in enumerate(self.workers):
             try:
                 ray.get(w.load_weights.remote(payload, self.version))
@@ -267,30 +359,31 @@ class RayPolicy:
         return regroup(len(prompts), chunks, results)
 
     def update(self, batch: Sequence[Experience]) -> UpdateStats:
-        stats: UpdateStats = self._learner("update", list(batch))
+        stats: UpdateStats = self._group("update", list(batch))
         if stats.stepped:
             self._sync()
         return stats
 
     def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
-        stats: UpdateStats = self._learner("sft_update", list(batch), lr)
+        stats: UpdateStats = self._group("sft_update", list(batch), lr)
         if stats.stepped:
             self._sync()
         return stats
 
     def save(self, path: str | Path) -> None:
-        self._learner("save", str(path))
+        self._group("save", str(path))
 
     def save_state(self, path: str | Path) -> None:
-        self._learner("save_state", str(path))
+        self._group("save_state", str(path))
 
     def load_state(self, path: str | Path) -> None:
-        self._learner("load_state", str(path))
+        self._group("load_state", str(path))
         self._sync()
 
     def trainable_parameters(self) -> list[tuple[str, torch.Tensor]]:
-        """``(name, CPU copy)`` of every parameter the learner trains (copies: the parameters live in the actor)."""
-        return list(self._learner("weights").items())
+        """``(name, CPU copy)`` of every parameter the learner trains (copies: the parameters live in the actor;
+        full tensors when the learner is sharded)."""
+        return list(self._group("weights").items())
 
     def worker_pids(self) -> list[int]:
         """The process id of every rollout worker (a restarted worker has a new one)."""
@@ -298,7 +391,7 @@ class RayPolicy:
 
     def close(self) -> None:
         """Stop this agent's actors (the learner's weights and optimizer state go with it: save first)."""
-        for actor in [self.learner, *self.workers]:
+        for actor in [*self.learners, *self.workers]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone, or Ray already shut down
@@ -315,13 +408,36 @@ class RayPolicy:
             raise LearnerError(f"the {self.role}'s learner actor died during {method} ({_last_line(e)}); its weights "
                                f"and optimizer state went with it: {RESUME_HINT}") from e
 
+    def _group(self, method: str, *args: Any) -> Any:
+        """Call a learner method on every rank of the learner group (the arguments put into the object store
+        once) and return rank 0's answer; with one learner, :meth:`_learner`.
+
+        Ranks are waited for as they finish, so a rank that dies is noticed at once (the others would wait
+        for it in a collective): :class:`LearnerError`.
+        """
+        if len(self.learners) == 1:
+            return self._learner(method, *args)
+        shared = [ray.put(a) for a in args]
+        refs = [getattr(actor, method).remote(*shared) for actor in self.learners]
+        pending, done = list(refs), []
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                ray.get(done[0])
+        except RayActorError as e:
+            rank = refs.index(done[0])
+            raise LearnerError(f"the {self.role}'s learner actor (rank {rank} of {len(refs)}) died during {method} "
+                               f"({_last_line(e)}); the group's weights and optimizer state went with it: "
+                               f"{RESUME_HINT}") from e
+        return ray.get(refs[0])
+
     def _sync(self) -> None:
         """The learner's weights into the object store once, loaded by every worker, under a new version.
 
         A worker that dies meanwhile is not waited for: it holds an older version, so its next request
         re-sends the weights first (see :meth:`_chunk_result`).
         """
-        [payload] = self._learner("publish_weights")
+        [payload] = self._group("publish_weights")
         self.version += 1
         for ref in [w.load_weights.remote(payload, self.version) for w in self.workers]:
             try:
@@ -354,7 +470,7 @@ class RayPolicy:
             self.retried_chunks += 1
             try:
                 self._wait_restarted(worker, index)
-                [payload] = self._learner("publish_weights")
+                [payload] = self._group("publish_weights")
                 worker.load_weights.remote(payload, self.version)  # actor calls from one caller run in order
                 ref = worker.generate_chunk.remote(texts, params, seed, self.version)
             except RayActorError as e:
@@ -432,6 +548,9 @@ def build_ray_policies(cfg: RunConfig, dirs: tuple[str | None, str | None]) -> t
 
     from synco.trainer import resolve_model_path
 
+    problems = [sharding_problem(role, getattr(cfg, role), getattr(cfg.ray, role).learners) for role in ROLES]
+    if any(problems):  # before any actor starts
+        raise RayBackendError("; ".join(p for p in problems if p))
     ensure_ray(cfg.ray)
     threads = torch.get_num_threads()
     agents: list[RayPolicy] = []

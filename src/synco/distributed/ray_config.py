@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class RayResources(BaseModel):
@@ -28,9 +28,17 @@ class RayAgentSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    learner: RayResources = Field(default_factory=RayResources, description="Resources of the learner actor (the HFPolicy that trains: weights, optimizer, updates, checkpoints).")
+    learner: RayResources = Field(default_factory=RayResources, description="Resources of each learner actor (the HFPolicy that trains: weights, optimizer, updates, checkpoints).")
+    learners: int = Field(1, ge=1, description="Learner actors of this agent, each with the learner resources above (e.g. 1 GPU each). Above 1 they are one actor group: ranks 0..N-1 in a torch.distributed process group (nccl when the learner is on a GPU, else gloo) that shards the model and optimizer state with FSDP2; every rank gets the whole batch and trains on its share, so the update equals one learner's (to float rounding). Needs rollout_workers >= 1, full fine-tuning and grpo.kl_coef = 0. Checkpoints and the weights sent to rollout workers are the full tensors, as with one learner.")
     rollout_workers: int = Field(1, ge=0, description="Rollout-worker actors, each holding a copy of the model and sampling its share of every generate request (in chunks of generation_batch_size rows); after every update they load the learner's weights (only the LoRA adapters under LoRA). 0: the learner samples itself.")
     worker: RayResources = Field(default_factory=RayResources, description="Resources of each rollout worker.")
+
+    @model_validator(mode="after")
+    def _sharded_learner_cannot_sample(self) -> "RayAgentSettings":
+        if self.learners > 1 and self.rollout_workers == 0:
+            raise ValueError(f"learners={self.learners} shards the model over the learner actors, which then cannot "
+                             "sample: set rollout_workers >= 1 (or learners=1)")
+        return self
 
 
 class RayCheckSettings(BaseModel):
@@ -60,12 +68,12 @@ class RaySettings(BaseModel):
     checks: RayCheckSettings = Field(default_factory=RayCheckSettings, description="Answer checking and the per-card phase of verification as Ray tasks on check-worker actors (workers: 0 keeps them in the driver).")
 
     def requested(self) -> dict[str, float]:
-        """Total resources every actor asks for (both agents' learners and rollout workers, the check workers):
+        """Total resources every actor asks for (both agents' learners, each of a group, and rollout workers, the check workers):
         CPU, GPU and each custom resource."""
         total: dict[str, float] = {}
         actors = [self.checks.worker] * self.checks.workers
         for agent in (self.synthesizer, self.reasoner):
-            actors += [agent.learner] + [agent.worker] * agent.rollout_workers
+            actors += [agent.learner] * agent.learners + [agent.worker] * agent.rollout_workers
         for res in actors:
             for name, amount in (("CPU", res.num_cpus), ("GPU", res.num_gpus), *res.resources.items()):
                 total[name] = total.get(name, 0.0) + amount
