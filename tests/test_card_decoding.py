@@ -44,7 +44,7 @@ def replay(grammar: CardGrammar, ids: list[int]):  # noqa: ANN201
 
 def test_template_text_is_one_field_per_line_json() -> None:
     t = CardTemplate((CardSlot("problem", 5), CardSlot("final_answer", 3, ANSWER_CHARSET)))
-    assert t.fixed_texts() == ['{"problem": "', ',\n"final_answer": "', "}"]
+    assert t.fixed_texts() == ['{"problem": "', '",\n"final_answer": "', '"}']
     text = t.render(["What is 2+3?", "5"])
     assert text == '{"problem": "What is 2+3?",\n"final_answer": "5"}'
     assert json.loads(text) == {"problem": "What is 2+3?", "final_answer": "5"}
@@ -57,6 +57,8 @@ def test_template_text_is_one_field_per_line_json() -> None:
     (lambda: CardSlot("a", 3, charset='"1'), "charset"),
     (lambda: CardTemplate(()), "at least one slot"),
     (lambda: CardTemplate((CardSlot("a", 1), CardSlot("a", 2))), "repeat"),
+    (lambda: CardSlot("a", 3, boxed=-1), "boxed"),
+    (lambda: CardSlot("a", 3, charset="12", boxed=2), "charset"),
 ])
 def test_bad_templates_name_the_problem(make, match: str) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match=match):
@@ -127,8 +129,8 @@ def test_the_math_grammar_fits_the_smollm2_budget() -> None:
     tok = char_tokenizer()  # the worst case on a char tokenizer is an upper bound of a BPE one's fixed text
     g = CardGrammar(card_template(), tok, [tok.eos_token_id])
     fixed_chars = sum(len(t) for t in card_template().fixed_texts())
-    assert g.max_tokens() == fixed_chars + sum(s.max_tokens for s in card_template().slots) + 1
-    assert sum(s.max_tokens for s in card_template().slots) + 1 < cfg.synthesizer.sampling.max_new_tokens
+    assert g.max_tokens() == fixed_chars + sum(p.max_tokens for p in card_template().parts()) + 1
+    assert sum(p.max_tokens for p in card_template().parts()) + 1 < cfg.synthesizer.sampling.max_new_tokens
 
 
 # ----------------------------------------------------------------- sampling and GRPO on the masked distribution
@@ -260,6 +262,61 @@ def test_copy_limited_samples_do_not_copy_and_logprobs_match_the_update(tok, one
     limited, comps, policy = problems(3)
     assert not any(copies(p, comps[0].prompt_ids) for p in limited)
     assert all(p.count(a) >= 3 for p in limited)  # it still writes its preferred token, in runs of at most 3
+    rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0, old_logprobs=c.logprobs) for c in comps]
+    logp, _ = policy._completion_logprobs(policy.model, rows)
+    for r, c in enumerate(comps):
+        assert torch.allclose(logp[r, : len(c.completion_ids)], torch.tensor(c.logprobs), atol=1e-4)
+
+
+# ----------------------------------------------------------------- boxed values (the solution ends with its answer)
+
+
+def boxed_template() -> CardTemplate:
+    return CardTemplate((CardSlot("solution", 10, boxed=3), CardSlot("final_answer", 3, ANSWER_CHARSET)))
+
+
+def test_a_boxed_value_is_text_then_a_boxed_answer() -> None:
+    t = boxed_template()
+    assert [p.name for p in t.parts()] == ["solution", "solution.boxed", "final_answer"]
+    assert t.fixed_texts() == ['{"solution": "', "\\\\boxed{", '}.",\n"final_answer": "', '"}']
+    text = t.render(["So 2+3 = 5. The answer is \\\\boxed{5}.", "5"])
+    assert json.loads(text) == {"solution": "So 2+3 = 5. The answer is \\boxed{5}.", "final_answer": "5"}
+    with pytest.raises(ValueError, match="boxed"):
+        t.render(["no box here", "5"])
+
+
+def test_boxed_rules_no_backslash_in_the_text_a_backslash_opens_the_box_answer_characters_inside(tok) -> None:  # noqa: ANN001
+    g = CardGrammar(boxed_template(), tok, [tok.eos_token_id])
+    quote, backslash = ids_of(tok, '"')[0], ids_of(tok, "\\")[0]
+    opening = ids_of(tok, '{"solution": "')
+    in_text = g._allowed(replay(g, opening + ids_of(tok, "so 5")))
+    assert not in_text[quote]  # the solution cannot end without its box
+    assert in_text[backslash]  # a backslash ends the text: the rest of \\boxed{ is forced
+    state = replay(g, opening + ids_of(tok, "so 5\\"))
+    forced = [int(g._allowed(state).nonzero()[0])]
+    assert tok.decode(forced) == "\\"  # the escaped backslash's second character, then "boxed{"
+    to_box = opening + ids_of(tok, "so 5\\\\boxed{")
+    in_box = g._allowed(replay(g, to_box))
+    assert {tok.decode([i]) for i in in_box.nonzero().flatten().tolist()} == set(ANSWER_CHARSET)  # no '}' before a digit
+    assert g._allowed(replay(g, to_box + ids_of(tok, "5")))[ids_of(tok, "}")[0]]
+    card = '{"solution": "so 5\\\\boxed{5}.",\n"final_answer": "5"}'
+    assert replay(g, ids_of(tok, card) + [tok.eos_token_id]).done  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="not allowed"):
+        replay(g, opening + ids_of(tok, 'so 5"'))
+
+
+def test_boxed_samples_always_state_their_answer_and_logprobs_match(tok, one_thread) -> None:  # noqa: ANN001
+    """Every sampled card's solution ends with a boxed answer the verifier can read; GRPO log-probs agree with sampling's."""
+    from synco.answers import extract_answer
+
+    torch.manual_seed(2)
+    policy = tiny_policy(tok)
+    policy.set_token_constraint(CardGrammar(boxed_template(), tok, policy.eos_ids))
+    comps = policy.generate(["Card:"], 6, SamplingParams(temperature=1.3, max_new_tokens=80))[0]
+    for c in comps:
+        value = c.text.split('"solution": "', 1)[1].split('",\n"final_answer"', 1)[0]
+        assert "\\\\boxed{" in value and value.endswith("}.")
+        assert extract_answer(json.loads(c.text, strict=False)["solution"]) is not None  # raw control chars: as the parser
     rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0, old_logprobs=c.logprobs) for c in comps]
     logp, _ = policy._completion_logprobs(policy.model, rows)
     for r, c in enumerate(comps):

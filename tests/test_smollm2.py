@@ -107,5 +107,6 @@ def test_smollm2_cards_under_the_card_template_parse_and_score_as_sampled(one_th
     for r, c in enumerate(comps):
         n = len(c.completion_ids)
         assert torch.allclose(logp[r, :n], torch.tensor(c.logprobs), atol=2e-3), (logp[r, :n] - torch.tensor(c.logprobs)).abs().max()
-    forced = grammar.allowed_mask([c.completion_ids for c in comps], logp.shape[1]).sum(-1) == 1
+    forced = grammar.allowed_mask([c.completion_ids for c in comps], logp.shape[1],
+                                  prompts=[c.prompt_ids for c in comps]).sum(-1) == 1
     assert bool(forced.any()) and all(lp == 0.0 for c in comps for lp, f in zip(c.logprobs, forced[comps.index(c)]) if f)

@@ -55,8 +55,13 @@ class CardSlot:
     max_tokens: int
     charset: str | None = None
     no_copy: bool = False  # the template's max_copy applies: no long verbatim run of the prompt
+    boxed: int = 0  # > 0: the value ends with ``\\boxed{<answer>}.``, the answer at most this many tokens of ANSWER_CHARSET
 
     def __post_init__(self) -> None:
+        if self.boxed < 0:
+            raise ValueError(f"slot {self.name!r}: boxed must be >= 0 (0: a plain value), got {self.boxed}")
+        if self.boxed and self.charset is not None:
+            raise ValueError(f"slot {self.name!r}: a boxed value is free text with an answer; it takes no charset")
         if not self.name or '"' in self.name or "\\" in self.name:
             raise ValueError(f"slot name {self.name!r} must be non-empty, without quotes or backslashes")
         if self.max_tokens < 1:
@@ -81,22 +86,56 @@ class CardTemplate:
         if len(set(names)) != len(names):
             raise ValueError(f"slot names repeat: {names}")
 
-    def fixed_texts(self) -> list[str]:
-        """The fixed text before slot 0, after each closing quote, and after the last (``}``).
+    def parts(self) -> list[CardSlot]:
+        """What the model writes, in order: each slot, and after a boxed slot's text its answer (``<name>.boxed``)."""
+        out: list[CardSlot] = []
+        for slot in self.slots:
+            if slot.boxed:
+                out.append(CardSlot(slot.name, slot.max_tokens, None, slot.no_copy))
+                out.append(CardSlot(slot.name + ".boxed", slot.boxed, ANSWER_CHARSET))
+            else:
+                out.append(slot)
+        return out
 
-        ``fixed[0]`` opens the object and the first value; ``fixed[i]`` (1 <= i < n) follows the
-        closing quote of slot ``i - 1`` and opens slot ``i``; ``fixed[n]`` closes the object.
+    def fixed_texts(self) -> list[str]:
+        """The fixed text before part 0, between parts, and after the last (``"}``); ``len(parts()) + 1`` texts.
+
+        ``fixed[i]`` (i >= 1) starts with the character that ends part ``i - 1`` (the closing
+        quote, or ``\\`` opening a boxed answer, or ``}`` closing it), which that part's text never holds.
         """
-        first = '{"' + self.slots[0].name + '": "'
-        between = [',\n"' + s.name + '": "' for s in self.slots[1:]]
-        return [first, *between, "}"]
+        out = ['{"']
+        for slot in self.slots:
+            out[-1] += slot.name + '": "'
+            if slot.boxed:
+                out += [BOXED_OPEN, BOXED_CLOSE]
+            else:
+                out.append('"')
+            out[-1] += ",\n\""
+        out[-1] = out[-1][: -len(",\n\"")] + "}"
+        return out
 
     def render(self, values: Sequence[str]) -> str:
-        """The card text the template produces for these slot values (what sampling writes, minus end-of-sequence)."""
+        """The card text the template produces for these slot values (raw JSON string contents; a boxed slot's
+        value ends with ``\\boxed{<answer>}.``): what sampling writes, minus end-of-sequence."""
         if len(values) != len(self.slots):
             raise ValueError(f"{len(values)} values for {len(self.slots)} slots")
+        parts: list[str] = []
+        for slot, value in zip(self.slots, values, strict=True):
+            if slot.boxed:
+                if not value.endswith(BOXED_CLOSE[:2]) or BOXED_OPEN not in value:
+                    raise ValueError(f"slot {slot.name!r}: value {value[-40:]!r} does not end with \\boxed{{...}}.")
+                text, _, answer = value[: -2].rpartition(BOXED_OPEN)
+                parts += [text, answer]
+            else:
+                parts.append(value)
         fixed = self.fixed_texts()
-        return fixed[0] + "".join(v + '"' + f for v, f in zip(values, fixed[1:], strict=True))
+        return fixed[0] + "".join(v + f for v, f in zip(parts, fixed[1:], strict=True))
+
+
+BOXED_OPEN = "\\\\boxed{"
+"""The raw JSON text that ends a boxed slot's free text and opens its answer (``\\boxed{`` once decoded)."""
+BOXED_CLOSE = '}."'
+"""The raw JSON text after a boxed answer: the brace, a full stop, the value's closing quote."""
 
 
 # ----------------------------------------------------------------- the grammar on one tokenizer
@@ -155,12 +194,15 @@ class CardGrammar:
                 if "".join(texts[i] for i in ids) != text[o:] or any(i in special for i in ids):
                     raise ValueError(f"the tokenizer does not round-trip the card template's text {text[o:]!r}")
                 self._forced[(j, o)] = ids
-        # Token classes per slot: text tokens, and closing tokens s + '"' + r (r a prefix of the next fixed text).
+        # Token classes per part: text tokens, and closing tokens s + r where r is a prefix of the next fixed
+        # text that starts with its first character (the part's terminator: '"', or '\\' / '}' around a boxed answer).
+        self.parts = template.parts()
         self._text_mask: list[Any] = []
-        self._close: list[dict[int, int]] = []  # per slot: token -> characters of the next fixed text it writes
-        self._close_kind: list[dict[str, Any]] = []  # per slot: "strong" / "space" / "bare" closer masks
-        for i, slot in enumerate(template.slots):
+        self._close: list[dict[int, int]] = []  # per part: token -> characters of the next fixed text it writes
+        self._close_kind: list[dict[str, Any]] = []  # per part: "strong" / "space" / "bare" closer masks
+        for i, slot in enumerate(self.parts):
             nxt = self.fixed[i + 1]
+            end = nxt[0]
             allowed_chars = set(slot.charset) if slot.charset is not None else None
             text_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
             kinds = {k: torch.zeros(self.vocab_size, dtype=torch.bool) for k in ("strong", "space", "bare")}
@@ -168,13 +210,13 @@ class CardGrammar:
             for tid, t in enumerate(texts):
                 if not t:
                     continue
-                q = t.find('"')
+                q = t.find(end)
                 if q < 0:
-                    if allowed_chars is None or set(t) <= allowed_chars:
+                    if '"' not in t and (allowed_chars is None or set(t) <= allowed_chars):
                         text_mask[tid] = True
                     continue
-                s, r = t[:q], t[q + 1 :]
-                if '"' in r or not nxt.startswith(r) or s.endswith("\\"):
+                s, r = t[:q], t[q:]
+                if not nxt.startswith(r) or '"' in s or s.endswith("\\"):
                     continue
                 if allowed_chars is not None and not set(s) <= allowed_chars:
                     continue
@@ -189,7 +231,7 @@ class CardGrammar:
             self._close_kind.append(kinds)
         self._backslash_end = torch.tensor([t.endswith("\\") for t in texts], dtype=torch.bool)
         self._blank = torch.tensor([not t.strip() for t in texts], dtype=torch.bool)
-        self.max_copy = template.max_copy if any(s.no_copy for s in template.slots) else 0
+        self.max_copy = template.max_copy if any(p.no_copy for p in self.parts) else 0
         self._copy_indexes: dict[tuple[int, ...], dict[tuple[int, ...], frozenset[int]]] = {}
         self._eos_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
         self._eos_mask[self.eos_ids] = True
@@ -206,7 +248,7 @@ class CardGrammar:
         """At ``offset`` of fixed text ``segment``; past its end: the next slot, or end-of-sequence."""
         if offset < len(self.fixed[segment]):
             return _Fixed(segment, offset, 0)
-        if segment < len(self.template.slots):
+        if segment < len(self.parts):
             return _Slot(segment, 0, False, False)
         return _End(False)
 
@@ -238,7 +280,7 @@ class CardGrammar:
             return ("done",) if state.done else ("eos",)
         if isinstance(state, _Fixed):
             return ("tok", self._forced[(state.segment, state.offset)][state.k])
-        left = self.template.slots[state.index].max_tokens - state.n_tokens
+        left = self.parts[state.index].max_tokens - state.n_tokens
         phase = "full" if left <= 0 else "last" if left == 1 else "open"
         return ("slot", state.index, phase, state.has_text, state.backslash)
 
@@ -339,7 +381,7 @@ class CardGrammar:
         """The text tokens a ``no_copy`` slot may not write next: each would extend a run of the prompt past ``max_copy``."""
         if index is None or not isinstance(state, _Slot) or len(history) < self.max_copy:
             return ()
-        if not self.template.slots[state.index].no_copy:
+        if not self.parts[state.index].no_copy:
             return ()
         nxt = index.get(tuple(history[-self.max_copy:]))
         if not nxt:
@@ -357,7 +399,7 @@ class CardGrammar:
     def max_tokens(self) -> int:
         """The most tokens a card can take: every slot full, the fixed texts forced, end-of-sequence."""
         fixed = sum(len(self._forced[(j, 0)]) for j in range(len(self.fixed)))
-        return fixed + sum(s.max_tokens for s in self.template.slots) + 1
+        return fixed + sum(p.max_tokens for p in self.parts) + 1
 
 
 def _odd_backslash_run(text: str, before: bool) -> bool:

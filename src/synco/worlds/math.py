@@ -247,7 +247,7 @@ to the parser)."""
 
 CARD_SLOT_TOKENS: dict[str, int] = {
     "problem": 64,
-    "solution": 80,
+    "solution": 72,
     "final_answer": 8,
     "difficulty_estimate": 4,
     "teaching_intent": 10,
@@ -272,12 +272,15 @@ def card_template(max_copy: int = CARD_MAX_COPY) -> CardTemplate:
     """The math card as a :class:`~synco.card_decoding.CardTemplate`: ``WRITE_ORDER``, the answer digits only.
 
     The same layout as the prompt's example cards (:func:`example_card`), so the fixed text is what
-    the model would write anyway. The problem cannot copy more than ``max_copy`` consecutive tokens
-    of the prompt (0: no limit), so a small model cannot paste an example's problem.
+    the model would write anyway. The solution ends with ``\\boxed{<answer>}.`` (its text holds no
+    backslash; the boxed answer, like ``final_answer``, only answer characters), as the prompt asks, so
+    every card states the answer its ``final_answer`` is checked against. The problem cannot copy more
+    than ``max_copy`` consecutive tokens of the prompt (0: no limit), so a small model cannot paste an
+    example's problem.
     """
     return CardTemplate(tuple(
         CardSlot(name, CARD_SLOT_TOKENS[name], ANSWER_CHARSET if name == "final_answer" else None,
-                 no_copy=name in NO_COPY_SLOTS)
+                 no_copy=name in NO_COPY_SLOTS, boxed=CARD_SLOT_TOKENS["final_answer"] if name == "solution" else 0)
         for name in WRITE_ORDER), max_copy=max_copy)
 
 
