@@ -110,16 +110,6 @@ def test_lora_sync_sends_only_adapters_and_the_worker_then_samples_like_the_lear
 # --------------------------------------------------------------------------- on local Ray
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as e:  # noqa: BLE001 - only a Ray that cannot start at all skips
-        pytest.skip(f"local Ray cannot start here: {e}")
-    yield
-    ray.shutdown()
-
-
 def pool_rows(path: Path) -> list[tuple]:
     with sqlite3.connect(path) as db:
         return db.execute("select task_id, step, slot, raw, valid, reference, success_rate from tasks "

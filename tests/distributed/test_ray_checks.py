@@ -111,15 +111,9 @@ def test_check_workers_are_counted_in_the_resources_asked_for():
 # --------------------------------------------------------------------------- on local Ray
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    except Exception as e:  # noqa: BLE001 - only a Ray that cannot start at all skips
-        pytest.skip(f"local Ray cannot start here: {e}")
+@pytest.fixture(scope="module", autouse=True)
+def _oracles_by_value():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test oracles travel by value
-    yield
-    ray.shutdown()
 
 
 def settings(workers: int, answers: int = 3, cards: int = 2) -> RaySettings:
