@@ -150,3 +150,37 @@ def test_card_decoding_needs_the_hf_rollout_engine() -> None:
     with pytest.raises((ConfigError, ValueError), match="synthesizer.rollout_engine='vllm'"):
         load_config("smollm2", overrides=["synthesizer.rollout_engine=vllm"])
     assert load_config("smollm2", overrides=["reasoner.rollout_engine=vllm"]).reasoner.rollout_engine == "vllm"
+
+
+# --------------------------------------------------------------------------- prompts_dir, checked at load
+
+
+def test_a_missing_prompts_dir_fails_at_load_naming_the_field(tmp_path):
+    gone = tmp_path / "no_such_prompts"
+    for preset in ("arith", "smollm2"):  # a named folder must exist, whichever domain
+        with pytest.raises(ConfigError) as e:
+            load_config(preset, overrides=[f"prompts_dir={gone}"])
+        assert f"prompts_dir={str(gone)!r}: does not exist" in str(e.value)
+    a_file = tmp_path / "prompts.txt"
+    a_file.write_text("not a folder\n")
+    with pytest.raises(ConfigError, match="prompts_dir=.*is not a folder"):
+        load_config("smollm2", overrides=[f"prompts_dir={a_file}"])
+
+
+def test_a_math_prompts_dir_with_an_unusable_template_fails_at_load_naming_the_file(tmp_path):
+    (tmp_path / "synthesizer.txt").write_text("no placeholders here\n")
+    with pytest.raises(ConfigError) as e:
+        load_config("smollm2", overrides=[f"prompts_dir={tmp_path}"])
+    assert f"prompts_dir={str(tmp_path)!r}" in str(e.value) and "synthesizer.txt lacks {{report}}" in str(e.value)
+    (tmp_path / "synthesizer.txt").unlink()
+    (tmp_path / "reasoner.txt").write_text("Solve it.\n")
+    with pytest.raises(ConfigError, match=r"reasoner.txt lacks \{\{problem\}\}"):
+        load_config("smollm2", overrides=[f"prompts_dir={tmp_path}"])
+    # the arith domain reads no prompts: the same folder is accepted there
+    assert load_config("arith", overrides=[f"prompts_dir={tmp_path}"]).prompts_dir == str(tmp_path)
+
+
+def test_a_usable_prompts_dir_and_none_load_unchanged(tmp_path):
+    (tmp_path / "reasoner_system.txt").write_text("Answer briefly.\n")  # overrides one template, the rest are shipped
+    assert load_config("smollm2", overrides=[f"prompts_dir={tmp_path}"]).prompts_dir == str(tmp_path)
+    assert load_config("smollm2").prompts_dir is None

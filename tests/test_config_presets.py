@@ -1,5 +1,5 @@
 """Every shipped preset validates; shared_base config checks name the offending field; the paper presets
-screen against `synco data`'s benchmark folder and fail clearly without it."""
+screen against `synco data`'s benchmark folder: describing them works without it, running them fails clearly."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from synco.config import PRESETS, ConfigError, load_config
+from synco.config import PRESETS, ConfigError, check_runnable, load_config, run_input_problems
 
 PRESET_FILES = sorted(f.name[: -len(".yaml")] for f in (resources.files("synco") / "presets").iterdir()
                       if f.name.endswith(".yaml"))
@@ -84,22 +84,32 @@ def test_paper_presets_screen_against_the_synco_data_folder(name: str, with_benc
 def test_paper_presets_without_the_data_folder_say_to_run_synco_data(name: str, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    cfg = load_config(name)  # describing the config needs no data folder; running it does
     with pytest.raises(ConfigError) as err:
-        load_config(name)
+        check_runnable(cfg)
     message = str(err.value)
-    assert "verifier.benchmark_paths" in message and "'data/benchmarks' not found" in message
+    assert message.startswith("invalid configuration:\n  verifier.benchmark_paths")
+    assert "'data/benchmarks' not found" in message
     assert "synco data --out data/benchmarks" in message and str(tmp_path) in message
     # an empty folder is no better than none
     (tmp_path / "data" / "benchmarks").mkdir(parents=True)
     with pytest.raises(ConfigError, match="holds no test.jsonl"):
-        load_config(name)
+        check_runnable(load_config(name))
     # screening can be turned off explicitly
-    assert load_config(name, overrides=["verifier.benchmark_paths=[]"]).verifier.benchmark_paths == []
+    off = load_config(name, overrides=["verifier.benchmark_paths=[]"])
+    assert off.verifier.benchmark_paths == [] and run_input_problems(off) == []
+
+
+def test_runnable_with_the_data_folder(with_benchmarks: Path) -> None:
+    cfg = load_config("paper")
+    assert run_input_problems(cfg) == []
+    check_runnable(cfg)
 
 
 def test_the_default_run_configures_no_benchmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no data folder: the embedded arith run does not need one
     for name in ("arith", "smollm2"):
         assert load_config(name).verifier.benchmark_paths == []
+        check_runnable(load_config(name))
     with pytest.raises(ConfigError, match="verifier.benchmark_paths: 'gone' not found"):
-        load_config("arith", overrides=["verifier.benchmark_paths=[gone]"])
+        check_runnable(load_config("arith", overrides=["verifier.benchmark_paths=[gone]"]))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from synco.contamination import (
     REPORT_FILE,
@@ -15,6 +16,7 @@ from synco.contamination import (
     configure_contamination,
     format_report,
     run_contamination,
+    run_start_folder,
 )
 from synco.novelty import jaccard, normalize_text, shingle_hashes
 from synco.pool import TaskPool
@@ -140,3 +142,100 @@ def test_runs_without_benchmark_files_do_not_screen(tmp_path: Path, monkeypatch:
     assert verifier.n_benchmark_questions == 0
     [(_, verdict)] = verifier.verify_batch([card_text(NEAR)])
     assert "contaminated" not in verdict.reason_codes
+
+
+# --------------------------------------------------------------------------- which benchmark files: the run's own
+
+
+def saved_config(run: Path, benchmark_paths: list[str], runs_dir: str = "runs", run_id: str = "r1") -> None:
+    """The part of a run's config.yaml this check reads (a real one holds every field)."""
+    text = yaml.safe_dump({"runs_dir": runs_dir, "run_id": run_id, "verifier": {"benchmark_paths": benchmark_paths}})
+    (run / "config.yaml").write_text(text, encoding="utf-8")
+
+
+@pytest.fixture()
+def started_run(run_and_data: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The run moved to ``tmp_path/proj/runs/r1``, as `synco train run_id=r1` started in ``proj`` leaves it;
+    ``proj/bench/gsm8k.jsonl`` holds only the math500 question, so it is told apart from ``data/``."""
+    run, _ = run_and_data
+    proj = tmp_path / "proj"
+    (proj / "runs").mkdir(parents=True)
+    run = run.rename(proj / "runs" / "r1")
+    (proj / "bench").mkdir()
+    (proj / "bench" / "gsm8k.jsonl").write_text(json.dumps({"id": "x0", "question": MATH[0][1], "answer": "1"}) + "\n")
+    return run, proj
+
+
+def test_without_data_dir_the_runs_own_benchmark_paths_are_used(started_run: tuple[Path, Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    run, proj = started_run
+    saved_config(run, ["bench/gsm8k.jsonl"])  # relative: read from proj, where the run was started
+    elsewhere = tmp_path / "elsewhere"
+    write_bench(elsewhere / "data" / "benchmarks", "gsm8k", GSM)  # the default folder here must not be used
+    monkeypatch.chdir(elsewhere)
+    report = check_run(run)
+    assert report.benchmark_files == {"gsm8k": str(proj / "bench" / "gsm8k.jsonl")} and report.data_dir is None
+    assert [(p.task_id, p.benchmark_id) for p in report.pairs] == [(5, "x0")]
+    assert "verifier.benchmark_paths" in report.benchmark_source and str(proj) in report.benchmark_source
+    p = argparse.ArgumentParser()
+    configure_contamination(p)
+    assert run_contamination(p.parse_args([str(run)])) == 0
+    out = capsys.readouterr().out
+    assert "verifier.benchmark_paths" in out and str(proj / "bench" / "gsm8k.jsonl") in out
+    saved = json.loads((run / REPORT_FILE).read_text(encoding="utf-8"))
+    assert saved["benchmark_files"] == {"gsm8k": str(proj / "bench" / "gsm8k.jsonl")}
+
+
+def test_data_dir_given_explicitly_wins_over_the_run_config(started_run: tuple[Path, Path], tmp_path: Path) -> None:
+    run, _ = started_run
+    saved_config(run, ["bench/gsm8k.jsonl"])
+    report = check_run(run, tmp_path / "data")
+    assert set(report.benchmark_files) == {"gsm8k", "math500"} and report.data_dir == str(tmp_path / "data")
+    assert report.benchmark_source == "given with --data-dir"
+
+
+def test_a_run_with_no_benchmark_paths_uses_the_default_folder(started_run: tuple[Path, Path], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = started_run
+    write_bench(tmp_path / "cwd" / "data" / "benchmarks", "gsm8k", GSM)
+    monkeypatch.chdir(tmp_path / "cwd")
+    saved_config(run, [])
+    report = check_run(run)
+    assert report.benchmark_files == {"gsm8k": str(Path("data/benchmarks/gsm8k/test.jsonl"))}
+    assert "names no verifier.benchmark_paths" in report.benchmark_source
+    (run / "config.yaml").unlink()
+    assert "the run has no config.yaml" in check_run(run).benchmark_source
+
+
+def test_missing_configured_benchmarks_name_the_field_and_folder(started_run: tuple[Path, Path],
+                                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run, proj = started_run
+    monkeypatch.chdir(tmp_path)
+    saved_config(run, ["data/benchmarks"])
+    with pytest.raises(ContaminationError) as err:
+        check_run(run)
+    message = str(err.value)
+    assert "verifier.benchmark_paths" in message and "not found" in message and str(proj) in message
+    assert "--data-dir" in message
+    saved_config(run, "data/benchmarks")  # type: ignore[arg-type]  # not a list
+    with pytest.raises(ContaminationError, match="not a list of paths"):
+        check_run(run)
+
+
+def test_run_start_folder_falls_back_to_the_current_folder(started_run: tuple[Path, Path], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    run, proj = started_run
+    monkeypatch.chdir(tmp_path)
+    saved_config(run, [])
+    assert run_start_folder(run) == proj
+    for runs_dir, run_id in (("/abs/runs", "r1"), ("../runs", "r1"), ("runs", "other"), ("other/runs", "r1")):
+        saved_config(run, [], runs_dir=runs_dir, run_id=run_id)
+        assert run_start_folder(run) == tmp_path
+
+
+def test_help_documents_the_choice_of_files() -> None:
+    p = argparse.ArgumentParser()
+    configure_contamination(p)
+    text = " ".join(p.format_help().split())
+    assert "verifier.benchmark_paths" in text and "--data-dir" in text and "data/benchmarks" in text

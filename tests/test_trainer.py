@@ -235,3 +235,50 @@ def test_valid_tasks_carry_the_verified_reference_and_survive_kill_9(tmp_path, c
     rows = jsonl(run / "valid_tasks.jsonl")
     assert rows == pool_export(run, tmp_path) and len({r["task_id"] for r in rows}) == len(rows)
     assert {r["step"] for r in rows} <= set(range(done[-1] + 3)) and rows[-1]["step"] >= done[-1]
+
+
+def _no_models(monkeypatch):
+    """Loading a model fails the test: a bad runs_dir must be reported before."""
+    import synco.trainer
+
+    monkeypatch.setattr(synco.trainer, "build_policies", lambda *a, **k: pytest.fail("a model was loaded"))
+
+
+def test_runs_dir_under_a_file_is_one_clear_error_before_any_model(tmp_path, monkeypatch, capsys):
+    _no_models(monkeypatch)
+    (tmp_path / "afile").write_text("")
+    for bad in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        assert main(["train", f"runs_dir={bad}", "threads=null", *TINY]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"synco train: runs_dir={str(bad)!r}: ") and err.count("\n") == 1
+        assert f"{tmp_path / 'afile'} is a file" in err and "Traceback" not in err
+
+
+def test_unwritable_runs_dir_is_one_clear_error_before_any_model(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    _no_models(monkeypatch)
+    runs = tmp_path / "readonly"
+    real_mkdir = Path.mkdir
+
+    def refuse(self, *args, **kwargs):  # what a read-only folder does (also for root, whom chmod does not stop)
+        if runs in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    assert main(["train", f"runs_dir={runs}", "run_id=r1", "threads=null", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"synco train: runs_dir={str(runs)!r}: cannot create the run directory r1 there")
+    assert "Permission denied" in err and err.count("\n") == 1
+
+
+def test_setup_run_checks_the_benchmark_files_before_creating_anything(tmp_path, monkeypatch):
+    from synco.config import ConfigError
+    from synco.trainer import setup_run
+
+    _no_models(monkeypatch)
+    cfg = tiny_config(tmp_path, "nobench", "threads=null", f"verifier.benchmark_paths=[{tmp_path / 'gone'}]")
+    with pytest.raises(ConfigError, match="verifier.benchmark_paths: .*gone' not found"):
+        setup_run(cfg, log=lambda _: None)
+    assert not (tmp_path / "nobench").exists()

@@ -8,7 +8,8 @@ from a source repository works: question from ``problem`` / ``input`` /
 ``Answer`` / a GSM8K ``... #### 42`` solution, id from ``unique_id`` / ``idx``
 / ``ID`` ... (or ``<name>-<line>`` when there is none). The verifier uses the
 questions for its contamination check (on whenever ``verifier.benchmark_paths``
-names files; a missing path fails the config with :func:`benchmark_paths_error`);
+names files; a missing path fails ``synco train`` before any model loads, with
+:func:`benchmark_paths_error`);
 evaluation uses the answers.
 """
 

@@ -105,14 +105,17 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from synco.config import build_config, load_yaml, apply_overrides
-    from synco.pool import PoolError
-    from synco.trainer import RunError, RunInterrupted, format_summary, train
+    from synco.config import apply_overrides, build_config, check_runnable, load_yaml
 
     if args.resume is not None:
         cfg = build_config(apply_overrides(load_yaml(args.resume / "config.yaml"), args.overrides))
     else:
         cfg = _load(args)
+    check_runnable(cfg)  # missing benchmark files fail here, before torch is even imported (setup_run checks again)
+
+    from synco.pool import PoolError
+    from synco.trainer import RunError, RunInterrupted, format_summary, train
+
     try:
         summary = train(cfg, resume=args.resume)
     except RunInterrupted as e:  # one line, no traceback: where it stopped and the command that continues it
@@ -142,13 +145,17 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from synco.config import describe_fields, dump_config
+    """Print the resolved config (stdout stays pure YAML); what a run of it would lack on disk is a note on stderr."""
+    from synco.config import describe_fields, dump_config, run_input_problems
 
     if args.reference:
         for name, default, desc in describe_fields():
             print(f"{name:<40} {default:<24} {desc}" if default else f"{name:<40} {'[section]':<24} {desc}")
         return 0
-    print(dump_config(_load(args)), end="")
+    cfg = _load(args)
+    print(dump_config(cfg), end="")
+    for problem in run_input_problems(cfg):
+        print(f"synco config: note: `synco train` with this config fails until this is fixed: {problem}", file=sys.stderr)
     return 0
 
 

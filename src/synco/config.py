@@ -152,14 +152,61 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _check_benchmark_paths(self) -> "RunConfig":
-        """Contamination screening needs its benchmark files: a missing one fails here, not after the models load."""
-        from synco.benchmarks import benchmark_paths_error
-
-        message = benchmark_paths_error(self.verifier.benchmark_paths, "verifier.benchmark_paths")
+    def _check_prompts_dir(self) -> "RunConfig":
+        """A named prompt folder must exist, and hold templates the domain can use: checked here, not inside a step."""
+        message = prompts_dir_problem(self.prompts_dir, self.domain)
         if message:
             raise ValueError(message)
         return self
+
+
+def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
+    """Why ``prompts_dir`` cannot serve ``domain``, naming the field and value, or None when it can (or is unset).
+
+    The folder must exist for any domain (a typo must not fall back to the shipped templates
+    unnoticed). Only the math domain reads prompts: its templates are loaded and checked the
+    way a run loads them (``MathDomain``'s ``PromptError``), so a template without a placeholder
+    the domain needs fails at config load, naming the file, not inside the first step.
+    """
+    if prompts_dir is None:
+        return None
+    folder = Path(prompts_dir).expanduser()
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return (f"prompts_dir={prompts_dir!r}: {what} (relative paths are read from the current folder, "
+                f"{Path.cwd()}); point it at a folder of prompt templates, or leave it unset for the shipped ones")
+    if domain != "math":
+        return None
+    from synco.prompts import PromptError
+    from synco.worlds.math import MathDomain
+
+    try:
+        MathDomain(prompts_dir=prompts_dir)
+    except PromptError as err:
+        return f"prompts_dir={prompts_dir!r}: {err}"
+    return None
+
+
+def run_input_problems(cfg: RunConfig) -> list[str]:
+    """What a run of ``cfg`` needs on disk at start and lacks (the contamination benchmark files), one message each.
+
+    Not a config validator: describing a config (``synco config``) must work before
+    ``synco data`` has made the folder; running it must not (``check_runnable``).
+    """
+    from synco.benchmarks import benchmark_paths_error
+
+    message = benchmark_paths_error(cfg.verifier.benchmark_paths, "verifier.benchmark_paths")
+    return [message] if message else []
+
+
+def check_runnable(cfg: RunConfig) -> None:
+    """Raise ConfigError (the same message config validation gives) when a run of ``cfg`` would lack its inputs.
+
+    Called before a run creates anything or loads a model, so a missing benchmark folder fails at once.
+    """
+    problems = run_input_problems(cfg)
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 MODEL_PATH_FORMS = ("a local folder, a hub id such as Qwen/Qwen3-8B, builtin:arith/synthesizer, "

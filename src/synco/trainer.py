@@ -47,7 +47,7 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel
 
 from synco.answers import AnswerChecker, extract_answer
-from synco.config import RunConfig, dump_config
+from synco.config import RunConfig, check_runnable, dump_config
 from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
@@ -395,6 +395,23 @@ def require_writable(run_dir: Path) -> None:
             f"or resume a writable copy of it") from None
 
 
+def create_run_dir(run_dir: Path, runs_dir: str, config_yaml: str) -> None:
+    """Create a new run's folder under ``runs_dir`` and write its ``config.yaml``.
+
+    Before any model loads: a ``runs_dir`` that cannot hold run folders (a path under a file,
+    a read-only folder) is a RunError naming the field and value, not an OS traceback.
+    """
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_atomic(run_dir / "config.yaml", config_yaml)
+    except OSError as e:
+        blocker = next((p for p in run_dir.parents if p.exists() and not p.is_dir()), None)
+        why = (f"{blocker} is a file, not a folder" if blocker is not None
+               else f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}")
+        raise RunError(f"runs_dir={runs_dir!r}: cannot create the run directory {run_dir.name} there ({why}); "
+                       f"set runs_dir to a folder you can write") from None
+
+
 def open_pool(path: Path, check: bool = False) -> TaskPool:
     """The run's pool; with ``check`` (resuming) a full integrity check first. A damaged pool is a RunError."""
     try:
@@ -515,6 +532,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
 
     from synco.threads import apply_threads
 
+    check_runnable(cfg)  # inputs on disk (benchmark files) before anything is created or loaded
     log(apply_threads(cfg.threads).describe())
     if resume is not None:
         run_dir = Path(resume)
@@ -525,8 +543,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         if (run_dir / "pool.sqlite").exists():
             raise FileExistsError(f"run directory {run_dir} already holds a run; use --resume {run_dir} or another run_id")
         ckpt = None
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(run_dir / "config.yaml", dump_config(cfg))
+        create_run_dir(run_dir, cfg.runs_dir, dump_config(cfg))
     (run_dir / "reports").mkdir(exist_ok=True)
     pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
 
