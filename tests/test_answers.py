@@ -133,6 +133,7 @@ FORM_CASES = [
     ("5", "x = 5", True), ("5x", "x=5", False), ("y=5", "x=5", False), ("(A)", "A", True), ("\\text{(A)}", "A", True),
     ("B", "A", False), ("\\textbf{(C)} 12", "C", True), ("Evelyn", "\\text{Evelyn}", True), ("seat", "\\text{east}", False),
     ("52", "52_8", True), ("42", "52_8", False),
+    ("(A) 12 apples", "A", True), ("(A) (B)", "A", False), ("(A) (B)", "B", False),  # two choices named: a hedge
 ]
 
 

@@ -53,6 +53,11 @@ EXTRACTION_CASES = [
      "9. Squaring both sides confirms it", "answer_line"),
     ("Final answer: $(2,-3)$ -- the vertex.", "(2,-3)", "final_answer_line", "$(2,-3)$ -- the vertex", "final_answer_line"),
     ("The answer is that she has 18 apples left.", "18", "answer_line", "that she has 18 apples left", "answer_line"),
+    # a qualifier between the marker and its colon, a unit aside after the answer (reward mode stays strict)
+    ("So she pays 3*4=12. Answer (in dollars): 12", "12", "answer_line", None, "none"),
+    ("Final answer (rounded to the nearest cent): $4.50.", "$4.50", "final_answer_line", None, "none"),
+    ("Answer: 12 (dollars)", "12", "answer_line", "12 (dollars)", "answer_line"),
+    ("Answer: 5 (a)", "5 (a)", "answer_line", "5 (a)", "answer_line"),  # one letter in brackets is no unit
     # chat-template tokens after it (both modes: the token ends the line)
     ("So 5 + 7 = 12.\nThe final answer is 12<|im_end|>", "12", "final_answer_line", "12", "final_answer_line"),
     ("Final Answer: The final answer is $72$. I hope it is correct.<|eot_id|>", "72", "final_answer_line",

@@ -358,6 +358,9 @@ ExtractMode = Literal["reward", "eval"]
 BoxedPolicy = Literal["last", "all"]
 _EVAL_MARK = re.compile(r"(?i)\b(final\s+answer|answer)\b")
 _MARK_CONNECTOR = re.compile(r"(?i)(?:is|was|would\s+be|will\s+be|should\s+be|equals)\b[ \t]*:?|[:=]")
+_WORD_PAREN = re.compile(r"\([ \t]*[A-Za-z][A-Za-z .,'\-]{1,48}\)")
+"""A parenthetical of words only ("(in dollars)", "(rounded to the nearest cent)"): a qualifier, never maths."""
+_TRAILING_WORD_PAREN = re.compile(r"\s" + _WORD_PAREN.pattern + r"\Z")
 _ANSWER_START = re.compile(r"[$\\(\[{\d+\-]|\.\d")
 """How an answer written right after a bare "answer" (no colon, no "is") must begin: maths, not a word."""
 _HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
@@ -488,6 +491,9 @@ def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
     s = _FIRST_LINE.match(s).group()  # type: ignore[union-attr]  # always matches (possibly empty)
     cut = _EXPLANATION_BREAK.search(s)
     answer = _clean_line_answer(s[: cut.start()] if cut is not None else s)
+    unit = _TRAILING_WORD_PAREN.search(answer)
+    if unit is not None:  # "12 (dollars)": a unit aside
+        answer = _clean_line_answer(answer[: unit.start()])
     if not answer:
         return None
     first = answer.split(None, 1)[0].lower().strip("*:,.")
@@ -522,6 +528,9 @@ def _marked_answer(line: str, below: str, offset: int) -> _Marked | None:
         i = _skip_space(line, mark.end(), end)
         if line.startswith(("**", "__"), i):
             i = _skip_space(line, i + 2, end)
+        qualifier = _WORD_PAREN.match(line, i, end)  # "Answer (in dollars): 12"
+        if qualifier is not None:
+            i = _skip_space(line, qualifier.end(), end)
         conn = _MARK_CONNECTOR.match(line, i, end)
         explicit = conn is not None
         if conn is not None:
@@ -981,6 +990,7 @@ _MIXED = re.compile(
 _POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
 _BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>[1-9]\d*)\s*\}|(?P<b2>[1-9]\d*))$")  # 1_05 is no base
 _INF = re.compile(r"(?i)^(?P<sign>[-+]?)\s*(?:\\infty|\\inf|infinity|inf|oo)$")
+_CHOICE_LABEL = re.compile(r"\(\s*[A-Ja-j]\s*\)")
 _CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$", re.DOTALL)
 _WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
 _MATRIX = re.compile(r"^\\begin\{(?P<env>[pbB]?matrix|smallmatrix)\}(?P<body>.*)\\end\{(?P=env)\}$", re.DOTALL)
@@ -1132,6 +1142,8 @@ def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
         return None
     m = _CHOICE.match(text)
     if m:
+        if m.group("a") and _CHOICE_LABEL.search(text, m.end("a") + 1):
+            return _Opaque(text)  # "(A) (B)": two choices named, a hedge, not choice A
         return _Choice((m.group("a") or m.group("b")).upper())
     if len(text) == 1 and text.isalpha():
         return _Letter(text)
