@@ -332,7 +332,7 @@ class RayPolicy:
             try:
                 ray.get(w.load_weights.remote(payload, self.version))
             except RayActorError as e:
-                raise RayBackendError(f"the {self.role}'s rollout worker {i} could not start: {_last_line(e)}") from e
+                raise RayBackendError(f"the {self.role}'s rollout worker {i} could not start: {last_line(e)}") from e
 
     # ------------------------------------------------------------------ the Policy protocol
 
@@ -405,7 +405,7 @@ class RayPolicy:
         try:
             return ray.get(getattr(self.learner, method).remote(*args))
         except RayActorError as e:
-            raise LearnerError(f"the {self.role}'s learner actor died during {method} ({_last_line(e)}); its weights "
+            raise LearnerError(f"the {self.role}'s learner actor died during {method} ({last_line(e)}); its weights "
                                f"and optimizer state went with it: {RESUME_HINT}") from e
 
     def _group(self, method: str, *args: Any) -> Any:
@@ -427,7 +427,7 @@ class RayPolicy:
         except RayActorError as e:
             rank = refs.index(done[0])
             raise LearnerError(f"the {self.role}'s learner actor (rank {rank} of {len(refs)}) died during {method} "
-                               f"({_last_line(e)}); the group's weights and optimizer state went with it: "
+                               f"({last_line(e)}); the group's weights and optimizer state went with it: "
                                f"{RESUME_HINT}") from e
         return ray.get(refs[0])
 
@@ -478,7 +478,7 @@ class RayPolicy:
                 break
         raise RolloutError(
             f"the {self.role}'s rollout worker {index} could not sample chunk {j} of a generate request "
-            f"({attempts} attempt(s); last: {type(error).__name__}: {_last_line(error)}); Ray restarts a worker at "
+            f"({attempts} attempt(s); last: {type(error).__name__}: {last_line(error)}); Ray restarts a worker at "
             f"most ray.max_restarts times and a chunk is tried ray.retries={self.retries} more times; {RESUME_HINT}")
 
     def _wait_restarted(self, worker: Any, index: int) -> None:
@@ -503,7 +503,7 @@ class RayPolicy:
         try:
             return ray.get(ref)
         except RayActorError as e:
-            raise LearnerError(f"the {self.role}'s learner actor died while sampling ({_last_line(e)}): "
+            raise LearnerError(f"the {self.role}'s learner actor died while sampling ({last_line(e)}): "
                                f"{RESUME_HINT}") from e
 
 
@@ -513,7 +513,8 @@ def _driver_seed() -> int:
     return int(torch.randint(0, 2**62, (1,)).item())
 
 
-def _last_line(error: BaseException | None) -> str:
+def last_line(error: BaseException | None) -> str:
+    """The last line of an error's message (a Ray error carries the remote traceback above it), for one-line messages."""
     text = str(error).strip().splitlines()
     return text[-1] if text else type(error).__name__
 

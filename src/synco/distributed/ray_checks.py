@@ -47,7 +47,7 @@ import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
 
 from synco.answers import AnswerChecker
-from synco.distributed.ray_backend import RayBackendError, _last_line, actor_options
+from synco.distributed.ray_backend import RayBackendError, last_line, actor_options
 from synco.distributed.ray_config import RayCheckSettings, RaySettings
 from synco.verifier import CardCheck, Oracle, TaskVerifier, VerifierConfig
 
@@ -142,7 +142,7 @@ class CheckPool:
             try:
                 ray.get(actor.pid.remote())
             except RayError as e:
-                raise RayBackendError(f"check worker {i} could not start: {_last_line(e)}") from e
+                raise RayBackendError(f"check worker {i} could not start: {last_line(e)}") from e
 
     def pids(self) -> list[int]:
         """The process id of every live check worker."""
@@ -175,7 +175,7 @@ class CheckPool:
             except RayTaskError as e:
                 if strict:
                     raise
-                why = f"its task raised {_last_line(e)}"
+                why = f"its task raised {last_line(e)}"
             except GetTimeoutError:
                 why = f"no answer within {self.settings.task_timeout_s:g} s beyond its checks' bounds"
                 try:
@@ -183,7 +183,7 @@ class CheckPool:
                 except Exception:  # noqa: BLE001 - already gone
                     pass
             except RayError as e:  # died, restarting, unreachable
-                why = f"{type(e).__name__}: {_last_line(e)}"
+                why = f"{type(e).__name__}: {last_line(e)}"
                 if isinstance(e, ActorDiedError):
                     gone.add(index)
             self.n_local_chunks += 1
