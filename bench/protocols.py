@@ -25,6 +25,7 @@ rounds-acc-co   rounds-acc with the Synthesizer trained too (mode=cotrain: its G
 rounds-acc-nofb rounds-acc with evosyn.feedback=false: no learner information reaches the
                 Designer (coverage only) or the Synthesizer's prompt: is adaptivity what helps?
 rounds-acc-nod  rounds-acc with the Designer and Reflector off (plain SynCo prompts)
+rounds-acc-nor  rounds-acc with the Reflector off (the Designer keeps the built-in factors)
 rft-acc         rft with accumulate=true: the static-corpus control of rounds-acc (the
                 same SFT schedule on a fixed corpus drawn once); not in the default set
 alternating     R-Zero style (protocol=alternating): phases in which only one agent learns
@@ -72,6 +73,7 @@ ARMS: dict[str, list[str]] = {
     "rounds-acc-nofb": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.feedback=false"],
     "rounds-acc-nod": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.designer=false",
                        "evosyn.reflector=false"],
+    "rounds-acc-nor": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.reflector=false"],
     "rft-acc": ["protocol=rft", "rounds.accumulate=true"],
 }
 DEFAULT_ARMS = ("online", "frozen", "rounds", "rounds-acc", "alternating", "rft")

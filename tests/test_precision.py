@@ -10,26 +10,30 @@ import torch
 from synco.grpo import GRPOConfig
 from synco.hf_policy import HFPolicy
 from synco.policy import STATE_FILE, Experience, PolicyConfig
-from synco.precision import MasterWeights
+from synco.precision import LossScaler, MasterWeights
 from synco.worlds.charlm import char_tokenizer, tiny_llama
 
 torch.set_num_threads(1)
 
 
-def _policy(dtype: torch.dtype, masters: bool = True, lr: float = 1e-6) -> HFPolicy:
-    """The same tiny Llama (weights representable in bf16) as an fp32 or bf16 policy."""
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _policy(dtype: torch.dtype, masters: bool = True, lr: float = 1e-6, loss_scaling: bool = True) -> HFPolicy:
+    """The same tiny Llama (weights representable in bf16, and so in fp16) as an fp32, bf16 or fp16 policy."""
     tok = char_tokenizer()
     model = tiny_llama(tok, seed=0, hidden_size=64, num_layers=2)
     model = model.to(torch.bfloat16).to(dtype)  # identical starting values for every dtype
-    cfg = PolicyConfig(model_path="tiny", device="cpu", dtype="float32" if dtype == torch.float32 else "bfloat16",
-                       fp32_master_weights=masters, grpo=GRPOConfig(lr=lr, warmup_steps=0, weight_decay=0.0))
+    cfg = PolicyConfig(model_path="tiny", device="cpu", dtype=DTYPE_NAMES[dtype], fp32_master_weights=masters,
+                       fp16_loss_scaling=loss_scaling, grpo=GRPOConfig(lr=lr, warmup_steps=0, weight_decay=0.0))
     return HFPolicy(model, tok, cfg)
 
 
-def _batch(pol: HFPolicy) -> list[Experience]:
+def _batch(pol: HFPolicy, adv_scale: float = 1.0) -> list[Experience]:
     enc = lambda s: list(pol.tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
     rows = [("12+7=", "19", 1.0), ("12+7=", "21", -1.0), ("30-4=", "26", 0.5), ("30-4=", "24", -0.5), ("8*3=", "24", 0.8)]
-    return [Experience(prompt_ids=pol.encode_prompt(p), completion_ids=enc(c) + [2], advantage=a) for p, c, a in rows]
+    return [Experience(prompt_ids=pol.encode_prompt(p), completion_ids=enc(c) + [2], advantage=a * adv_scale)
+            for p, c, a in rows]
 
 
 def _trained(pol: HFPolicy) -> dict[str, torch.Tensor]:
@@ -39,10 +43,10 @@ def _trained(pol: HFPolicy) -> dict[str, torch.Tensor]:
     return {n: p.detach().float().clone() for n, p in pol.trainable_parameters()}
 
 
-def _delta(pol: HFPolicy, steps: int) -> dict[str, torch.Tensor]:
+def _delta(pol: HFPolicy, steps: int, adv_scale: float = 1.0) -> dict[str, torch.Tensor]:
     before = _trained(pol)
     for _ in range(steps):
-        assert pol.update(_batch(pol)).stepped
+        assert pol.update(_batch(pol, adv_scale)).stepped
     after = _trained(pol)
     return {n: after[n] - before[n] for n in before}
 
@@ -121,3 +125,72 @@ def test_fp32_parameters_need_no_master() -> None:
     assert not MasterWeights([w32])
     with pytest.raises(ValueError, match="2 master weights"):
         mw.load_state_dict([torch.zeros(2), torch.zeros(3)])
+
+
+# --------------------------------------------------------------------------- float16: dynamic loss scaling
+
+TINY = 1e-5  # advantages this small give gradients below float16's smallest subnormal (~6e-8) almost everywhere
+
+
+def test_fp16_loss_scaling_keeps_gradients_that_would_flush_to_zero() -> None:
+    d32 = _delta(_policy(torch.float32), steps=3, adv_scale=TINY)
+    pol = _policy(torch.float16)
+    assert pol.scaler is not None and next(pol.model.parameters()).dtype == torch.float16
+    d16 = _delta(pol, steps=3, adv_scale=TINY)
+    assert _changed_share(d16) > 0.9
+    assert _cosine(d16, d32) > 0.99
+
+
+def test_fp16_without_loss_scaling_loses_small_gradients() -> None:
+    """The old behaviour (``fp16_loss_scaling=false``): most float16 gradients of a small loss are exactly zero."""
+    pol = _policy(torch.float16, loss_scaling=False)
+    assert pol.scaler is None
+    d = _delta(pol, steps=3, adv_scale=TINY)
+    assert _changed_share(d) < 0.1
+
+
+def test_fp16_overflow_skips_the_step_and_halves_the_scale() -> None:
+    pol = _policy(torch.float16)
+    pol.scaler.scale = 1e30  # the scaled backward overflows float16
+    before = _trained(pol)
+    st = pol.update(_batch(pol))
+    assert st.overflow_skipped and not st.nan_skipped and not st.stepped
+    assert pol.scaler.scale == 5e29 and pol.step == 0
+    after = _trained(pol)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+    assert all(p.grad is None for _, p in pol.trainable_parameters())
+    assert pol.update(_batch(pol)).overflow_skipped  # still too high: halved again, never a crash
+    pol.scaler.scale = 2.0**16
+    assert pol.update(_batch(pol)).stepped
+
+
+def test_loss_scaler_schedule_on_hand_computed_steps() -> None:
+    sc = LossScaler(init_scale=8.0, growth_interval=2, min_scale=2.0)
+    sc.update(finite=True)
+    assert (sc.scale, sc.good_steps) == (8.0, 1)
+    sc.update(finite=True)
+    assert (sc.scale, sc.good_steps) == (16.0, 0)  # two finite steps in a row: doubled
+    sc.update(finite=True)
+    sc.update(finite=False)
+    assert (sc.scale, sc.good_steps) == (8.0, 0)  # an overflow halves it and restarts the count
+    for _ in range(3):
+        sc.update(finite=False)
+    assert sc.scale == 2.0  # never below min_scale
+    g = torch.nn.Parameter(torch.zeros(2))
+    g.grad = torch.tensor([4.0, -6.0])
+    sc.unscale([g])
+    assert torch.equal(g.grad, torch.tensor([2.0, -3.0]))
+
+
+def test_bf16_and_fp32_policies_have_no_loss_scaler() -> None:
+    assert _policy(torch.bfloat16).scaler is None and _policy(torch.float32).scaler is None
+
+
+def test_fp16_resume_restores_the_loss_scale(tmp_path: Path) -> None:
+    a = _policy(torch.float16)
+    a.scaler.scale, a.scaler.good_steps = 1024.0, 7
+    a.update(_batch(a))
+    a.save_state(tmp_path)
+    b = _policy(torch.float16)
+    b.load_state(tmp_path)
+    assert (b.scaler.scale, b.scaler.good_steps) == (1024.0, 8)

@@ -24,7 +24,7 @@ from synco.grpo import policy_loss
 from synco.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
 from synco.distributed.fsdp import DataShard, all_reduce_sum, rank_micro_batches
 from synco.distributed.seeds import chunk_seed, regroup, row_chunks
-from synco.precision import MasterWeights
+from synco.precision import LossScaler, MasterWeights
 from synco.protocols.sft import IGNORE, SFTExample, completion_loss
 from synco.prompts import build_prompt
 from synco.sampling import Completion, Experience, SamplingParams
@@ -369,6 +369,7 @@ class HFPolicy:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
         self.masters = MasterWeights([])
+        self.scaler: LossScaler | None = None
         if cfg.trainable:
             g = cfg.grpo
             params = [p for _, p in self.trainable_parameters()]
@@ -381,6 +382,8 @@ class HFPolicy:
                 params, lr=g.lr, betas=g.betas, eps=g.adam_eps, weight_decay=g.weight_decay
             )
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_lambda(g.warmup_steps))
+            if cfg.fp16_loss_scaling and any(p.dtype == torch.float16 for p in self.model.parameters()):
+                self.scaler = LossScaler()
 
     # ------------------------------------------------------------------ construction
 
@@ -581,7 +584,7 @@ class HFPolicy:
                 clip_low=g.clip_low, clip_high=g.clip_high, loss_agg=g.loss_agg,
                 normalizer=normalizer, ref_logprobs=ref, kl_coef=g.kl_coef,
             )  # fmt: skip
-            (loss * (0.0 if padding else scale)).backward()
+            (loss * (0.0 if padding else scale * self._loss_scale())).backward()
             if padding:
                 continue
             total_loss += float(loss.item())
@@ -643,6 +646,10 @@ class HFPolicy:
             stats.kl = sum(x.kl for x in losses) / k
         return stats
 
+    def _loss_scale(self) -> float:
+        """What the loss is multiplied by before backward: the fp16 loss scaler's scale, else 1."""
+        return 1.0 if self.scaler is None else self.scaler.scale
+
     def _optimizer_step(self, loss: float, stats: UpdateStats, lr: float | None = None) -> bool:
         """Clip and apply the gradients now in ``.grad`` (through the fp32 masters), tick the scheduler, sync the
         sampler; fills ``stats``. The one optimizer step of every update (GRPO and SFT).
@@ -653,13 +660,22 @@ class HFPolicy:
         opt, sched = self._require_trainable()
         params = [p for group in opt.param_groups for p in group["params"]]  # the fp32 masters where there are any
         self.masters.grads_to_masters()
+        if self.scaler is not None:
+            self.scaler.unscale(params)
         norm_t = torch.nn.utils.clip_grad_norm_(params, self.config.grpo.max_grad_norm)
         norm = float(norm_t.full_tensor() if hasattr(norm_t, "full_tensor") else norm_t)  # a DTensor when sharded
         stats.grad_norm = norm
         if not (math.isfinite(loss) and math.isfinite(norm)):
             opt.zero_grad(set_to_none=True)
-            stats.nan_skipped = True
+            self.masters.zero_model_grads()
+            if self.scaler is not None and math.isfinite(loss):  # fp16 overflow at this scale: back off, not an alarm
+                self.scaler.update(finite=False)
+                stats.overflow_skipped = True
+            else:
+                stats.nan_skipped = True
             return False
+        if self.scaler is not None:
+            self.scaler.update(finite=True)
         if lr is not None:
             for group in opt.param_groups:  # the scheduler's step below sets its own rate again
                 group["lr"] = lr
@@ -706,7 +722,7 @@ class HFPolicy:
         for idx in micro:
             logits, targets, mask = self._completion_logits(self.model, [rows[i] for i in idx or [0]])
             loss = completion_loss(logits, targets.masked_fill(mask == 0, IGNORE), normalizer=n_tokens)
-            (loss * (scale if idx else 0.0)).backward()
+            (loss * (scale * self._loss_scale() if idx else 0.0)).backward()
             stats.loss += float(loss.item()) if idx else 0.0
         if self.shard is not None:
             stats.loss = all_reduce_sum([stats.loss], self.shard)[0]
@@ -745,7 +761,8 @@ class HFPolicy:
         path.mkdir(parents=True, exist_ok=True)
         torch.save(
             {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": self.step,
-             "masters": self.masters.state_dict()},
+             "masters": self.masters.state_dict(),
+             "loss_scaler": None if self.scaler is None else self.scaler.state_dict()},
             path / STATE_FILE,
         )
 
@@ -756,6 +773,8 @@ class HFPolicy:
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
+        if self.scaler is not None and state.get("loss_scaler"):
+            self.scaler.load_state_dict(state["loss_scaler"])
         if self.masters:
             if "masters" not in state or not state["masters"]:
                 raise ValueError(f"{Path(path) / STATE_FILE} has no fp32 master weights but this policy trains "

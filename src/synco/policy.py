@@ -56,7 +56,8 @@ class UpdateStats:
     normalizer); ``n_skipped_zero_adv`` rows had advantage 0 and no KL term, so
     they were not even forwarded. ``stepped`` is False when no optimizer step was
     taken (nothing gradient-bearing, or a non-finite loss/gradient, in which case
-    ``nan_skipped`` is True). ``clip_frac``, ``ratio_mean`` and ``kl`` are
+    ``nan_skipped`` is True; or, in float16 with loss scaling, gradients that overflowed
+    at the current scale: ``overflow_skipped``, the scale is halved and training goes on). ``clip_frac``, ``ratio_mean`` and ``kl`` are
     token-weighted means over the rows that were forwarded.
     """
 
@@ -71,6 +72,7 @@ class UpdateStats:
     nan_skipped: bool
     stepped: bool = False
     ratio_mean: float = 1.0
+    overflow_skipped: bool = False  # float16 only: gradients overflowed at the loss scale, which was halved
 
 
 # --------------------------------------------------------------------------- config
@@ -116,6 +118,7 @@ class PolicyConfig(BaseModel):
 
     model_path: str = Field(description="HF hub id or local directory of the causal LM and its tokenizer.")
     dtype: DType = Field("float32", description="Parameter dtype when loading; bfloat16/float16 halve memory (compute and generation run in that dtype; see fp32_master_weights for the update).")
+    fp16_loss_scaling: bool = Field(True, description="float16 parameters only: dynamic loss scaling (synco.precision.LossScaler), so small gradients do not flush to zero in float16's narrow range; a step whose gradients overflow is skipped and the scale halved. bfloat16 needs none.")
     fp32_master_weights: bool = Field(True, description="Train bfloat16/float16 parameters through fp32 master copies and fp32 optimizer state, rounded back into the model after every step, so small updates (lr 1e-6) are not lost to rounding. False: AdamW steps the low-precision weights directly (most small updates vanish).")
     device: str = Field("auto", pattern=r"^(cpu|auto|cuda(:[0-9]+)?)$", description="'cpu', 'cuda' (the current GPU), 'cuda:N' (give each agent its own GPU, e.g. the synthesizer on cuda:0 and the reasoner on cuda:1), or 'auto' (cuda when available, else cpu).")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="Optimiser and loss settings.")

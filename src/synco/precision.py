@@ -80,3 +80,51 @@ class MasterWeights:
                 raise ValueError(f"saved master weight of shape {tuple(saved.shape)} for a parameter of shape {tuple(m.shape)}")
             m.copy_(saved.to(m.device, torch.float32))
         self.masters_to_model()
+
+
+class LossScaler:
+    """Dynamic loss scaling for float16 training (what ``torch.amp.GradScaler`` does, on our masters).
+
+    Why: float16 has 5 exponent bits; a gradient below ~6e-8 flushes to zero in the
+    backward pass (a GRPO loss with small advantages, or lr-1e-6-size signals, loses
+    whole tensors), and one above 65504 overflows to inf. The loss is multiplied by
+    ``scale`` before backward, the fp32 master gradients are divided by it again
+    (:meth:`unscale`); a step whose gradients are not finite is skipped and the scale
+    halved, and after ``growth_interval`` finite steps in a row it doubles. bfloat16
+    has float32's exponent range and needs none of this.
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, min_scale: float = 1.0) -> None:
+        self.scale = float(init_scale)
+        self.growth_factor = growth_factor
+        self.backoff_factor = backoff_factor
+        self.growth_interval = growth_interval
+        self.min_scale = min_scale
+        self.good_steps = 0  # finite steps since the last change of scale
+
+    @torch.no_grad()
+    def unscale(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Divide every gradient of ``params`` (the fp32 masters) by the current scale."""
+        inv = 1.0 / self.scale
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(inv)
+
+    def update(self, finite: bool) -> None:
+        """After a step: back off on an overflow (the step was skipped), grow after a run of finite steps."""
+        if not finite:
+            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
+            self.good_steps = 0
+            return
+        self.good_steps += 1
+        if self.good_steps >= self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good_steps = 0
+
+    def state_dict(self) -> dict[str, float | int]:
+        return {"scale": self.scale, "good_steps": self.good_steps}
+
+    def load_state_dict(self, state: dict[str, float | int]) -> None:
+        self.scale = float(state["scale"])
+        self.good_steps = int(state["good_steps"])
