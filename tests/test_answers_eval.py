@@ -58,6 +58,7 @@ EXTRACTION_CASES = [
     ("Final answer (rounded to the nearest cent): $4.50.", "$4.50", "final_answer_line", None, "none"),
     ("Answer: 12 (dollars)", "12", "answer_line", "12 (dollars)", "answer_line"),
     ("Answer: 5 (a)", "5 (a)", "answer_line", "5 (a)", "answer_line"),  # one letter in brackets is no unit
+    ("The final answer is 7, not 5.", "7", "final_answer_line", "7, not 5", "final_answer_line"),  # a correction aside
     # chat-template tokens after it (both modes: the token ends the line)
     ("So 5 + 7 = 12.\nThe final answer is 12<|im_end|>", "12", "final_answer_line", "12", "final_answer_line"),
     ("Final Answer: The final answer is $72$. I hope it is correct.<|eot_id|>", "72", "final_answer_line",

@@ -365,7 +365,7 @@ _ANSWER_START = re.compile(r"[$\\(\[{\d+\-]|\.\d")
 """How an answer written right after a bare "answer" (no colon, no "is") must begin: maths, not a word."""
 _HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
 _EXPLANATION_BREAK = re.compile(
-    r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|and\s+this)\b"
+    r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|not|and\s+this)\b"
     r"|\s(?:because|since)\b"
 )
 """Where an answer stated in running text ends: a sentence end (not a decimal point), or a clause of explanation."""
