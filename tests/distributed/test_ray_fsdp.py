@@ -161,6 +161,11 @@ def test_a_sharded_reasoner_records_the_one_learner_run(tmp_path, local_ray, one
         assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
         assert_same_weights(rr, ref)
 
+        # a call every rank fails alike is one clear error, and the group goes on
+        with pytest.raises(LearnerError, match=r"reasoner's learner rank \d of 2 raised during load_state: .*missing"):
+            reasoner.load_state(tmp_path / "missing")
+        assert len(reasoner.trainable_parameters()) > 0
+
         # a rank that dies is reported at once (rank 0 would otherwise wait for it in a collective)
         ray.kill(reasoner.learners[1], no_restart=True)
         with pytest.raises(LearnerError, match=r"reasoner's learner actor \(rank 1 of 2\) died during weights"):

@@ -192,7 +192,8 @@ def save_full_state(policy: Any, path: str | Path) -> None:
 
     opt, sched = policy._require_trainable()
     state = {"optimizer": full_tensors(opt.state_dict()), "scheduler": sched.state_dict(), "step": policy.step,
-             "masters": full_tensors(policy.masters.state_dict())}
+             "masters": full_tensors(policy.masters.state_dict()),
+             "loss_scaler": None if getattr(policy, "scaler", None) is None else policy.scaler.state_dict()}
     if _rank(policy) == 0:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -211,6 +212,8 @@ def load_full_state(policy: Any, path: str | Path) -> None:
     reshard_optimizer_state(opt)
     sched.load_state_dict(state["scheduler"])
     policy.step = int(state["step"])
+    if getattr(policy, "scaler", None) is not None and state.get("loss_scaler"):
+        policy.scaler.load_state_dict(state["loss_scaler"])
     if policy.masters:
         masters = state.get("masters") or []
         if not masters:

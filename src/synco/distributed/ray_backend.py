@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from synco.distributed.ray_config import RayResources, RaySettings, local_cpus, resource_shortfall
 from synco.distributed.seeds import agent_seed, chunk_seed, regroup, row_chunks
@@ -76,6 +76,8 @@ if TYPE_CHECKING:
     from synco.protocols.sft import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
+GROUP_ERROR_GRACE_S = 10.0
+"""After one learner rank raises: how long the others may take to finish before they are taken as stuck."""
 RESUME_HINT = "nothing of this step was recorded; the run can resume from its last checkpoint (synco train --resume RUN_DIR)"
 
 
@@ -413,7 +415,9 @@ class RayPolicy:
         once) and return rank 0's answer; with one learner, :meth:`_learner`.
 
         Ranks are waited for as they finish, so a rank that dies is noticed at once (the others would wait
-        for it in a collective): :class:`LearnerError`.
+        for it in a collective): :class:`LearnerError`. A rank that raises is a LearnerError too; the other
+        ranks get ``GROUP_ERROR_GRACE_S`` to finish (they all fail alike on, say, a missing file, and the group
+        stays usable), else they are stuck in a collective the failed rank never joins and the group is stopped.
         """
         if len(self.learners) == 1:
             return self._learner(method, *args)
@@ -429,6 +433,15 @@ class RayPolicy:
             raise LearnerError(f"the {self.role}'s learner actor (rank {rank} of {len(refs)}) died during {method} "
                                f"({last_line(e)}); the group's weights and optimizer state went with it: "
                                f"{RESUME_HINT}") from e
+        except RayTaskError as e:
+            rank = refs.index(done[0])
+            _, stuck = ray.wait(pending, num_returns=len(pending), timeout=GROUP_ERROR_GRACE_S) if pending else ([], [])
+            what = f"the {self.role}'s learner rank {rank} of {len(refs)} raised during {method}: {last_line(e)}"
+            if stuck:
+                self.close()
+                raise LearnerError(f"{what}; {len(stuck)} other rank(s) were left waiting in a collective, so the "
+                                   f"group was stopped: {RESUME_HINT}") from e
+            raise LearnerError(what) from e
         return ray.get(refs[0])
 
     def _sync(self) -> None:
