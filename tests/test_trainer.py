@@ -282,3 +282,33 @@ def test_setup_run_checks_the_benchmark_files_before_creating_anything(tmp_path,
     with pytest.raises(ConfigError, match="verifier.benchmark_paths: .*gone' not found"):
         setup_run(cfg, log=lambda _: None)
     assert not (tmp_path / "nobench").exists()
+
+
+def test_resume_restores_the_thread_count_before_any_model_is_built(tmp_path, monkeypatch):
+    """threads: auto picks the count from the load; a resume takes the run's own count back before the policies
+    (and under Ray their actors, which copy the driver's count) are built, so CPU results stay bit-identical."""
+    import torch
+
+    import synco.trainer as trainer
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        train(tiny_config(tmp_path, "run", "steps=1", "threads=auto", "heldout_per_group=0"))
+        state_file = next((tmp_path / "run" / "checkpoints").glob("step_*")) / "trainer_state.pt"
+        state = torch.load(state_file, weights_only=False)
+        state["threads"] = 2  # as if the run had started on an idle machine
+        torch.save(state, state_file)
+        seen = []
+        real = trainer.build_policies
+        monkeypatch.setattr(trainer, "build_policies", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+        monkeypatch.setattr("synco.threads.apply_threads", lambda _: type("R", (), {"describe": lambda self: ""})())
+        run = trainer.setup_run(tiny_config(tmp_path, "run", "steps=2", "threads=auto", "heldout_per_group=0"),
+                                resume=tmp_path / "run", log=lambda _: None)
+        try:
+            assert seen == [2] and torch.get_num_threads() == 2
+        finally:
+            run.state.pool.close()
+            trainer.close_policies(run.state)
+    finally:
+        torch.set_num_threads(before)

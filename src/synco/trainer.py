@@ -553,6 +553,14 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     checker = AnswerChecker()
     heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
 
+    trainer_state = torch.load(ckpt / "trainer_state.pt", weights_only=False) if ckpt is not None else {}
+    saved_threads = trainer_state.get("threads")
+    if cfg.threads == "auto" and saved_threads and saved_threads != torch.get_num_threads():
+        # the count the run started with, before any model (or Ray actor, which takes the driver's count) is
+        # built: CPU results are bit-identical only at equal counts, so the resume stays exact
+        torch.set_num_threads(saved_threads)
+        log(f"torch threads: {saved_threads} (as when the run started)")
+
     synthesizer, reasoner = build_policies(cfg, ckpt)
     if cfg.synth_decoding == "card":
         from synco.card_decoding import constrain_synthesizer
@@ -575,7 +583,6 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     space = None
     start_step = 0
     if ckpt is not None:
-        trainer_state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
         problem = resume_problem(trainer_state.get("protocol"), cfg)
         if problem is not None:  # before anything is rewound: the run stays as it was
             raise RunError(f"--resume {run_dir}: {problem}; resume with the run's own settings, or start a new run")
@@ -584,10 +591,6 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         log(f"resuming {run_dir} after step {trainer_state['step']} ({ckpt.relative_to(run_dir)}){dropped}")
         verifier.load_pool(pool.valid_problems())
         report = CapabilityReport.from_json(trainer_state["report"])
-        saved_threads = trainer_state.get("threads")
-        if cfg.threads == "auto" and saved_threads and saved_threads != torch.get_num_threads():
-            torch.set_num_threads(saved_threads)  # the count the run started with: resume stays bit-exact
-            log(f"torch threads: {saved_threads} (as when the run started)")
         if trainer_state.get("factor_space"):
             space = FactorSpace.model_validate_json(trainer_state["factor_space"])
         truncate_logs(run_dir, trainer_state["step"])
