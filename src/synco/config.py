@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from synco.distributed.ray_config import RaySettings
-from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.health import HealthConfig
 from synco.policy import PolicyConfig
 from synco.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, protocol_mode
@@ -117,6 +117,13 @@ class RunConfig(BaseModel):
             raise ValueError(f"synth_decoding=card masks the Synthesizer's logits inside transformers' generate; "
                              f"synthesizer.rollout_engine={self.synthesizer.rollout_engine!r} cannot apply it "
                              f"(use synthesizer.rollout_engine=hf, or synth_decoding=free)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_proposer(self) -> "RunConfig":
+        message = proposer_problem(self.evosyn, self.domain, self.mode)
+        if message:
+            raise ValueError(message)
         return self
 
     @model_validator(mode="after")

@@ -50,11 +50,12 @@ from synco.answers import AnswerChecker, extract_answer
 from synco.config import RunConfig, check_runnable, dump_config
 from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
-from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
+from synco.evosyn.reflector import python_seed
+from synco.evosyn.run import build_evo_state, propose_and_log, reflect_and_log, truncate_logs, write_space
 from synco.evosyn.space import FactorSpace
 from synco.health import Alert, HealthMonitor, trim_history
 from synco.hf_policy import HFPolicy
-from synco.policy import Policy, PolicyConfig, SamplingParams
+from synco.policy import Policy, PolicyConfig, SamplingParams, generate_seeded
 from synco.pool import PoolError, TaskPool
 from synco.protocols.steps import closes_round, describe, protocol_state, protocol_step, resume_problem, round_training
 from synco.report import CapabilityReport, build_report
@@ -627,6 +628,29 @@ def reflects(cfg: RunConfig) -> bool:
     return cfg.evosyn.reflector and cfg.evosyn.feedback and cfg.mode in ("cotrain", "frozen")
 
 
+def propose_factor(run: Run, step: int) -> None:
+    """EvoSyn's LLM proposer (``evosyn.proposer``): the Synthesizer model, greedy and unconstrained, proposes one
+    keyword factor from the Reflector's window; logged to factors.jsonl, never raises on the model's text."""
+    cfg, st = run.cfg, run.state
+    assert st.evo is not None
+    params = SamplingParams(greedy=True, max_new_tokens=cfg.evosyn.proposer_settings.max_new_tokens)
+
+    def generate(prompt: str) -> str:
+        policy = st.synthesizer
+        constraint = getattr(policy, "token_constraint", None)  # synth_decoding=card: lifted for this free text
+        if constraint is not None:
+            policy.set_token_constraint(None)  # type: ignore[attr-defined]
+        try:  # its own seed: the run's random streams are untouched
+            return generate_seeded(policy, [policy.format_prompt(prompt)], 1, params,
+                                   python_seed(cfg.seed, step))[0][0].text
+        finally:
+            if constraint is not None:
+                policy.set_token_constraint(constraint)  # type: ignore[attr-defined]
+
+    propose_and_log(st.evo, st.pool.recent(cfg.evosyn.reflector_settings.window), cfg.evosyn, step, cfg.seed,
+                    run.dir, generate, st.domain, cfg.prompts_dir)
+
+
 def save_checkpoint(run: Run, step: int) -> Path:
     """HF-format models plus optimizer/scheduler states, RNG states and the latest report."""
     import torch
@@ -836,6 +860,9 @@ def _train(run: Run) -> RunSummary:
                 if (step + 1) % cfg.report_refresh_every == 0 or closes_round(cfg, step):
                     st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
                     (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
+                if cfg.evosyn.proposer and reflects(cfg) and st.evo is not None and (
+                        (step + 1) % cfg.evosyn.proposer_settings.every == 0 or closes_round(cfg, step)):
+                    propose_factor(run, step)
                 if reflects(cfg) and st.evo is not None and ((step + 1) % cfg.evosyn.reflector_settings.every == 0
                                                              or closes_round(cfg, step)):
                     reflect_and_log(st.evo, st.pool.recent(cfg.evosyn.reflector_settings.window), cfg.evosyn, step,

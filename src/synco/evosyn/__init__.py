@@ -10,6 +10,9 @@
   failure with a candidate factor given the current cells, a stratified
   permutation test, promotion and retirement.
 * :mod:`~synco.evosyn.metrics` — controllability, coverage, balance, Spearman ρ.
+* :mod:`~synco.evosyn.proposer` — the opt-in LLM proposer: a keyword factor proposed by
+  the Synthesizer model as strict JSON (parsed as hostile text), computed by synco from
+  the problem, a Reflector candidate like any other.
 * :mod:`~synco.evosyn.config` — ``EvoSynConfig`` (the ``evosyn`` config section).
 
 Nothing here imports torch.

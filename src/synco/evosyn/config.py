@@ -1,4 +1,4 @@
-"""The ``evosyn`` config section: the three switches of EvoSyn's ablations and their knobs."""
+"""The ``evosyn`` config section: the three switches of EvoSyn's ablations, the opt-in LLM proposer and their knobs."""
 
 from __future__ import annotations
 
@@ -52,6 +52,21 @@ class ReflectorConfig(BaseModel):
     max_cells: int = Field(96, ge=1, description="Never promote a factor that would make the space have more feasible cells than this.")
 
 
+PROPOSER_DOMAINS: tuple[str, ...] = ("math",)
+"""Domains whose Synthesizer is a chat LM that can write a proposal (arith's tiny char models cannot)."""
+
+
+class ProposerConfig(BaseModel):
+    """How often, from what and how long the Synthesizer model proposes a keyword factor (``evosyn.proposer``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    every: int = Field(20, ge=1, description="Propose every this many steps (just before a reflection due at the same step).")
+    examples: int = Field(6, ge=1, le=32, description="Failed and solved problems (each) shown in the proposer prompt, from the Reflector's window.")
+    max_new_tokens: int = Field(160, ge=16, le=4096, description="Generation budget of one proposal (greedy).")
+    max_candidates: int = Field(4, ge=1, le=64, description="Proposals not in use kept as Reflector candidates; a new one drops the oldest beyond this.")
+
+
 class EvoSynConfig(BaseModel):
     """EvoSyn's closed loop inside co-training; each switch is one of the paper's ablations."""
 
@@ -64,9 +79,33 @@ class EvoSynConfig(BaseModel):
     control_gate: bool = Field(False, description="Instead of the penalty, a card that misses its cell gets the invalid penalty (strict).")
     designer_settings: DesignerConfig = Field(default_factory=DesignerConfig, description="Designer knobs.")
     reflector_settings: ReflectorConfig = Field(default_factory=ReflectorConfig, description="Reflector knobs.")
+    proposer: bool = Field(False, description="LLM proposer on: every proposer_settings.every steps the Synthesizer model proposes one keyword factor from recent failed/solved problems; it joins the Reflector's candidates and is promoted only on the same evidence test. Its values are computed from the problem text, never written by the model. Needs reflector and feedback on and a chat-model domain (math).")
+    proposer_settings: ProposerConfig = Field(default_factory=ProposerConfig, description="LLM proposer knobs.")
 
     @model_validator(mode="after")
     def _finite(self) -> "EvoSynConfig":
         if not math.isfinite(self.control_penalty):
             raise ValueError(f"control_penalty must be finite, got {self.control_penalty}")
         return self
+
+    @model_validator(mode="after")
+    def _proposer_needs_reflector(self) -> "EvoSynConfig":
+        """A proposal is only ever used as a Reflector candidate: without the Reflector it would be ignored."""
+        if self.proposer and not (self.reflector and self.feedback):
+            off = "reflector" if not self.reflector else "feedback"
+            raise ValueError(f"evosyn.proposer=true needs evosyn.{off}=true (proposals are tested and promoted only "
+                             f"by the Reflector); set evosyn.proposer=false or evosyn.{off}=true")
+        return self
+
+
+def proposer_problem(evosyn: EvoSynConfig, domain: str, mode: str) -> str | None:
+    """Why ``evosyn.proposer`` cannot run with ``domain`` and ``mode``, naming the fields, or None when it can."""
+    if not evosyn.proposer:
+        return None
+    if domain not in PROPOSER_DOMAINS:
+        return (f"evosyn.proposer=true needs a domain whose Synthesizer is a chat model "
+                f"({', '.join(PROPOSER_DOMAINS)}), got domain={domain!r}")
+    if mode not in ("cotrain", "frozen"):
+        return (f"evosyn.proposer=true needs a mode where the Synthesizer writes tasks (cotrain, frozen), "
+                f"got mode={mode!r}")
+    return None

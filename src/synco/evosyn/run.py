@@ -3,7 +3,8 @@
 Run-directory files::
 
     factor_space.json   the current space (rewritten whenever it changes)
-    factors.jsonl       one line per change (promote / confirm / retire) with the step and its evidence
+    factors.jsonl       one line per change (promote / confirm / retire) with the step and its evidence;
+                        with the LLM proposer also propose (a new candidate) / reject (an unusable proposal)
     reflector.jsonl     one line per reflection: every candidate's evidence, promoted or not
 """
 
@@ -16,9 +17,10 @@ import random
 from collections.abc import Callable
 
 from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.proposer import RAW_CHARS, ProposedFactor, parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
-from synco.evosyn.space import Cell, FactorDef, FactorSpace, feasible_cells
-from synco.records import TaskRecord
+from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, feasible_cells
+from synco.records import CARD_FIELDS, TaskCard, TaskRecord
 
 
 @dataclass
@@ -39,6 +41,14 @@ class EvoState:
         """Feasible cells of ``space`` (this space or a trial one) under the domain's generator."""
         return feasible_cells(space, self.defs, self.sample) if self.sample is not None else []
 
+    def add_proposal(self, p: ProposedFactor, max_candidates: int) -> list[ProposedFactor]:
+        """Keep ``p`` in the space and its extractor in ``defs`` (dropping the oldest idle proposals beyond
+        ``max_candidates``, returned); the cells are unchanged since the factors in use are."""
+        before = {q.name for q in self.space.proposed} | {p.name}
+        dropped = self.space.add_proposal(p, max_candidates)
+        self.defs = [d for d in self.defs if d.name not in before] + [to_def(q) for q in self.space.proposed]
+        return dropped
+
 
 def build_evo_state(domain: object, space: FactorSpace | None = None) -> EvoState | None:
     """The domain's factor space (``space`` when resuming), or None when the domain offers no factors."""
@@ -50,6 +60,8 @@ def build_evo_state(domain: object, space: FactorSpace | None = None) -> EvoStat
     builtin = list(getattr(domain, "builtin_factors", ()))
     if space is None:
         space = FactorSpace.from_defs([d for d in defs if d.name in builtin])
+    known = {d.name for d in defs}
+    defs += [to_def(p) for p in space.proposed if p.name not in known]  # the LLM proposer's, on resume
     evo = EvoState(space=space, defs=defs, builtin=builtin, cells=[], sample=sample)
     evo.refresh_cells()
     return evo
@@ -59,6 +71,7 @@ def reflect_and_log(evo: EvoState, records: list[TaskRecord], cfg: EvoSynConfig,
                     run_dir: Path) -> Reflection:
     """One reflection on ``records`` (mutates the space); appends to factors.jsonl / reflector.jsonl."""
     r = cfg.reflector_settings
+    records = with_proposed_values(records, evo)
     reflection = reflect(records, evo.space, evo.defs, evo.builtin, r, step, python_seed(seed, step),
                          n_cells=lambda sp: len(evo.feasible(sp)))
     with open(run_dir / "reflector.jsonl", "a") as f:
@@ -72,6 +85,84 @@ def reflect_and_log(evo: EvoState, records: list[TaskRecord], cfg: EvoSynConfig,
         evo.refresh_cells()
         write_space(evo, run_dir)
     return reflection
+
+
+def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskRecord]:
+    """``records`` with each proposed factor's value filled in where the card lacks it (cards recorded before the
+    proposal), computed from the problem text as for new cards; the given records are not changed."""
+    names = {p.name for p in evo.space.proposed}
+    defs = [d for d in evo.defs if d.name in names]
+    if not defs:
+        return records
+    out = []
+    for rec in records:
+        card = rec.card
+        missing = [d for d in defs if card is not None and d.name not in card.factors]
+        if card is None or not missing:
+            out.append(rec)
+            continue
+        factors = dict(card.factors)
+        for d in missing:
+            v = d.value(card.problem)
+            if v is not None:
+                factors[d.name] = v
+        out.append(rec.model_copy(update={"card": card.model_copy(update={"factors": factors})}))
+    return out
+
+
+def factor_names(evo: EvoState, domain: object) -> set[str]:
+    """Names a proposal must not take: every factor the space or the domain knows, and the factors the domain
+    writes on every card (``card_factors`` of a blank card, e.g. the math domain's ``difficulty``)."""
+    names = {d.name for d in evo.defs} | {f.name for f in evo.space.factors} | {p.name for p in evo.space.proposed}
+    card_factors = getattr(domain, "card_factors", None)
+    if callable(card_factors):
+        try:
+            names |= set(card_factors(TaskCard(**{f: "" for f in CARD_FIELDS})))
+        except Exception:  # noqa: BLE001 - a domain that cannot label a blank card reserves nothing more
+            pass
+    return names
+
+
+def propose_and_log(evo: EvoState, records: list[TaskRecord], cfg: EvoSynConfig, step: int, seed: int,
+                    run_dir: Path, generate: Callable[[str], str], domain: object = None,
+                    prompts_dir: str | Path | None = None) -> ProposedFactor | None:
+    """One LLM proposal: pick failed / solved problems of ``records``, ask ``generate`` (prompt -> model text),
+    parse; a valid one joins the space's candidates (``propose`` in factors.jsonl, factor_space.json rewritten),
+    anything else is a ``reject`` line with the text clipped. Returns the proposal, or None.
+
+    Skipped (None, nothing logged) when the window has no failed or no solved problem: there is nothing to
+    separate yet. A ``generate`` that raises is logged as a reject, never raised: a proposal is never worth a step.
+    """
+    ps = cfg.proposer_settings
+    ex = pick_examples(records, ps.examples, random.Random(f"proposer:{seed}:{step}"))
+    if not ex.failed or not ex.solved:
+        return None
+    taken = factor_names(evo, domain)
+    prompt = proposer_prompt(ex.failed, ex.solved, taken, prompts_dir)
+    try:
+        text = generate(prompt)
+    except Exception as e:  # noqa: BLE001 - the step goes on without a proposal
+        text, why = "", f"generation failed: {type(e).__name__}: {str(e)[:200]}"
+    else:
+        why = "no valid proposal (strict JSON with a new name and 2-4 keyword buckets)"
+    p = parse_proposal(text, taken, step)
+    if p is None:
+        _append_change(run_dir, FactorChange(step=step, action="reject", factor="proposal",
+                                             version=evo.space.version, note=f"{why}: {text[:RAW_CHARS]!r}"))
+        return None
+    dropped = evo.add_proposal(p, ps.max_candidates)
+    note = "; ".join(f"{b}: {', '.join(kws)}" for b, kws in p.buckets.items())
+    if dropped:
+        note += " (dropped the oldest candidate " + ", ".join(q.name for q in dropped) + ")"
+    _append_change(run_dir, FactorChange(step=step, action="propose", factor=p.name, version=evo.space.version,
+                                         note=note))
+    write_space(evo, run_dir)
+    return p
+
+
+def _append_change(run_dir: Path, change: FactorChange) -> None:
+    with open(run_dir / "factors.jsonl", "a") as f:
+        f.write(change.model_dump_json() + "\n")
 
 
 def write_space(evo: EvoState, run_dir: Path) -> None:

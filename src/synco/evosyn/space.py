@@ -11,6 +11,10 @@ status and where they came from:
   confirmed (→ standard) or retired at the next reflection;
 * ``retired`` — no longer in use (kept, with the evidence, for the history).
 
+With ``evosyn.proposer`` on, the space also keeps the keyword factors the Synthesizer
+model proposed (``proposed``; see :mod:`synco.evosyn.proposer`), so their extractors are
+rebuilt on resume; an unpromoted proposal is a Reflector candidate like any other.
+
 A *cell* is one bucket per active factor, e.g. ``level=L5,carries=2``: the unit
 the Designer allocates card slots to and a Synthesizer context asks for.
 """
@@ -23,6 +27,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from synco.evosyn.proposer import ProposedFactor
 
 Cell = tuple[tuple[str, str], ...]
 """``((factor, bucket), ...)`` in the space's factor order."""
@@ -77,7 +83,7 @@ class FactorChange(BaseModel):
     """One line of ``factors.jsonl``: a decision of the Reflector and its evidence."""
 
     step: int
-    action: Literal["promote", "confirm", "retire", "reject"]
+    action: Literal["promote", "confirm", "retire", "reject", "propose"]  # propose / reject: the LLM proposer
     factor: str
     version: int  # space version after the change
     evidence: FactorEvidence | None = None
@@ -89,6 +95,7 @@ class FactorSpace(BaseModel):
 
     version: int = 0
     factors: list[FactorState] = Field(default_factory=list)
+    proposed: list[ProposedFactor] = Field(default_factory=list, description="Keyword factors the LLM proposer suggested, oldest first (promoted ones stay).")
 
     @classmethod
     def from_defs(cls, defs: Iterable[FactorDef]) -> "FactorSpace":
@@ -139,6 +146,23 @@ class FactorSpace(BaseModel):
         self.version += 1
         return FactorChange(step=step, action="retire", factor=name, version=self.version, evidence=evidence,
                             note=note)
+
+    def add_proposal(self, p: ProposedFactor, max_candidates: int) -> list[ProposedFactor]:
+        """Keep ``p``; drop the oldest proposals not in use beyond ``max_candidates``; returns the dropped ones.
+
+        The version is unchanged: the factors in use are the same.
+        """
+        if max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+        if self.get(p.name) is not None or any(q.name == p.name for q in self.proposed):
+            raise ValueError(f"proposed factor name {p.name!r} is already in the space")
+        self.proposed.append(p)
+        in_use = set(self.active_names())
+        idle = [q for q in self.proposed if q.name not in in_use]
+        dropped = idle[:max(0, len(idle) - max_candidates)]
+        gone = {q.name for q in dropped}
+        self.proposed = [q for q in self.proposed if q.name not in gone]
+        return dropped
 
     def _require(self, name: str) -> FactorState:
         f = self.get(name)
