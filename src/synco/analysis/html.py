@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synco.analysis.evosyn import EvoSynAnalysis
 from synco.analysis.run import OUTCOMES, RunAnalysis
-from synco.evosyn.space import FactorEvidence
+from synco.evosyn.space import SPACE_CHANGES, FactorEvidence
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -135,7 +135,7 @@ def evosyn_tables(e: EvoSynAnalysis) -> str:
     if not r.candidates:
         parts.append("<p>Too few measured tasks: no candidate was tested.</p>")
         return "\n".join(parts)
-    decided = {c.factor: c.action for c in e.changes if c.step == r.step}
+    decided = {c.factor: c.action for c in e.changes if c.step == r.step and c.action in SPACE_CHANGES}
     rows = sorted(r.candidates.items(), key=lambda kv: -kv[1].excess)
     parts.append(_table(["factor", "decision", "CMI (nats)", "excess CMI", "p-value", "n tasks", "null CMI",
                          "n attempts", "failure rate per bucket"],

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synco.analysis.run import OUTCOMES, RunAnalysis
+from synco.evosyn.space import SPACE_CHANGES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.axes import Axes
@@ -335,7 +336,7 @@ def _mark_changes(ax: "Axes", a: RunAnalysis) -> None:
     if e is None or not e.steps:
         return
     for c in e.changes:
-        if c.step >= e.steps[-1]:  # takes effect after the last plotted step
+        if c.step >= e.steps[-1] or c.action not in SPACE_CHANGES:  # after the last plotted step, or no change
             continue
         ax.axvline(c.step + 0.5, color="black", ls=":", lw=0.8)
         ax.text(c.step + 0.5, 0.98, f"{c.action} {_short(c.factor, 12)}", rotation=90, va="top", ha="left",

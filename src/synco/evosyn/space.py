@@ -79,6 +79,10 @@ class FactorState(BaseModel):
     evidence: FactorEvidence | None = None  # the evidence it was promoted (or last confirmed) on
 
 
+SPACE_CHANGES = ("promote", "confirm", "retire")
+"""``FactorChange`` actions that change the factor space (the LLM proposer's ``propose`` / ``reject`` do not)."""
+
+
 class FactorChange(BaseModel):
     """One line of ``factors.jsonl``: a decision of the Reflector and its evidence."""
 
