@@ -26,6 +26,8 @@ rounds-acc-nofb rounds-acc with evosyn.feedback=false: no learner information re
                 Designer (coverage only) or the Synthesizer's prompt: is adaptivity what helps?
 rounds-acc-nod  rounds-acc with the Designer and Reflector off (plain SynCo prompts)
 rounds-acc-nor  rounds-acc with the Reflector off (the Designer keeps the built-in factors)
+rounds-acc-co-nor rounds-acc-co with the Reflector off: co-training when the cells are coarse (level
+                only), so what makes a task teachable within a level is left to the Synthesizer's RL
 rft-acc         rft with accumulate=true: the static-corpus control of rounds-acc (the
                 same SFT schedule on a fixed corpus drawn once); not in the default set
 alternating     R-Zero style (protocol=alternating): phases in which only one agent learns
@@ -74,6 +76,7 @@ ARMS: dict[str, list[str]] = {
     "rounds-acc-nod": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.designer=false",
                        "evosyn.reflector=false"],
     "rounds-acc-nor": ["protocol=rounds", "mode=frozen", "rounds.accumulate=true", "evosyn.reflector=false"],
+    "rounds-acc-co-nor": ["protocol=rounds", "mode=cotrain", "rounds.accumulate=true", "evosyn.reflector=false"],
     "rft-acc": ["protocol=rft", "rounds.accumulate=true"],
 }
 DEFAULT_ARMS = ("online", "frozen", "rounds", "rounds-acc", "alternating", "rft")
