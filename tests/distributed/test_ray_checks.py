@@ -256,3 +256,37 @@ def test_a_worker_that_cannot_start_is_a_clear_error(local_ray):
             pool.wait_ready()
     finally:
         pool.close()
+
+
+class StuckWorker:
+    """A check worker whose answer checks never come back in time (a wedged math-verify, a hung process)."""
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def match_many(self, pairs, timeout):  # noqa: ANN001, ANN201
+        time.sleep(60)
+        return [False] * len(pairs)
+
+
+def test_a_stuck_chunk_is_checked_in_the_driver_after_its_deadline(local_ray, caplog):
+    fast = CheckerSettings(timeout=0.1, use_math_verify=False, memory_limit_mb=256, startup_timeout=0.5, warm_up=False)
+    pool = CheckPool(RayCheckSettings(workers=1, worker={"num_cpus": 0.25}, task_timeout_s=1.0), 0, fast,
+                     VerifierConfig(), None)
+    pool.close()
+    pool.actors = [ray.remote(StuckWorker).options(num_cpus=0.25).remote()]
+    ray.get(pool.actors[0].pid.remote())
+    here = AnswerChecker(use_math_verify=False)
+    pairs = [("7", "7"), ("8", "7"), ("1/2", "0.5")]
+    try:
+        start = time.monotonic()
+        got = pool.run("match_many", [(pairs, 0.1)], [len(pairs)], 0.1, lambda p, t: here.match_many(p, timeout=t))
+        waited = time.monotonic() - start
+        assert got == [True, False, True]  # the driver's own verdicts, not the stuck worker's
+        assert pool.n_local_chunks == 1 and pool.n_remote_chunks == 0
+        assert waited < 30  # the deadline (3 x 0.1 s + 0.5 s start-up + 1 s) cut it, not the worker's 60 s sleep
+        assert "no answer within 1 s" in caplog.text
+    finally:
+        pool.close()
