@@ -6,17 +6,19 @@ Every arm runs the arith preset with the same seeds, cards per step and attempts
 per card (the same rollout budget per step; the Reasoner's initial weights and the
 held-out set depend only on the seed). The arms:
 
-=================  ==================================================================
-evosyn             cotrain + Designer + Reflector (+ learner feedback): the full loop
-cotrain            plain SynCo: cotrain, Designer and Reflector off
-evosyn-noreflect   cotrain + Designer, Reflector off            (EvoSyn ablation)
-evosyn-nofeedback  cotrain + Designer, no learner feedback      (EvoSyn ablation)
-frozen             the paper's frozen-Synthesizer control (Designer and Reflector off)
-frozen-designer    frozen Synthesizer steered by the Designer (what RL adds on top)
-static             the paper's static corpus: a fixed corpus drawn once, revisited
-uniform            fresh uniform draws from the evaluation distribution every step:
-                   an oracle no real domain has
-=================  ==================================================================
+=========================  ==================================================================
+evosyn                     cotrain + Designer + Reflector (+ learner feedback): the full loop
+cotrain                    plain SynCo: cotrain, Designer and Reflector off
+evosyn-noreflect           cotrain + Designer, Reflector off            (EvoSyn ablation)
+evosyn-nofeedback          cotrain + Designer, no learner feedback      (EvoSyn ablation)
+frozen                     the paper's frozen-Synthesizer control (Designer and Reflector off)
+frozen-designer            frozen Synthesizer steered by the Designer (what RL adds on top)
+frozen-designer-noreflect  frozen Synthesizer + Designer, Reflector off: separates the
+                           Synthesizer's training from the Designer's steering
+static                     the paper's static corpus: a fixed corpus drawn once, revisited
+uniform                    fresh uniform draws from the evaluation distribution every step:
+                           an oracle no real domain has
+=========================  ==================================================================
 
 Prints, per arm (mean ± sample std over seeds): held-out greedy and sampled accuracy
 gain (mean over levels), the gain split into Learn (held-out problems the initial
@@ -48,6 +50,7 @@ ARMS: dict[str, list[str]] = {
     "evosyn-nofeedback": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=false"],
     "frozen": ["mode=frozen", "evosyn.designer=false", "evosyn.reflector=false"],
     "frozen-designer": ["mode=frozen", "evosyn.designer=true", "evosyn.reflector=true"],
+    "frozen-designer-noreflect": ["mode=frozen", "evosyn.designer=true", "evosyn.reflector=false"],
     "static": ["mode=static"],
     "uniform": ["mode=uniform"],
 }
@@ -62,6 +65,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2,
                     help="runs in parallel, one torch thread each (default: %(default)s; 1: one run at a time, 2 threads)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    ap.add_argument("--bases", nargs="+", default=["frozen", "static"], choices=list(ARMS),
+                    help="arms every other arm is compared with, same seed (default: %(default)s)")
     ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run")
     args = ap.parse_args()
 
@@ -74,7 +79,7 @@ def main() -> None:
     print_arm_table(results, [("controllability", "ctrl_last", 2), ("coverage", "coverage", 2),
                               ("balance", "balance", 2), ("s/step", "sec_per_step", 2)])
     print_levels(results, gain=False)
-    print_paired(results, ("frozen", "static"), width=18)
+    print_paired(results, tuple(args.bases), width=max(map(len, results)))
     (root / "modes.json").write_text(json.dumps(results, indent=2))
 
 
@@ -177,7 +182,7 @@ def print_paired(results: dict[str, dict], bases: tuple[str, ...], width: int) -
                 continue
             for key in ("gain", "sampled_gain"):
                 d = [by_seed[s][key] - results[base][s][key] for s in by_seed if s in results[base]]
-                print(f"  {arm:>{width}} - {base:<7} {key:>12}: {_paired(d)}")
+                print(f"  {arm:>{width}} - {base} {key:>12}: {_paired(d)}")
 
 
 def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:
