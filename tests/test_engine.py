@@ -276,7 +276,7 @@ def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
         assert rec.synth_reward.total == pytest.approx(plain.total - (0.0 if on else 0.3))
         assert rec.synth_reward.penalty == pytest.approx(0.0 if on else -0.3)
         assert rec.synth_reward.alignment == (1.0 if on else 0.0)  # the additive reward's alignment term: on-target
-    assert stats.controllability == pytest.approx(0.5)
+    assert stats.controllability == pytest.approx(0.5) and stats.controllability_by_factor == {"level": 0.5}
     assert stats.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}
     # the on-target cards cover the 3 cells evenly; the off-target ones (L10, L11, L4) are outside them
     assert stats.factor_coverage == pytest.approx(1.0) and stats.factor_balance == pytest.approx(1.0)
@@ -304,6 +304,7 @@ def test_a_factor_claimed_by_the_card_but_not_computable_never_places_it(tmp_pat
     assert len(records) == 2 and all(r.valid and r.target == "level=L5,tag=t" for r in records)
     assert all("tag" not in r.card.factors and r.on_target is False for r in records)
     assert stats.controllability == 0.0
+    assert stats.controllability_by_factor == {"level": 1.0, "tag": 0.0}  # which factor the cards missed
 
 
 class BatchOnlyChecker:

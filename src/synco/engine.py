@@ -39,7 +39,7 @@ from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.run import EvoState
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.metrics import balance, controlled, coverage, spearman
-from synco.evosyn.space import Cell, cell_key, factor_values
+from synco.evosyn.space import Cell, cell_key, factor_values, parse_cell_key
 from synco.grpo import group_advantages
 from synco.policy import Completion, Experience, Policy, SamplingParams, UpdateStats, generate_seeded
 from synco.pool import TaskPool
@@ -90,6 +90,7 @@ class StepStats(BaseModel):
     reasons: dict[str, int] = {}
     groups: dict[str, int] = {}  # valid cards per factor value of ``group_factor``
     controllability: float | None = None  # share of valid targeted cards whose realised cell is the requested one
+    controllability_by_factor: dict[str, float] | None = None  # per factor asked for: share realising its bucket
     factor_coverage: float | None = None  # share of the space's feasible cells hit by a valid card
     factor_balance: float | None = None  # normalised entropy of valid cards over the feasible cells
     allocation: dict[str, int] | None = None  # Designer: cell -> card slots (Designer on)
@@ -485,6 +486,15 @@ def _fill_evosyn_stats(stats: StepStats, records: list[TaskRecord], evo: EvoStat
     stats.space_version = evo.space.version
     judged = [r.on_target for r in records if r.on_target is not None]
     stats.controllability = sum(judged) / len(judged) if judged else None
+    asked = [(r.target, r.card.factors) for r in records if r.on_target is not None and r.target and r.card is not None]
+    if asked:
+        hits: dict[str, list[int]] = {}
+        for target, realised in asked:
+            for name, bucket in parse_cell_key(target):
+                h = hits.setdefault(name, [0, 0])
+                h[0] += realised.get(name) == bucket
+                h[1] += 1
+        stats.controllability_by_factor = {k: h / n for k, (h, n) in hits.items()}
     if allocation is not None:
         stats.allocation = {cell_key(c): n for c, n in allocation.items()}
         cells = list(allocation)

@@ -51,7 +51,14 @@ from synco.config import RunConfig, check_runnable, dump_config
 from synco.domain import Domain, HeldoutItem, solve
 from synco.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.evosyn.reflector import python_seed
-from synco.evosyn.run import build_evo_state, propose_and_log, reflect_and_log, truncate_logs, write_space
+from synco.evosyn.run import (
+    build_evo_state,
+    control_and_log,
+    propose_and_log,
+    reflect_and_log,
+    truncate_logs,
+    write_space,
+)
 from synco.evosyn.space import FactorSpace
 from synco.health import Alert, HealthMonitor, trim_history
 from synco.hf_policy import HFPolicy
@@ -88,7 +95,7 @@ class RunSummary(BaseModel):
     factor_coverage: float | None = None  # mean over steps
     factor_balance: float | None = None
     allocation_gap_spearman: float | None = None  # mean over Designer steps of rho(cell need, cell slots)
-    factor_changes: list[dict[str, Any]] = []  # factors.jsonl: promotions / confirmations / retirements
+    factor_changes: list[dict[str, Any]] = []  # factors.jsonl: promotions / confirmations / retirements / control checks
     alerts: int = 0  # health alerts fired (alerts.jsonl)
     alerts_by_check: dict[str, int] = {}
     protocol: str = "online"  # synco.protocols
@@ -860,6 +867,9 @@ def _train(run: Run) -> RunSummary:
                 if (step + 1) % cfg.report_refresh_every == 0 or closes_round(cfg, step):
                     st.report = build_report(st.pool.recent(cfg.report.window), cfg.report, step=step + 1)
                     (run.dir / "reports" / f"step_{step + 1}.txt").write_text(st.domain.synthesizer_prompt(st.report))
+                if reflects(cfg) and st.evo is not None:  # a promoted factor the Synthesizer cannot follow leaves the cells
+                    control_and_log(st.evo, lambda: st.pool.recent(cfg.evosyn.reflector_settings.window), cfg.evosyn,
+                                    step, run.dir)
                 if cfg.evosyn.proposer and reflects(cfg) and st.evo is not None and (
                         (step + 1) % cfg.evosyn.proposer_settings.every == 0 or closes_round(cfg, step)):
                     propose_factor(run, step)
@@ -1012,9 +1022,12 @@ def format_summary(s: RunSummary) -> str:
         out.append(f"factor space: {ctrl}coverage {s.factor_coverage:.2f}, balance {s.factor_balance or 0:.2f}{rho}")
         for ch in s.factor_changes:
             ev = ch.get("evidence") or {}
+            ctl = ch.get("control") or {}
             out.append(f"  step {ch['step']}: {ch['action']} {ch['factor']}"
                        + (f" (CMI {ev['cmi']:.4f} nats, null {ev['cmi_null']:.4f}, p {ev['p_value']:.3f}, "
-                          f"n {ev['n_tasks']})" if ev else ""))
+                          f"n {ev['n_tasks']})" if ev else "")
+                       + (f" (control {ctl['rate']:.2f}, chance {ctl['chance']:.2f}, {ctl['n_cards']} cards)"
+                          if ctl else ""))
     out.append(f"time per step: {s.sec_per_step:.2f}s = generation {s.sec_generate:.2f}s + training {s.sec_train:.2f}s "
                f"+ other {s.sec_other:.2f}s")
     return "\n".join(out)

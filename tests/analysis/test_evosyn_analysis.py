@@ -265,3 +265,21 @@ def test_in_cell_matches_every_factor_and_rejects_bad_keys():
     assert in_cell(task, "level=L1") and in_cell(task, "level=L1,carries=0")
     assert not in_cell(task, "level=L1,carries=1") and not in_cell(task, "zeros=no")
     assert not in_cell(task, "") and not in_cell(task, "garbage")
+
+
+def test_a_control_check_decision_is_reported_with_its_control_rate(tmp_path, capsys):
+    run = build_run(tmp_path / "evo")
+    observe = {"step": 3, "action": "observe", "factor": "zeros", "version": 3, "note": "control 0.40 < 0.75",
+               "control": {"rate": 0.4, "chance": 0.26, "n_cards": 218}}
+    with open(run / "factors.jsonl", "a") as f:
+        f.write(json.dumps(observe) + "\n")
+    space = {**SPACE, "factors": [*SPACE["factors"], {"name": "zeros", "buckets": ["no", "yes"], "status": "experimental",
+                                                       "origin": "promoted", "since_step": 2, "steered": False}]}
+    (run / "factor_space.json").write_text(json.dumps(space))
+    out = tmp_path / "out"
+    assert run_analyze(analyze_args(run, "--out", out)) == 0
+    assert "1 observed only" in next(ln for ln in capsys.readouterr().out.splitlines() if "EvoSyn" in ln)
+    summary = json.loads((out / "summary.json").read_text())["evosyn"]
+    assert summary["n_observed"] == 1 and summary["active_factors"] == ["level", "zeros (observed)"]
+    assert "<td>3</td><td>observe</td><td>zeros</td>" in (out / "report.html").read_text()
+    assert "0.40 (0.26), 218 cards" in (out / "report.html").read_text()

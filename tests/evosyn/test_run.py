@@ -10,7 +10,7 @@ import pytest
 
 from synco.evosyn.config import EvoSynConfig, ReflectorConfig
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
-from synco.evosyn.space import FactorSpace, factor_values
+from synco.evosyn.space import SPACE_CHANGES, FactorSpace, factor_values
 from synco.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
 from synco.worlds.arith import ArithDomain
 
@@ -127,7 +127,7 @@ def test_write_space_replaces_the_file_whole(tmp_path: Path) -> None:
 REFLECT_EARLY = ["evosyn.reflector_settings.every=1", "evosyn.reflector_settings.min_tasks=2",
                  "evosyn.reflector_settings.min_bucket_tasks=1", "evosyn.reflector_settings.permutations=10",
                  "evosyn.reflector_settings.alpha=0.99", "evosyn.reflector_settings.min_excess_cmi=0",
-                 "evosyn.reflector_settings.retire_alpha=0.95"]
+                 "evosyn.reflector_settings.retire_alpha=0.95", "evosyn.reflector_settings.min_control_cards=2"]
 TINY = ["n_cards=8", "k=2", "heldout_per_group=0", "progress=false", "tensorboard=false", "report_refresh_every=2",
         "synthesizer.sampling.max_new_tokens=96"]
 
@@ -161,7 +161,9 @@ def test_resume_restores_the_factor_space_exactly(tmp_path: Path, monkeypatch: p
     for name in ("factor_space.json", "factors.jsonl", "reflector.jsonl"):
         assert (half / name).read_text() == (full / name).read_text(), name
     space = json.loads((full / "factor_space.json").read_text())
-    assert space["version"] == len(changes) and space["factors"]
+    assert space["version"] == sum(c["action"] in SPACE_CHANGES for c in changes) and space["factors"]
+    assert any(c["action"] in ("steer", "observe") and c["control"]["n_cards"] >= 2 for c in changes), \
+        "the control check must judge a promoted factor too"
     m_full, m_half = _lines(full / "metrics.jsonl"), _lines(half / "metrics.jsonl")
     assert [r["step"] for r in m_half] == [0, 1, 2]
     assert [(r["allocation"], r["space_version"]) for r in m_half] == [(r["allocation"], r["space_version"]) for r in m_full]

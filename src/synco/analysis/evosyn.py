@@ -74,7 +74,8 @@ class EvoSynAnalysis(BaseModel):
     last_reflection: ReflectionLine | None  # the newest reflection that measured candidates, else the newest
     n_reflections: int
     space_version: int | None
-    active_factors: list[str]  # factors in use at the end (from factor_space.json)
+    n_observed: int  # promoted factors the control check took out of the cells (observe)
+    active_factors: list[str]  # factors in use at the end (from factor_space.json); "name (observed)" when not steered
     n_cells: int | None
 
 
@@ -109,11 +110,12 @@ def evosyn_analysis(data: RunData) -> EvoSynAnalysis | None:
         n_promotions=sum(c.action == "promote" for c in changes),
         n_confirmations=sum(c.action == "confirm" for c in changes),
         n_retirements=sum(c.action == "retire" for c in changes),
+        n_observed=sum(c.action == "observe" for c in changes),
         last_reflection=last_reflection(reflections),
         n_reflections=len(reflections),
         space_version=space.version if space is not None else next(
             (m.space_version for m in reversed(rows) if m.space_version is not None), None),
-        active_factors=space.active_names() if space is not None else [],
+        active_factors=[f.name if f.steered else f"{f.name} (observed)" for f in space.active()] if space is not None else [],
         n_cells=files.n_cells if files is not None else None,
     )
 
@@ -226,4 +228,4 @@ def format_evosyn(e: EvoSynAnalysis, label: str) -> str:
             f"(first/last 10 %), coverage {_num(e.coverage_mean)}, balance {_num(e.balance_mean)}, "
             f"allocation-gap rho {_num(e.allocation_gap_spearman_mean)} (gap -> next allocation "
             f"{_num(e.gap_next_spearman)}), {e.n_promotions} promotions, {e.n_confirmations} confirmations, "
-            f"{e.n_retirements} retirements")
+            f"{e.n_retirements} retirements, {e.n_observed} observed only")

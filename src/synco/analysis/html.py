@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synco.analysis.evosyn import EvoSynAnalysis
 from synco.analysis.run import OUTCOMES, RunAnalysis
-from synco.evosyn.space import SPACE_CHANGES, FactorEvidence
+from synco.evosyn.space import SPACE_CHANGES, FactorChange, FactorEvidence
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -112,18 +112,18 @@ def evosyn_tables(e: EvoSynAnalysis) -> str:
     parts = [
         _table(["controllability (first 10 %)", "controllability (last 10 %)", "coverage (mean)", "balance (mean)",
                 "allocation-gap rho (mean)", "gap -> next allocation rho", "promotions", "confirmations",
-                "retirements", "space version", "factors in use", "cells"],
+                "retirements", "observed only", "space version", "factors in use", "cells"],
                [[fmt(e.controllability_first), fmt(e.controllability_last), fmt(e.coverage_mean), fmt(e.balance_mean),
                  fmt(e.allocation_gap_spearman_mean), fmt(e.gap_next_spearman), str(e.n_promotions),
-                 str(e.n_confirmations), str(e.n_retirements), fmt(e.space_version),
+                 str(e.n_confirmations), str(e.n_retirements), str(e.n_observed), fmt(e.space_version),
                  ", ".join(e.active_factors) or "–", fmt(e.n_cells)]]),
         "<h3>Factor-space changes (factors.jsonl)</h3>",
     ]
     if e.changes:
         parts.append(_table(["step", "action", "factor", "version", "CMI (nats)", "excess CMI", "p-value", "n tasks",
-                             "failure rate per bucket", "note"],
+                             "failure rate per bucket", "control (chance)", "note"],
                             [[str(c.step), c.action, c.factor, str(c.version), *_evidence_cells(c.evidence),
-                              bucket_failures(c.evidence), c.note or ""] for c in e.changes]))
+                              bucket_failures(c.evidence), _control_cell(c), c.note or ""] for c in e.changes]))
     else:
         parts.append("<p>No factor was promoted, confirmed or retired.</p>")
     r = e.last_reflection
@@ -142,6 +142,12 @@ def evosyn_tables(e: EvoSynAnalysis) -> str:
                         [[name, decided.get(name, "–"), *_evidence_cells(ev), f"{ev.cmi_null:.4f}",
                           str(ev.n_attempts), bucket_failures(ev)] for name, ev in rows]))
     return "\n".join(parts)
+
+
+def _control_cell(c: FactorChange) -> str:
+    """The control check's rate and its chance level, e.g. ``0.62 (0.35), 218 cards``."""
+    k = c.control
+    return "–" if k is None else f"{k.rate:.2f} ({k.chance:.2f}), {k.n_cards} cards"
 
 
 def evosyn_section(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path) -> list[str]:

@@ -9,6 +9,9 @@
 * :mod:`~synco.evosyn.reflector` — conditional mutual information of Reasoner
   failure with a candidate factor given the current cells, a stratified
   permutation test, promotion and retirement.
+* :mod:`~synco.evosyn.control` — the control check: a promoted factor the Synthesizer
+  does not follow (its cards miss the requested bucket) stays in use, observed only,
+  out of the Designer's cells.
 * :mod:`~synco.evosyn.metrics` — controllability, coverage, balance, Spearman ρ.
 * :mod:`~synco.evosyn.proposer` — the opt-in LLM proposer: a keyword factor proposed by
   the Synthesizer model as strict JSON (parsed as hostile text), computed by synco from

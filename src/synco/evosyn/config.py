@@ -50,6 +50,8 @@ class ReflectorConfig(BaseModel):
     min_excess_cmi: float = Field(0.002, ge=0, description="... and the CMI exceeds its permutation-null mean by at least this many nats.")
     retire_alpha: float = Field(0.2, gt=0, lt=1, description="An experimental factor whose p-value given the other factors is above this at its next reflection is retired; below it, confirmed.")
     max_cells: int = Field(96, ge=1, description="Never promote a factor that would make the space have more feasible cells than this.")
+    min_control: float = Field(0.75, ge=0, le=1, description="Control check: a promoted factor whose targeted cards realise the requested bucket less often than this stays in use but observed only (out of the Designer's cells); at or above it, it stays a control. 0: no check, every promoted factor is steered. The arith warm start follows level 1.00, answer_digits 0.62, carries 0.42 (synco.evosyn.control).")
+    min_control_cards: int = Field(200, ge=1, description="Control check: targeted valid cards a promoted factor needs before it is judged (about two steps of the arith preset).")
 
 
 PROPOSER_DOMAINS: tuple[str, ...] = ("math",)

@@ -3,8 +3,9 @@
 Run-directory files::
 
     factor_space.json   the current space (rewritten whenever it changes)
-    factors.jsonl       one line per change (promote / confirm / retire) with the step and its evidence;
-                        with the LLM proposer also propose (a new candidate) / reject (an unusable proposal)
+    factors.jsonl       one line per change (promote / confirm / retire) with the step and its evidence,
+                        and the control check's steer / observe with its control evidence; with the LLM
+                        proposer also propose (a new candidate) / reject (an unusable proposal)
     reflector.jsonl     one line per reflection: every candidate's evidence, promoted or not
 """
 
@@ -17,6 +18,7 @@ import random
 from collections.abc import Callable
 
 from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.control import check_control, pending
 from synco.evosyn.proposer import RAW_CHARS, ProposedFactor, parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
 from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, feasible_cells
@@ -85,6 +87,24 @@ def reflect_and_log(evo: EvoState, records: list[TaskRecord], cfg: EvoSynConfig,
         evo.refresh_cells()
         write_space(evo, run_dir)
     return reflection
+
+
+def control_and_log(evo: EvoState, recent: Callable[[], list[TaskRecord]], cfg: EvoSynConfig, step: int,
+                    run_dir: Path) -> list[FactorChange]:
+    """The control check after a step (:mod:`synco.evosyn.control`): judge promoted factors with enough targeted
+    cards, append the decisions to factors.jsonl and refresh the cells when one leaves them.
+
+    ``recent()`` (the Reflector's window) is read only while a promoted factor awaits its check.
+    """
+    if cfg.reflector_settings.min_control <= 0 or not pending(evo.space):
+        return []
+    changes = check_control(recent(), evo.space, cfg.reflector_settings, step)
+    for ch in changes:
+        _append_change(run_dir, ch)
+    if changes:
+        evo.refresh_cells()
+        write_space(evo, run_dir)
+    return changes
 
 
 def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskRecord]:

@@ -11,11 +11,17 @@ status and where they came from:
   confirmed (→ standard) or retired at the next reflection;
 * ``retired`` — no longer in use (kept, with the evidence, for the history).
 
+A factor in use is also either *steered* (the default: the Designer's cells split on it
+and a context's prompt asks for its bucket) or *observed* only: a promoted factor the
+Synthesizer turned out not to follow (:mod:`synco.evosyn.control`) stays in the space --
+it still explains failure, strata the Reflector's later tests and is reported -- but no
+longer splits the cells, so the Designer never spends slots on requests that miss.
+
 With ``evosyn.proposer`` on, the space also keeps the keyword factors the Synthesizer
 model proposed (``proposed``; see :mod:`synco.evosyn.proposer`), so their extractors are
 rebuilt on resume; an unpromoted proposal is a Reflector candidate like any other.
 
-A *cell* is one bucket per active factor, e.g. ``level=L5,carries=2``: the unit
+A *cell* is one bucket per steered factor, e.g. ``level=L5,carries=2``: the unit
 the Designer allocates card slots to and a Synthesizer context asks for.
 """
 
@@ -68,8 +74,17 @@ class FactorEvidence(BaseModel):
         return self.cmi - self.cmi_null
 
 
+class ControlEvidence(BaseModel):
+    """How well the Synthesizer followed one factor: its targeted valid cards since the factor was promoted."""
+
+    rate: float = Field(description="Share of those cards whose realised bucket (recomputed) is the requested one.")
+    chance: float = Field(description="The share expected if requests were ignored: sum over buckets of "
+                                      "P(requested b) * P(realised b).")
+    n_cards: int
+
+
 class FactorState(BaseModel):
-    """One factor in the space: buckets, status and provenance."""
+    """One factor in the space: buckets, status, provenance, and whether the Designer steers by it."""
 
     name: str
     buckets: list[str]
@@ -77,20 +92,26 @@ class FactorState(BaseModel):
     origin: Literal["builtin", "promoted"] = "builtin"
     since_step: int | None = None  # step of promotion (None: built in)
     evidence: FactorEvidence | None = None  # the evidence it was promoted (or last confirmed) on
+    steered: bool = True  # False: observed only (the Synthesizer did not follow it): not part of the cells
+    control: ControlEvidence | None = None  # the control check's evidence (None: not judged yet)
 
 
-SPACE_CHANGES = ("promote", "confirm", "retire")
-"""``FactorChange`` actions that change the factor space (the LLM proposer's ``propose`` / ``reject`` do not)."""
+SPACE_CHANGES = ("promote", "confirm", "retire", "observe")
+"""``FactorChange`` actions that change the factor space or its cells (the LLM proposer's ``propose`` /
+``reject`` and the control check's ``steer`` -- the factor stays as it is -- do not)."""
 
 
 class FactorChange(BaseModel):
-    """One line of ``factors.jsonl``: a decision of the Reflector and its evidence."""
+    """One line of ``factors.jsonl``: a decision of the Reflector (or its control check) and its evidence."""
 
     step: int
-    action: Literal["promote", "confirm", "retire", "reject", "propose"]  # propose / reject: the LLM proposer
+    # propose / reject: the LLM proposer; steer / observe: the control check (a promoted factor kept as a
+    # control, or kept observed only because the Synthesizer did not follow it)
+    action: Literal["promote", "confirm", "retire", "reject", "propose", "steer", "observe"]
     factor: str
     version: int  # space version after the change
     evidence: FactorEvidence | None = None
+    control: ControlEvidence | None = None
     note: str = ""
 
 
@@ -113,13 +134,17 @@ class FactorSpace(BaseModel):
     def active_names(self) -> list[str]:
         return [f.name for f in self.active()]
 
+    def steered(self) -> list[FactorState]:
+        """Factors in use that split the cells (the Designer steers by them), in order."""
+        return [f for f in self.active() if f.steered]
+
     def get(self, name: str) -> FactorState | None:
         return next((f for f in self.factors if f.name == name), None)
 
     def cell_of(self, values: Mapping[str, str]) -> Cell | None:
-        """The cell of a problem's factor values, or None when an active factor is missing/out of its buckets."""
+        """The cell of a problem's factor values, or None when a steered factor is missing/out of its buckets."""
         out = []
-        for f in self.active():
+        for f in self.steered():
             v = values.get(f.name)
             if v is None or v not in f.buckets:
                 return None
@@ -142,6 +167,20 @@ class FactorSpace(BaseModel):
         f.status, f.evidence = "standard", evidence
         self.version += 1
         return FactorChange(step=step, action="confirm", factor=name, version=self.version, evidence=evidence)
+
+    def steer(self, name: str, step: int, control: ControlEvidence, note: str = "") -> FactorChange:
+        """The Synthesizer follows a promoted factor: it stays a control (the cells are unchanged)."""
+        f = self._require(name)
+        f.control = control
+        return FactorChange(step=step, action="steer", factor=name, version=self.version, control=control, note=note)
+
+    def observe(self, name: str, step: int, control: ControlEvidence, note: str = "") -> FactorChange:
+        """The Synthesizer does not follow a promoted factor: keep it in use, observed only (out of the cells)."""
+        f = self._require(name)
+        f.steered, f.control = False, control
+        self.version += 1
+        return FactorChange(step=step, action="observe", factor=name, version=self.version, control=control,
+                            note=note)
 
     def retire(self, name: str, step: int, evidence: FactorEvidence | None, note: str = "") -> FactorChange:
         """Take a factor out of use (it stays in the history)."""
@@ -211,7 +250,7 @@ def feasible_cells(space: FactorSpace, defs: Sequence[FactorDef], sample: Callab
     """
     rng = random.Random(seed)
     by_name = {d.name: d for d in defs}
-    active = [by_name[f.name] for f in space.active() if f.name in by_name]
+    active = [by_name[f.name] for f in space.steered() if f.name in by_name]
     seen: dict[Cell, None] = {}
     for _ in range(n):
         cell = space.cell_of(factor_values(sample(rng), active))
