@@ -36,6 +36,7 @@ from pydantic import BaseModel, model_serializer
 from synco.answers import AnswerChecker, Extraction, extract_answer, extract_answer_with_method
 from synco.domain import Domain, solve
 from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.control import factor_control
 from synco.evosyn.run import EvoState
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.metrics import balance, controlled, coverage, spearman
@@ -486,15 +487,10 @@ def _fill_evosyn_stats(stats: StepStats, records: list[TaskRecord], evo: EvoStat
     stats.space_version = evo.space.version
     judged = [r.on_target for r in records if r.on_target is not None]
     stats.controllability = sum(judged) / len(judged) if judged else None
-    asked = [(r.target, r.card.factors) for r in records if r.on_target is not None and r.target and r.card is not None]
+    asked = list(dict.fromkeys(name for r in records if r.on_target is not None and r.target
+                               for name, _ in parse_cell_key(r.target)))
     if asked:
-        hits: dict[str, list[int]] = {}
-        for target, realised in asked:
-            for name, bucket in parse_cell_key(target):
-                h = hits.setdefault(name, [0, 0])
-                h[0] += realised.get(name) == bucket
-                h[1] += 1
-        stats.controllability_by_factor = {k: h / n for k, (h, n) in hits.items()}
+        stats.controllability_by_factor = {name: factor_control(records, name).rate for name in asked}
     if allocation is not None:
         stats.allocation = {cell_key(c): n for c, n in allocation.items()}
         cells = list(allocation)

@@ -101,8 +101,9 @@ def control_and_log(evo: EvoState, recent: Callable[[], list[TaskRecord]], cfg: 
     changes = check_control(recent(), evo.space, cfg.reflector_settings, step)
     for ch in changes:
         _append_change(run_dir, ch)
-    if changes:
+    if any(ch.action == "observe" for ch in changes):  # a steer leaves the cells as they are
         evo.refresh_cells()
+    if changes:
         write_space(evo, run_dir)
     return changes
 
