@@ -21,7 +21,11 @@ install: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/synco train $(ARGS)
 
+# the import contract (pyproject.toml [tool.importlinter]) and the linter run before the tests, so an upward
+# import, a cycle or an unused name fails CI with a message that names it
 test: install
+	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/python -m pytest -q -n 2 $(ARGS)
 
 bench: install

@@ -12,7 +12,7 @@ strings), how often each accepts rewrites and wrong answers, and p50/p99
 latency on adversarial inputs. Bare math-verify runs on the main thread with
 its own signal-based timeouts, which is the only place it can.
 
-Then it grades a labelled set of FULL model responses (tests/data/answer_responses.jsonl:
+Then it grades a labelled set of FULL model responses (tests/grading/data/answer_responses.jsonl:
 hand-written response text, reference, expected verdict, form, and the benchmark's
 ``boxed`` / ``rel_tol`` options where a row needs them) by extraction + match, in
 ``mode="eval"`` and ``mode="reward"``, and prints agreement per form, false positives
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from synco.answers import AnswerChecker
+from synco.grading.answers import AnswerChecker
 
 BENCH_DIR = Path("/work/shared/benchmarks")
-RESPONSES = Path(__file__).resolve().parent.parent / "tests" / "data" / "answer_responses.jsonl"
+RESPONSES = Path(__file__).resolve().parent.parent / "tests" / "grading" / "data" / "answer_responses.jsonl"
 
 
 @dataclass(frozen=True)

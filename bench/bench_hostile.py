@@ -31,10 +31,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from synco import cards
-from synco.answers import MAX_SCAN_CHARS, AnswerChecker, extract_answer, extract_answer_with_method
-from synco.records import CARD_FIELDS
-from synco.verifier import TaskVerifier, VerifierConfig
+from synco.grading import cards
+from synco.grading.answers import MAX_SCAN_CHARS, AnswerChecker, extract_answer, extract_answer_with_method
+from synco.core.records import CARD_FIELDS
+from synco.grading.verifier import TaskVerifier, VerifierConfig
 
 PATHOLOGICAL_BOX = " \\boxed{9^{9^{9^{9}}}}"
 REFERENCE = "7"

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from synco.novelty import NoveltyIndex, jaccard, normalize_text, shingle_hashes
+from synco.grading.novelty import NoveltyIndex, jaccard, normalize_text, shingle_hashes
 
 NAMES = ["Ava", "Ben", "Chloe", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal", "Kofi", "Lena",
          "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Yara"]

@@ -16,10 +16,10 @@ import argparse
 
 import torch
 
-from synco.grpo import GRPOConfig
-from synco.hf_policy import HFPolicy
-from synco.policy import Experience, PolicyConfig
-from synco.worlds.charlm import char_tokenizer, tiny_llama
+from synco.learn.grpo import GRPOConfig
+from synco.learn.hf_policy import HFPolicy
+from synco.core.policy import Experience, PolicyConfig
+from synco.learn.charlm import char_tokenizer, tiny_llama
 
 
 NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}

@@ -36,7 +36,7 @@ def per_step(rows: list[dict]) -> float:
 
 def overhead(args: argparse.Namespace, root: Path) -> None:
     from synco.config import load_config
-    from synco.trainer import train
+    from synco.run.trainer import train
 
     base = [f"n_cards={args.cards}", "k=2", "heldout_per_group=0", "progress=false", f"threads={args.threads}",
             "tensorboard=false", "synthesizer.sampling.max_new_tokens=320", f"steps={args.steps}", f"runs_dir={root}"]
@@ -69,10 +69,10 @@ def throughput(args: argparse.Namespace) -> None:
 
     from synco.config import load_config
     from synco.distributed.ray_backend import RayPolicy
-    from synco.distributed.ray_config import RaySettings
-    from synco.trainer import build_policy, resolve_model_path
-    from synco.domain import reasoner_prompts
-    from synco.worlds.arith import ArithDomain
+    from synco.config.ray import RaySettings
+    from synco.run.trainer import build_policy, resolve_model_path
+    from synco.domains.base import reasoner_prompts
+    from synco.domains.arith import ArithDomain
 
     cfg = load_config("arith", overrides=[f"reasoner.generation_batch_size={args.batch}"])
     pcfg = cfg.reasoner.model_copy(update={"device": "cpu"})

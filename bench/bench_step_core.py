@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from synco.answers import AnswerChecker, extract_answer_with_method
-from synco.pool import TaskPool
-from synco.records import Rollout, TaskRecord
-from synco.rewards import reasoner_reward, synthesizer_reward
-from synco.verifier import TaskVerifier, VerifierConfig
+from synco.grading.answers import AnswerChecker, extract_answer_with_method
+from synco.core.pool import TaskPool
+from synco.core.records import Rollout, TaskRecord
+from synco.core.rewards import reasoner_reward, synthesizer_reward
+from synco.grading.verifier import TaskVerifier, VerifierConfig
 
 NAMES = ["Ava", "Ben", "Chloe", "Dev", "Eli", "Fay", "Gus", "Hana"]
 ITEMS = ["apples", "marbles", "books", "coins", "stamps", "cards", "shells", "pens"]

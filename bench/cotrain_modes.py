@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from synco.config import load_config
-from synco.pretrain import exit_with_parent
+from synco.learn.pretrain import exit_with_parent
 
 ARMS: dict[str, list[str]] = {
     "evosyn": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=true"],
@@ -85,7 +85,7 @@ def main() -> None:
 
 def _run(job: tuple[str, int, list[str]]) -> dict:
     """One run in a worker process, then per-problem greedy outcomes before/after for Learn/Retain."""
-    from synco.trainer import train
+    from synco.run.trainer import train
 
     cfg = load_config("arith", overrides=job[2])
     s = train(cfg, log=lambda *a, **k: None)
@@ -187,9 +187,9 @@ def print_paired(results: dict[str, dict], bases: tuple[str, ...], width: int) -
 
 def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:
     """Greedy correctness of each held-out problem for the initial Reasoner (None) or a run's final one."""
-    from synco.answers import AnswerChecker, extract_answer
-    from synco.domain import SamplingParams, solve
-    from synco.trainer import build_domain, build_policy, latest_checkpoint
+    from synco.grading.answers import AnswerChecker, extract_answer
+    from synco.domains.base import SamplingParams, solve
+    from synco.run.trainer import build_domain, build_policy, latest_checkpoint
 
     domain = build_domain(cfg)
     items = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345)

@@ -7,7 +7,7 @@ For a GPU machine with torch, transformers and peft but no internet, no model
 hub and no vLLM: the agents are random Llamas built here from a config, with
 the embedded arith world's own tokenizers (shipped in the package), warmed up
 for ``--warm-steps`` supervised steps on the arith warm start's data so the
-Synthesizer writes valid cards and the Reasoner solves some; nothing is downloaded. The run goes through ``synco.trainer.train`` like ``synco train``
+Synthesizer writes valid cards and the Reasoner solves some; nothing is downloaded. The run goes through ``synco.run.trainer.train`` like ``synco train``
 (the arith world, its verifier and math-verify checking, the SQLite pool,
 checkpoints). It measures the machinery and its speed, not learning. Prints per step: generation / training /
 other seconds; Reasoner and Synthesizer tokens generated per second; peak GPU
@@ -38,10 +38,10 @@ def build_agent(role: str, out: Path, hidden: int, layers: int, seed: int, devic
     import torch
     from transformers import AutoTokenizer
 
-    from synco.pretrain import cell_catalog, encode_pairs, reasoner_pair, synthesizer_pair
-    from synco.trainer import resolve_model_path
-    from synco.worlds.arith import ArithDomain
-    from synco.worlds.charlm import tiny_llama
+    from synco.learn.pretrain import cell_catalog, encode_pairs, reasoner_pair, synthesizer_pair
+    from synco.run.trainer import resolve_model_path
+    from synco.domains.arith import ArithDomain
+    from synco.learn.charlm import tiny_llama
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path(f"builtin:arith/{role}"))
     model = tiny_llama(tok, seed=seed, hidden_size=hidden, num_layers=layers, num_heads=max(1, hidden // 64)).to(device)
@@ -89,7 +89,7 @@ def main() -> int:
     import torch
 
     from synco.config import load_config
-    from synco.trainer import train
+    from synco.run.trainer import train
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-gpu-smoke-"))
     root.mkdir(parents=True, exist_ok=True)

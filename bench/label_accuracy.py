@@ -7,7 +7,7 @@ Run: ``python bench/label_accuracy.py --model tiny|smollm2 --solver reasoner|che
 Draws ``--n`` problems from the math domain's generator (exact answers), corrupts exactly ``--corrupt`` of
 their reference answers (off by one, sign flip, a number from the problem, doubled/halved, an inverted
 fraction, swapped digits; the card's solution states the wrong answer too unless ``--label-only``), and runs
-them through real co-training steps (``synco.labels``): the verifier screen, then consensus on the K Reasoner
+them through real co-training steps (``synco.eval.labels``): the verifier screen, then consensus on the K Reasoner
 attempts (``--solver reasoner``) or on M answers of a frozen checker (``--solver checker``). Nothing is
 trained. Prints precision / recall of wrong-label detection (positive = label rejected), the share of
 correct labels wrongly rejected, how many cards consensus could judge at all, with counts and standard
@@ -15,7 +15,7 @@ errors; ``--json`` prints the same as JSON.
 
 Settings (K, M, sampling, verifier) come from the ``smollm2`` preset, as a ``synco train --preset smollm2``
 run would use them; ``--k`` replaces K (or M) and ``--max-new-tokens`` the answer budget.
-Models: ``smollm2`` is SmolLM2-135M-Instruct (``synco.models``; CPU, slow: ~2.4 CPU-s per 96-token answer
+Models: ``smollm2`` is SmolLM2-135M-Instruct (``synco.learn.models``; CPU, slow: ~2.4 CPU-s per 96-token answer
 with one thread, so ``--n 60`` with the preset's K = M = 2 takes ~5 CPU-minutes per solver; keep ``--n``
 small). ``tiny`` is a randomly initialised character-level Llama (the tests' tiny model): it writes no
 answers, so nothing is judged; it measures the harness, not a labeller.
@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from synco.config import load_config
-from synco.labels import (
+from synco.eval.labels import (
     CORRUPTION_KINDS,
     draw_labelled_cards,
     format_table,
@@ -44,21 +44,21 @@ from synco.labels import (
     settings_from_config,
     summarize,
 )
-from synco.worlds.math import MathDomain
+from synco.domains.math import MathDomain
 
 
 def build_solver(model: str, solver: str, cfg: Any, domain: MathDomain, seed: int) -> Any:
     """The policy that answers for consensus, built as a training run builds it (frozen)."""
     if model == "smollm2":
-        from synco.trainer import build_consensus_checker, build_policy
+        from synco.run.trainer import build_consensus_checker, build_policy
 
         if solver == "checker":
             return build_consensus_checker(cfg, domain)
         return build_policy(cfg.reasoner.model_copy(update={"trainable": False}))
     if model == "tiny":
-        from synco.hf_policy import HFPolicy
-        from synco.policy import PolicyConfig
-        from synco.worlds.charlm import char_tokenizer, tiny_llama
+        from synco.learn.hf_policy import HFPolicy
+        from synco.core.policy import PolicyConfig
+        from synco.learn.charlm import char_tokenizer, tiny_llama
 
         tok = char_tokenizer()
         sampling = (cfg.checker or cfg.reasoner).sampling if solver == "checker" else cfg.reasoner.sampling

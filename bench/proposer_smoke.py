@@ -3,17 +3,18 @@
 Run: ``python bench/proposer_smoke.py`` (loads the smollm2 preset's Synthesizer, ~1 min on CPU). Prints each
 completion, what parse_proposal made of it, and how many of the 3 parsed.
 """
+import random
+
 import torch
 from synco.config import load_config
-from synco.trainer import build_domain, build_policy, seed_everything
-from synco.policy import SamplingParams, generate_seeded
+from synco.run.trainer import build_domain, build_policy, seed_everything
+from synco.core.policy import SamplingParams, generate_seeded
 from synco.evosyn.proposer import proposer_prompt, parse_proposal
 torch.set_num_threads(2)
 cfg = load_config("smollm2")
 seed_everything(0)
 dom = build_domain(cfg)
 pol = build_policy(cfg.synthesizer.model_copy(update={"trainable": False}))
-import random
 rng = random.Random(0)
 probs = [dom.sample_any(rng) for _ in range(40)]
 failed = [p for p in probs if any(w in p.lower() for w in ("percent", "%", "probability", "ratio"))][:6]

@@ -56,11 +56,11 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
     """Sample and screen ``args.n`` cards; returns the numbers and the raw completions."""
     import torch
 
-    from synco.answers import AnswerChecker
+    from synco.grading.answers import AnswerChecker
     from synco.config import load_config
-    from synco.report import build_report
-    from synco.trainer import build_domain, build_policy, seed_everything
-    from synco.verifier import TaskVerifier
+    from synco.core.report import build_report
+    from synco.run.trainer import build_domain, build_policy, seed_everything
+    from synco.grading.verifier import TaskVerifier
 
     torch.set_num_threads(args.threads)
     overrides = [f"seed={args.seed}"]
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
     policy = build_policy(cfg.synthesizer.model_copy(update={"trainable": False}))
     decoding = args.decoding or cfg.synth_decoding
     if decoding == "card":  # as setup_run does for synth_decoding: card
-        from synco.card_decoding import constrain_synthesizer
+        from synco.rollout.card_decoding import constrain_synthesizer
 
         constrain_synthesizer(policy, domain, sampling.max_new_tokens)
     report = build_report([], cfg.report, step=0)

@@ -21,8 +21,8 @@ import random
 import time
 
 from synco.config import load_config
-from synco.engine import cotrain_step
-from synco.trainer import evaluate_heldout_greedy, setup_run
+from synco.cotrain.engine import cotrain_step
+from synco.run.trainer import evaluate_heldout_greedy, setup_run
 
 
 def main() -> None:

@@ -13,40 +13,44 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from synco import _aliases
+
 __version__ = "0.1.0"
+
+_aliases.install()  # the module paths before the layered packages (docs/CHANGELOG.md)
 
 _EXPORTS = {
     # records
-    "TaskCard": "synco.records",
-    "TaskCardError": "synco.records",
-    "Verdict": "synco.records",
-    "Rollout": "synco.records",
-    "SynthReward": "synco.records",
-    "TaskRecord": "synco.records",
-    "CARD_FIELDS": "synco.records",
+    "TaskCard": "synco.core.records",
+    "TaskCardError": "synco.core.records",
+    "Verdict": "synco.core.records",
+    "Rollout": "synco.core.records",
+    "SynthReward": "synco.core.records",
+    "TaskRecord": "synco.core.records",
+    "CARD_FIELDS": "synco.core.records",
     # parsing and checking
-    "parse_task_card": "synco.cards",
-    "extract_answer": "synco.answers",
-    "extract_answer_with_method": "synco.answers",
-    "answers_match": "synco.answers",
-    "AnswerChecker": "synco.answers",
+    "parse_task_card": "synco.grading.cards",
+    "extract_answer": "synco.grading.answers",
+    "extract_answer_with_method": "synco.grading.answers",
+    "answers_match": "synco.grading.answers",
+    "AnswerChecker": "synco.grading.answers",
     # verification, novelty
-    "TaskVerifier": "synco.verifier",
-    "VerifierConfig": "synco.verifier",
-    "NoveltyIndex": "synco.novelty",
+    "TaskVerifier": "synco.grading.verifier",
+    "VerifierConfig": "synco.grading.verifier",
+    "NoveltyIndex": "synco.grading.novelty",
     # rewards
-    "teachability": "synco.rewards",
-    "gate": "synco.rewards",
-    "synthesizer_reward": "synco.rewards",
-    "reasoner_reward": "synco.rewards",
-    "is_gradient_bearing": "synco.rewards",
-    "SynthesizerRewardConfig": "synco.rewards",
-    "ReasonerRewardConfig": "synco.rewards",
+    "teachability": "synco.core.rewards",
+    "gate": "synco.core.rewards",
+    "synthesizer_reward": "synco.core.rewards",
+    "reasoner_reward": "synco.core.rewards",
+    "is_gradient_bearing": "synco.core.rewards",
+    "SynthesizerRewardConfig": "synco.core.rewards",
+    "ReasonerRewardConfig": "synco.core.rewards",
     # pool and report
-    "TaskPool": "synco.pool",
-    "CapabilityReport": "synco.report",
-    "ReportConfig": "synco.report",
-    "build_report": "synco.report",
+    "TaskPool": "synco.core.pool",
+    "CapabilityReport": "synco.core.report",
+    "ReportConfig": "synco.core.report",
+    "build_report": "synco.core.report",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -66,13 +70,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from synco.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
-    from synco.cards import parse_task_card
-    from synco.novelty import NoveltyIndex
-    from synco.pool import TaskPool
-    from synco.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskCardError, TaskRecord, Verdict
-    from synco.report import CapabilityReport, ReportConfig, build_report
-    from synco.rewards import (
+    from synco.grading.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
+    from synco.grading.cards import parse_task_card
+    from synco.grading.novelty import NoveltyIndex
+    from synco.core.pool import TaskPool
+    from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskCardError, TaskRecord, Verdict
+    from synco.core.report import CapabilityReport, ReportConfig, build_report
+    from synco.core.rewards import (
         ReasonerRewardConfig,
         SynthesizerRewardConfig,
         gate,
@@ -81,4 +85,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         synthesizer_reward,
         teachability,
     )
-    from synco.verifier import TaskVerifier, VerifierConfig
+    from synco.grading.verifier import TaskVerifier, VerifierConfig

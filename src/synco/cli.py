@@ -63,15 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     configure_analyze(sub.add_parser("analyze", help="plots, statistics and an HTML report of one or more runs"))
     configure_compare(sub.add_parser("compare", help="Learn/Retain comparison of a base and a trained eval directory"))
 
-    from synco.contamination import configure_contamination
-    from synco.data import configure_data
-    from synco.evaluation import configure_eval
+    from synco.grading.contamination import configure_contamination
+    from synco.eval.data import configure_data
+    from synco.eval.evaluation import configure_eval
 
     configure_eval(sub.add_parser("eval", help="evaluate a model on the math benchmarks (accuracy.json, raw outputs)"))
     configure_contamination(sub.add_parser("contamination", help="near-duplicates between a run's tasks and benchmark questions"))
     configure_data(sub.add_parser("data", help="download and convert the benchmarks from the Hugging Face hub (needs internet)"))
 
-    from synco.merge import configure_merge
+    from synco.learn.merge import configure_merge
 
     configure_merge(sub.add_parser("merge", help="merge a saved LoRA adapter into its base model (full HF model folder)"))
     return parser
@@ -113,8 +113,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = _load(args)
     check_runnable(cfg)  # missing benchmark files fail here, before torch is even imported (setup_run checks again)
 
-    from synco.pool import PoolError
-    from synco.trainer import RunError, RunInterrupted, format_summary, train
+    from synco.core.pool import PoolError
+    from synco.run.trainer import RunError, RunInterrupted, format_summary, train
 
     try:
         summary = train(cfg, resume=args.resume)
@@ -132,7 +132,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from synco.pretrain import pretrain_arith
+    from synco.learn.pretrain import pretrain_arith
 
     kwargs = {}
     if args.reasoner_steps is not None:
@@ -172,25 +172,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from synco.evaluation import run_eval
+    from synco.eval.evaluation import run_eval
 
     return run_eval(args)
 
 
 def cmd_contamination(args: argparse.Namespace) -> int:
-    from synco.contamination import run_contamination
+    from synco.grading.contamination import run_contamination
 
     return run_contamination(args)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from synco.data import run_data
+    from synco.eval.data import run_data
 
     return run_data(args)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from synco.merge import run_merge
+    from synco.learn.merge import run_merge
 
     return run_merge(args)
 

@@ -11,9 +11,9 @@ import pytest
 from synco.analysis import AnalysisError, configure_analyze, load_run, run_analyze
 from synco.analysis.evosyn import allocation_series, evosyn_analysis, gap_points, in_cell
 from synco.analysis.rundata import MetricsLine, TaskRow, read_designer_target
-from synco.pool import TaskPool
-from synco.records import Rollout, TaskCard, TaskRecord, Verdict
-from synco.rewards import synthesizer_reward
+from synco.core.pool import TaskPool
+from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.rewards import synthesizer_reward
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EVOSYN_PNGS = {"evosyn_allocation.png", "evosyn_gap.png", "evosyn_metrics.png"}

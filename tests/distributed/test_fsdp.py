@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from synco.distributed.fsdp import DataShard, rank_micro_batches
+from synco.learn.fsdp import DataShard, rank_micro_batches
 
 
 def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
@@ -29,10 +29,10 @@ def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
 
 def _policy(dtype: str = "float32"):
     """A tiny Llama policy; ``bfloat16`` keeps the weights in bf16 and trains through fp32 masters."""
-    from synco.grpo import GRPOConfig
-    from synco.hf_policy import HFPolicy
-    from synco.policy import PolicyConfig
-    from synco.worlds.charlm import char_tokenizer, tiny_llama
+    from synco.learn.grpo import GRPOConfig
+    from synco.learn.hf_policy import HFPolicy
+    from synco.core.policy import PolicyConfig
+    from synco.learn.charlm import char_tokenizer, tiny_llama
 
     tok = char_tokenizer()
     model = tiny_llama(tok, seed=0, hidden_size=32, num_layers=2).to(getattr(torch, dtype))
@@ -42,7 +42,7 @@ def _policy(dtype: str = "float32"):
 
 
 def _batches(pol):
-    from synco.policy import Experience
+    from synco.core.policy import Experience
 
     def row(prompt: str, completion: str, adv: float) -> Experience:
         ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]
@@ -57,7 +57,7 @@ def _batches(pol):
 def _worker(rank: int, world: int, port: int, out: str, dtype: str = "float32") -> None:
     import torch.distributed as dist
 
-    from synco.distributed.fsdp import full_state_dict, full_tensors, shard_policy
+    from synco.learn.fsdp import full_state_dict, full_tensors, shard_policy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

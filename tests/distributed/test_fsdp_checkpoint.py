@@ -16,17 +16,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from synco.policy import STATE_FILE
+from synco.core.policy import STATE_FILE
 
 
 def _policy(folder: str | None = None):  # noqa: ANN202
     """The tiny learner, fresh or (``folder``) loaded from a saved checkpoint, as a resume builds it."""
     from transformers import AutoModelForCausalLM
 
-    from synco.grpo import GRPOConfig
-    from synco.hf_policy import HFPolicy
-    from synco.policy import PolicyConfig
-    from synco.worlds.charlm import char_tokenizer, tiny_llama
+    from synco.learn.grpo import GRPOConfig
+    from synco.learn.hf_policy import HFPolicy
+    from synco.core.policy import PolicyConfig
+    from synco.learn.charlm import char_tokenizer, tiny_llama
 
     tok = char_tokenizer()
     model = AutoModelForCausalLM.from_pretrained(folder) if folder else tiny_llama(tok, seed=0, hidden_size=32, num_layers=2)
@@ -36,7 +36,7 @@ def _policy(folder: str | None = None):  # noqa: ANN202
 
 
 def _grpo_batch(pol, first: bool):  # noqa: ANN001, ANN202
-    from synco.policy import Experience
+    from synco.core.policy import Experience
 
     def row(prompt: str, completion: str, adv: float) -> Experience:
         ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]
@@ -54,7 +54,7 @@ def _free_port() -> int:
 
 
 def _sft_batch(pol):  # noqa: ANN001, ANN202
-    from synco.protocols.sft import SFTExample
+    from synco.learn.sft import SFTExample
 
     # 3 rows, micro-batches of 2: rank 0 gets row 0, rank 1 rows 1-2 (uneven shares, one micro-batch each)
     return [SFTExample(pol.format_prompt("7+5="), "12"), SFTExample(pol.format_prompt("40-1="), "39"),
@@ -74,7 +74,7 @@ def _stats(s) -> tuple:  # noqa: ANN001
 def _worker(rank: int, world: int, port: int, start: str, out: str) -> None:
     import torch.distributed as dist
 
-    from synco.distributed.fsdp import load_full_state, save_full, save_full_state, shard_policy
+    from synco.learn.fsdp import load_full_state, save_full, save_full_state, shard_policy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

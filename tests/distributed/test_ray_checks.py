@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from synco.answers import AnswerChecker
-from synco.distributed.ray_config import RayCheckSettings, RaySettings
-from synco.records import CARD_FIELDS, TaskCard
-from synco.verifier import TaskVerifier, VerifierConfig
+from synco.grading.answers import AnswerChecker
+from synco.config.ray import RayCheckSettings, RaySettings
+from synco.core.records import CARD_FIELDS, TaskCard
+from synco.grading.verifier import TaskVerifier, VerifierConfig
 
 ray = pytest.importorskip("ray", reason="ray is in the test dependencies (pip install -e '.[test]')")
 

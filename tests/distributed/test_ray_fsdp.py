@@ -22,8 +22,8 @@ import torch
 from safetensors.torch import load_file
 
 from synco.config import ConfigError, load_config
-from synco.distributed.ray_config import RaySettings
-from synco.policy import STATE_FILE
+from synco.config.ray import RaySettings
+from synco.core.policy import STATE_FILE
 
 ray = pytest.importorskip("ray", reason="ray is in the test dependencies (pip install -e '.[test]')")
 
@@ -56,7 +56,7 @@ def test_learners_is_validated_and_counted():
 
 
 def test_sharding_needs_full_fine_tuning_without_kl_and_fails_before_any_actor(tmp_path, monkeypatch):
-    from synco.trainer import setup_run
+    from synco.run.trainer import setup_run
 
     lora = load_config("arith", overrides=["reasoner.lora.rank=4"]).reasoner
     assert "reasoner.lora is set" in sharding_problem("reasoner", lora, 2)
@@ -129,8 +129,8 @@ def assert_same_weights(ours_run, theirs_run) -> None:  # noqa: ANN001
 
 @pytest.mark.slow
 def test_a_sharded_reasoner_records_the_one_learner_run(tmp_path, local_ray, one_thread):
-    from synco.engine import cotrain_step
-    from synco.trainer import close_policies, save_checkpoint, setup_run
+    from synco.cotrain.engine import cotrain_step
+    from synco.run.trainer import close_policies, save_checkpoint, setup_run
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
         return setup_run(load_config("arith", overrides=[*TINY, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra]),

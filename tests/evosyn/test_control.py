@@ -12,8 +12,8 @@ from synco.evosyn.config import EvoSynConfig, ReflectorConfig
 from synco.evosyn.control import check_control, factor_control, pending
 from synco.evosyn.run import build_evo_state, control_and_log
 from synco.evosyn.space import SPACE_CHANGES, ControlEvidence, FactorEvidence, FactorSpace, FactorState, feasible_cells
-from synco.records import CARD_FIELDS, TaskCard, TaskRecord, Verdict
-from synco.worlds.arith import ArithDomain
+from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord, Verdict
+from synco.domains.arith import ArithDomain
 
 EV = FactorEvidence(cmi=0.05, cmi_null=0.001, p_value=0.005, n_tasks=400, n_attempts=3200)
 

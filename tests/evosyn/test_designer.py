@@ -20,7 +20,7 @@ from synco.evosyn.designer import (
     shares,
 )
 from synco.evosyn.space import FactorSpace, FactorState
-from synco.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
 
 LEVELS = ["L1", "L2", "L3", "L4"]
 SPACE = FactorSpace(factors=[FactorState(name="level", buckets=LEVELS)])

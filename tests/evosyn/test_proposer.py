@@ -21,9 +21,9 @@ from synco.evosyn.proposer import (
 from synco.evosyn.reflector import reflect
 from synco.evosyn.run import EvoState, build_evo_state, propose_and_log, reflect_and_log, with_proposed_values
 from synco.evosyn.space import FactorChange, FactorSpace
-from synco.prompts import PROMPTS_ENV
-from synco.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
-from synco.worlds.math import MathDomain
+from synco.core.prompts import PROMPTS_ENV
+from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.domains.math import MathDomain
 
 VALID = '{"name": "percent_use", "buckets": {"percent": ["percent", "%"], "money": ["$", "dollars"]}}'
 
@@ -369,7 +369,7 @@ class ScriptedPolicy:
         return f"<sys>{system}</sys><user>{user_text}</user>"
 
     def generate(self, prompts, n, params=None, seed=None):  # noqa: ANN001, ANN201
-        from synco.policy import Completion
+        from synco.core.policy import Completion
 
         out = []
         for p in prompts:
@@ -380,7 +380,7 @@ class ScriptedPolicy:
         return out
 
     def update(self, batch):  # noqa: ANN001, ANN201
-        from synco.policy import UpdateStats
+        from synco.core.policy import UpdateStats
 
         return UpdateStats(loss=0.0, n_sequences=len(batch), n_tokens=2 * len(batch), n_skipped_zero_adv=0,
                            grad_norm=0.0, clip_frac=0.0, kl=0.0, lr=1e-6, nan_skipped=False, stepped=True)
@@ -407,9 +407,9 @@ def card_text(problem: str, answer: str) -> str:
 
 def test_a_math_run_with_the_proposer_logs_a_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       one_thread) -> None:
-    import synco.card_decoding
-    import synco.trainer
-    from synco.trainer import train
+    import synco.rollout.card_decoding
+    import synco.run.trainer
+    from synco.run.trainer import train
 
     counter = iter(range(10_000))
 
@@ -430,8 +430,8 @@ def test_a_math_run_with_the_proposer_logs_a_proposal(tmp_path: Path, monkeypatc
         return "\\boxed{999}"  # every percent problem fails
 
     synthesizer, reasoner = ScriptedPolicy(synth), ScriptedPolicy(reason)
-    monkeypatch.setattr(synco.trainer, "build_policies", lambda cfg, ckpt=None: (synthesizer, reasoner))
-    monkeypatch.setattr(synco.card_decoding, "constrain_synthesizer",
+    monkeypatch.setattr(synco.run.trainer, "build_policies", lambda cfg, ckpt=None: (synthesizer, reasoner))
+    monkeypatch.setattr(synco.rollout.card_decoding, "constrain_synthesizer",
                         lambda policy, domain, n: policy.set_token_constraint("card-grammar"))
     cfg = load_config("smollm2", overrides=[
         f"runs_dir={tmp_path}", "run_id=prop", "steps=2", "n_cards=4", "k=2", "heldout_per_group=0",

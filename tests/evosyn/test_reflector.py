@@ -22,7 +22,7 @@ from synco.evosyn.reflector import (
     reflect,
 )
 from synco.evosyn.space import FactorDef, FactorSpace
-from synco.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
 
 K = 4
 LEVEL = FactorDef("level", ("L1", "L2"), lambda p: None)

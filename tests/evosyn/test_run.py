@@ -11,8 +11,8 @@ import pytest
 from synco.evosyn.config import EvoSynConfig, ReflectorConfig
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
 from synco.evosyn.space import SPACE_CHANGES, FactorSpace, factor_values
-from synco.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
-from synco.worlds.arith import ArithDomain
+from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.domains.arith import ArithDomain
 
 
 def arith_records(n: int = 240, seed: int = 0) -> list[TaskRecord]:
@@ -140,7 +140,7 @@ def _lines(path: Path) -> list[dict]:
 def test_resume_restores_the_factor_space_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread) -> None:
     from synco.cli import main
     from synco.config import load_config
-    from synco.trainer import train
+    from synco.run.trainer import train
 
     # Start from an empty space (one cell): with the 11 level cells built in, the few tasks of a tiny run are
     # spread so thin that no shuffle within a cell can move the CMI (p = 1) and nothing is ever promoted.

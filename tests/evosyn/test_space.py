@@ -15,7 +15,7 @@ from synco.evosyn.space import (
     feasible_cells,
     parse_cell_key,
 )
-from synco.worlds.arith import ARITH_FACTORS, ArithDomain
+from synco.domains.arith import ARITH_FACTORS, ArithDomain
 
 EVIDENCE = FactorEvidence(cmi=0.05, cmi_null=0.001, p_value=0.004, n_tasks=400, n_attempts=1600,
                           failure_by_bucket={"a": 0.2, "b": 0.7}, n_by_bucket={"a": 210, "b": 190})

@@ -22,14 +22,14 @@ import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file
 
-from synco.distributed.seeds import chunk_seed, derive_seed
-from synco.grpo import GRPOConfig
-from synco.hf_policy import HFGenerator, HFPolicy
-from synco.policy import Experience, LoraSettings, PolicyConfig, SamplingParams
+from synco.core.seeds import chunk_seed, derive_seed
+from synco.learn.grpo import GRPOConfig
+from synco.learn.hf_policy import HFGenerator, HFPolicy
+from synco.core.policy import Experience, LoraSettings, PolicyConfig, SamplingParams
 from synco.rollout import VLLMSettings
 from synco.rollout import vllm_engine as ve
-from synco.shared_base import BaseView, SharedBase
-from synco.worlds.charlm import char_tokenizer, tiny_llama
+from synco.learn.shared_base import BaseView, SharedBase
+from synco.learn.charlm import char_tokenizer, tiny_llama
 
 EOS = 2
 
@@ -224,7 +224,7 @@ def test_config_defaults_and_errors() -> None:
 
 
 def test_importing_synco_does_not_import_vllm() -> None:
-    code = ("import sys, synco.policy, synco.rollout, synco.rollout.vllm_engine; "
+    code = ("import sys, synco.core.policy, synco.rollout, synco.rollout.vllm_engine; "
             "assert 'vllm' not in sys.modules, 'vllm imported'; print('ok')")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]

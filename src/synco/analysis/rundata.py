@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
 from synco.evosyn.space import FactorChange, FactorEvidence, FactorSpace
-from synco.pool import SCHEMA_VERSION
-from synco.rewards import teachability
+from synco.core.pool import SCHEMA_VERSION
+from synco.core.rewards import teachability
 
 
 class AnalysisError(ValueError):
@@ -72,7 +72,7 @@ class MetricsLine(BaseModel):
 
     step: int
     mode: str = ""
-    protocol: str = "online"  # synco.protocols (absent from runs written before protocols existed)
+    protocol: str = "online"  # synco.cotrain.protocols (absent from runs written before protocols existed)
     reasoner_reward: float | None = None
     synth_reward: float | None = None
     reasoner_accuracy: float | None = None

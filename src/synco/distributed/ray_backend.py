@@ -14,7 +14,7 @@ Where each piece runs::
       or learner group           ray.<agent>.learners > 1: that many learner actors (each with those resources),
                                  ranks 0..N-1 of a torch.distributed group (nccl on GPUs, else gloo; rank 0 picks
                                  the rendezvous address and port), each builds the same HFPolicy and shards it with
-                                 FSDP2 (:mod:`synco.distributed.fsdp`); every update, SFT update, save, save_state,
+                                 FSDP2 (:mod:`synco.learn.fsdp`); every update, SFT update, save, save_state,
                                  load_state and weight export runs on every rank with the whole batch, rank 0's
                                  stats are the agent's; weights and checkpoints are gathered to full tensors
                                  (rank 0 writes), so workers and checkpoint files look as with one learner
@@ -28,8 +28,8 @@ Where each piece runs::
                                  process, a failed chunk is checked in the driver
 
 **Seeds per request.** A request's rows are cut into chunks of ``generation_batch_size`` rows and chunk ``j``
-is sampled from ``chunk_seed(seed, j)`` alone (:mod:`synco.distributed.seeds`), exactly as
-:meth:`HFPolicy.generate <synco.hf_policy.HFPolicy.generate>` does in one process; the chunks go to the workers
+is sampled from ``chunk_seed(seed, j)`` alone (:mod:`synco.core.seeds`), exactly as
+:meth:`HFPolicy.generate <synco.learn.hf_policy.HFPolicy.generate>` does in one process; the chunks go to the workers
 round-robin and run in parallel. Each agent is built from ``agent_seed(seed, role)`` in its actors as in the
 driver, and actors use the driver's torch thread count, so a Ray run records the same pool and metrics as the
 in-process run with ``seed_per_request: true`` (which ``backend: ray`` forces).
@@ -63,17 +63,17 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
-from synco.distributed.ray_config import RayResources, RaySettings, local_cpus, resource_shortfall
-from synco.distributed.seeds import agent_seed, chunk_seed, regroup, row_chunks
-from synco.policy import PolicyConfig, UpdateStats
-from synco.prompts import build_prompt
-from synco.sampling import Completion, Experience, SamplingParams
+from synco.config.ray import RayResources, RaySettings, local_cpus, resource_shortfall
+from synco.core.seeds import agent_seed, chunk_seed, regroup, row_chunks
+from synco.core.policy import PolicyConfig, UpdateStats
+from synco.core.prompts import build_prompt
+from synco.core.sampling import Completion, Experience, SamplingParams
 
 if TYPE_CHECKING:
     import torch
 
     from synco.config import RunConfig
-    from synco.protocols.sft import SFTExample
+    from synco.learn.sft import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
 GROUP_ERROR_GRACE_S = 10.0
@@ -106,7 +106,7 @@ def weight_payload(policy: Any) -> dict[str, torch.Tensor]:
 
     A sharded learner's parameters are gathered to full tensors (a collective: every rank of its group calls this).
     """
-    from synco.distributed.fsdp import full_tensors
+    from synco.learn.fsdp import full_tensors
 
     return {name: full_tensors(p.detach()).to("cpu", copy=True) for name, p in policy.trainable_parameters()}
 
@@ -146,8 +146,8 @@ class _AgentActor:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import torch
 
-        from synco.hf_policy import seeded_rng
-        from synco.trainer import build_policy
+        from synco.learn.hf_policy import seeded_rng
+        from synco.learn.build import build_policy
 
         torch.set_num_threads(threads)  # the driver's count: CPU results are bit-identical only at equal counts
         with seeded_rng(seed):  # as trainer.build_policies does under seed_per_request
@@ -176,7 +176,7 @@ class LearnerActor(_AgentActor):
     rollout workers load.
 
     With ``world > 1`` every rank builds the same policy (same config, same seed), then :meth:`join_group`
-    shards it with FSDP2 (:func:`synco.distributed.fsdp.shard_policy`). From then on every method that trains,
+    shards it with FSDP2 (:func:`synco.learn.fsdp.shard_policy`). From then on every method that trains,
     saves or exports weights is a collective: the driver calls it on every rank, in the same order, with the
     same arguments, and uses rank 0's answer; files are written by rank 0 alone.
     """
@@ -199,7 +199,7 @@ class LearnerActor(_AgentActor):
         """Join the agent's process group (nccl on a GPU, else gloo) and shard the policy over it."""
         import torch.distributed as dist
 
-        from synco.distributed.fsdp import shard_policy
+        from synco.learn.fsdp import shard_policy
 
         backend = "nccl" if self.policy.device.type == "cuda" else "gloo"
         dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=self.rank, world_size=self.world)
@@ -216,7 +216,7 @@ class LearnerActor(_AgentActor):
         if self.policy.shard is None:
             self.policy.save(path)
         else:
-            from synco.distributed.fsdp import save_full
+            from synco.learn.fsdp import save_full
 
             save_full(self.policy, path)
 
@@ -224,7 +224,7 @@ class LearnerActor(_AgentActor):
         if self.policy.shard is None:
             self.policy.save_state(path)
         else:
-            from synco.distributed.fsdp import save_full_state
+            from synco.learn.fsdp import save_full_state
 
             save_full_state(self.policy, path)
 
@@ -232,7 +232,7 @@ class LearnerActor(_AgentActor):
         if self.policy.shard is None:
             self.policy.load_state(path)
         else:
-            from synco.distributed.fsdp import load_full_state
+            from synco.learn.fsdp import load_full_state
 
             load_full_state(self.policy, path)
 
@@ -279,7 +279,7 @@ def placed(config: PolicyConfig, res: RayResources) -> PolicyConfig:
 def sharding_problem(role: str, config: PolicyConfig, learners: int) -> str | None:
     """Why ``learners`` learner actors cannot shard this agent (None: they can, or there is only one).
 
-    Checked in the driver before any actor starts: :func:`synco.distributed.fsdp.shard_policy` supports full
+    Checked in the driver before any actor starts: :func:`synco.learn.fsdp.shard_policy` supports full
     fine-tuning without a KL reference model.
     """
     if learners <= 1:
@@ -293,7 +293,7 @@ def sharding_problem(role: str, config: PolicyConfig, learners: int) -> str | No
 
 
 class RayPolicy:
-    """The driver's view of one agent on Ray (implements :class:`~synco.policy.Policy`).
+    """The driver's view of one agent on Ray (implements :class:`~synco.core.policy.Policy`).
 
     Prompts are formatted here (the learner's tokenizer, fetched once); ``generate`` fans chunks out
     to the rollout workers (to the learner when there are none); updates, checkpoints and optimizer
@@ -339,7 +339,7 @@ class RayPolicy:
     # ------------------------------------------------------------------ the Policy protocol
 
     def format_prompt(self, user_text: str, system: str | None = None) -> str:
-        """As :meth:`HFPolicy.format_prompt <synco.hf_policy.HFPolicy.format_prompt>`, with the learner's tokenizer."""
+        """As :meth:`HFPolicy.format_prompt <synco.learn.hf_policy.HFPolicy.format_prompt>`, with the learner's tokenizer."""
         cfg = self.config
         return build_prompt(self.tokenizer, user_text, cfg.system_prompt if system is None else system,
                             use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking)
@@ -560,7 +560,7 @@ def build_ray_policies(cfg: RunConfig, dirs: tuple[str | None, str | None]) -> t
     """
     import torch
 
-    from synco.trainer import resolve_model_path
+    from synco.learn.build import resolve_model_path
 
     problems = [sharding_problem(role, getattr(cfg, role), getattr(cfg.ray, role).learners) for role in ROLES]
     if any(problems):  # before any actor starts

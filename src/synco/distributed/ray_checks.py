@@ -3,13 +3,13 @@
 The loop, the pool and the report stay in the driver, and ``cotrain_step`` does not change: it asks its
 checker and its verifier through two batch seams, which the classes here implement on Ray.
 
-* :class:`RayAnswerChecker` is an :class:`~synco.answers.AnswerChecker` whose ``match_many`` (the step's
+* :class:`RayAnswerChecker` is an :class:`~synco.grading.answers.AnswerChecker` whose ``match_many`` (the step's
   answer checks in one call: every attempt's extracted answer against its card's reference, and the
   consensus checker's answers) cuts the pairs into chunks of ``ray.checks.answers_per_task`` and sends
   each chunk as one task to a check worker. Every single call (``match``, ``understands``: held-out
   evaluation, grouping consensus answers, a chunk checked here) runs in the driver, as in process.
-* :class:`RayTaskVerifier` is a :class:`~synco.verifier.TaskVerifier` whose first phase
-  (:meth:`~synco.verifier.TaskVerifier.check_cards`: parse, schema, problem checks, answer consistency
+* :class:`RayTaskVerifier` is a :class:`~synco.grading.verifier.TaskVerifier` whose first phase
+  (:meth:`~synco.grading.verifier.TaskVerifier.check_cards`: parse, schema, problem checks, answer consistency
   with its checker calls, the domain's oracle, each card alone within ``verifier.card_timeout``) runs on
   the check workers, ``ray.checks.cards_per_task`` cards per task. The second phase, which depends on the
   other cards (novelty within the batch and against the pool's index, contamination), and consensus run
@@ -46,10 +46,10 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
 
-from synco.answers import AnswerChecker
+from synco.grading.answers import AnswerChecker
 from synco.distributed.ray_backend import RayBackendError, last_line, actor_options
-from synco.distributed.ray_config import RayCheckSettings, RaySettings
-from synco.verifier import CardCheck, Oracle, TaskVerifier, VerifierConfig
+from synco.config.ray import RayCheckSettings, RaySettings
+from synco.grading.verifier import CardCheck, Oracle, TaskVerifier, VerifierConfig
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from synco.evosyn.config import ReflectorConfig
 from synco.evosyn.space import ControlEvidence, FactorChange, FactorSpace, parse_cell_key
-from synco.records import TaskRecord
+from synco.core.records import TaskRecord
 
 
 def factor_control(records: Sequence[TaskRecord], name: str, since_step: int = 0) -> ControlEvidence:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from synco.evosyn.config import DesignerConfig
 from synco.evosyn.space import Cell, FactorSpace
-from synco.records import TaskRecord
+from synco.core.records import TaskRecord
 
 
 @dataclass(frozen=True)

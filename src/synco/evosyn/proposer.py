@@ -18,28 +18,28 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from synco.prompts import load_prompt, render
+from synco.core.prompts import load_prompt, render
+from synco.evosyn.proposed import (  # noqa: F401  (the record and its rules, re-exported for the parser)
+    FALLBACK,
+    KEYWORD_PATTERN,
+    MAX_PROBLEM_CHARS,
+    NAME_PATTERN,
+    RAW_CHARS,
+    ProposedFactor,
+    tokens,
+)
 
-if TYPE_CHECKING:  # space.py stores proposals, so it imports this module
-    from synco.evosyn.space import FactorDef
-    from synco.records import TaskRecord
+from synco.evosyn.space import FactorDef
 
-NAME_PATTERN = r"^[a-z][a-z0-9_]{1,23}$"
-"""Factor and bucket names: short snake_case identifiers (they appear in cell keys and prompts)."""
-
-KEYWORD_PATTERN = r"^[A-Za-z0-9 $%\-]{1,30}$"
-"""A keyword: 1-30 ASCII letters, digits, spaces and ``$ % -``."""
-
-FALLBACK = "other"
-"""The bucket of a problem that mentions no keyword of any bucket."""
+if TYPE_CHECKING:
+    from synco.core.records import TaskRecord
 
 MAX_SCAN = 4000
 """Characters of model output :func:`parse_proposal` looks at."""
@@ -50,60 +50,8 @@ MAX_DEPTH = 8
 MAX_OBJECTS = 16
 """Balanced ``{...}`` spans tried before giving up."""
 
-MAX_PROBLEM_CHARS = 4000
-"""Characters of a problem the keyword extractor reads (bounded work per problem)."""
-
 EXAMPLE_CHARS = 300
 """Characters of each example problem shown in the proposer prompt."""
-
-RAW_CHARS = 500
-"""Characters of the model's text kept with a proposal (for the log)."""
-
-_TOKEN = re.compile(r"[a-z0-9]+|[$%]")
-"""Word tokens of lower-cased text: runs of ASCII letters/digits; ``$`` and ``%`` are tokens of their own."""
-
-
-def tokens(text: str) -> tuple[str, ...]:
-    """The word tokens of ``text`` lower-cased: ``"15% off!"`` -> ``("15", "%", "off")``."""
-    return tuple(_TOKEN.findall(text.lower()))
-
-
-class ProposedFactor(BaseModel):
-    """One factor the Synthesizer model proposed: keyword buckets (``other`` is added as the fallback)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=NAME_PATTERN, description="Factor name (snake_case, 2-24 chars).")
-    buckets: dict[str, list[str]] = Field(description="Bucket name -> 1..8 keywords, 2..4 buckets, in match order.")
-    step: int = Field(ge=0, description="Step the factor was proposed at.")
-    raw: str = Field("", max_length=RAW_CHARS, description="The model's text (clipped), for the log.")
-
-    @field_validator("buckets")
-    @classmethod
-    def _check_buckets(cls, buckets: dict[str, list[str]]) -> dict[str, list[str]]:
-        if not 2 <= len(buckets) <= 4:
-            raise ValueError(f"buckets: need 2 to 4 buckets, got {len(buckets)}")
-        out: dict[str, list[str]] = {}
-        for bucket, keywords in buckets.items():
-            if not re.match(NAME_PATTERN, bucket):
-                raise ValueError(f"buckets: bucket name {bucket[:40]!r} does not match {NAME_PATTERN}")
-            if bucket == FALLBACK:
-                raise ValueError(f"buckets: {FALLBACK!r} is the automatic fallback bucket, not a proposable one")
-            if not 1 <= len(keywords) <= 8:
-                raise ValueError(f"buckets.{bucket}: need 1 to 8 keywords, got {len(keywords)}")
-            clean = []
-            for kw in keywords:
-                if not re.match(KEYWORD_PATTERN, kw) or not tokens(kw):
-                    raise ValueError(f"buckets.{bucket}: keyword {kw[:40]!r} is not 1-30 letters, digits, "
-                                     f"spaces or $%- with at least one word")
-                clean.append(" ".join(kw.lower().split()))
-            out[bucket] = clean
-        return out
-
-    @property
-    def bucket_names(self) -> tuple[str, ...]:
-        """The proposed buckets in match order, then ``other``."""
-        return (*self.buckets, FALLBACK)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 
 from synco.evosyn.config import ReflectorConfig
 from synco.evosyn.space import FactorChange, FactorDef, FactorEvidence, FactorSpace, cell_key
-from synco.records import TaskRecord
+from synco.core.records import TaskRecord
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,6 @@ def reflect(records: Sequence[TaskRecord], space: FactorSpace, defs: Sequence[Fa
     evidence: dict[str, FactorEvidence] = {}
     if len(obs) < cfg.min_tasks:
         return Reflection(step, changes, evidence, len(obs))
-    by_name = {d.name: d for d in defs}
     # 1. promoted factors: still informative given the other active factors?
     for f in list(space.active()):
         if f.origin != "promoted" or f.name in builtin:

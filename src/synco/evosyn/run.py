@@ -22,7 +22,7 @@ from synco.evosyn.control import check_control, pending
 from synco.evosyn.proposer import RAW_CHARS, ProposedFactor, parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
 from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, feasible_cells
-from synco.records import CARD_FIELDS, TaskCard, TaskRecord
+from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from synco.evosyn.proposer import ProposedFactor
+from synco.evosyn.proposed import ProposedFactor
 
 Cell = tuple[tuple[str, str], ...]
 """``((factor, bucket), ...)`` in the space's factor order."""

@@ -1,10 +1,10 @@
 """Rollout engines other than ``transformers`` generate: the vLLM engine (``rollout_engine: vllm``).
 
-* :mod:`synco.rollout.config`: :class:`VLLMSettings`, the ``vllm:`` section of a
-  :class:`~synco.policy.PolicyConfig` (torch-free, vLLM-free).
+* :mod:`synco.core.rollout_config`: :class:`VLLMSettings`, the ``vllm:`` section of a
+  :class:`~synco.core.policy.PolicyConfig` (torch-free, vLLM-free).
 * :mod:`synco.rollout.vllm_engine`: :class:`VLLMEngine` (one ``vllm.LLM`` in this
   process, shared by the LoRA agents of one base) and :class:`VLLMGenerator`, the
-  :class:`~synco.policy.Generator` an :class:`~synco.hf_policy.HFPolicy` samples
+  :class:`~synco.core.policy.Generator` an :class:`~synco.learn.hf_policy.HFPolicy` samples
   through when its config says ``rollout_engine: vllm``.
 
 Importing this package loads neither torch nor vLLM; vLLM is imported when an
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from synco.rollout.config import RolloutEngine, VLLMSettings
+from synco.core.rollout_config import RolloutEngine, VLLMSettings
 
 __all__ = ["RolloutEngine", "VLLMSettings", "VLLMEngine", "VLLMGenerator", "VLLMUnavailable", "import_vllm"]
 

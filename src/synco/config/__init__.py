@@ -1,0 +1,376 @@
+"""Run configuration: typed, documented, loaded from a preset or YAML plus dotted overrides.
+
+    synco train --config my.yaml reasoner.grpo.lr=3e-5 steps=50
+
+Every field has a description, so ``synco config --help``-style listings and the
+README's reference are generated from the models themselves. A bad value gives
+a ``ConfigError`` naming the dotted field and the value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from synco.config.ray import RaySettings
+from synco.evosyn.config import EvoSynConfig, proposer_problem
+from synco.cotrain.health import HealthConfig
+from synco.core.policy import PolicyConfig
+from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, protocol_mode
+from synco.core.report import ReportConfig
+from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
+from synco.core.threads import ThreadsSetting
+from synco.grading.verifier import VerifierConfig
+
+PRESETS = ("arith", "paper", "paper-1gpu", "smollm2")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names the dotted field."""
+
+
+class RunConfig(BaseModel):
+    """Everything one co-training run needs. Defaults are the embedded arithmetic world."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: Literal["arith", "math"] = Field("arith", description="Task domain: arith (embedded integer-arithmetic world) or math (free-form maths for real LMs).")
+    mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
+        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
+    protocol: ProtocolName = Field(
+        "online", description="Training protocol (synco.cotrain.protocols.config): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus of mode=static, which it sets; see rounds).")
+    rounds: RoundsConfig = Field(default_factory=RoundsConfig, description="protocol=rounds / rft: steps per round, SFT or GRPO at the round's end, accumulated data.")
+    alternating: AlternatingConfig = Field(default_factory=AlternatingConfig, description="protocol=alternating: phase length and the first learner.")
+    static_corpus_size: int = Field(2048, ge=1, description="mode=static: cards in the fixed corpus, drawn once from the domain's generator with the run seed and revisited.")
+    seed: int = Field(0, description="Seed for every random generator (Python, NumPy, torch).")
+    steps: int = Field(300, ge=0, description="Number of co-training steps.")
+    n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
+    n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
+    k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
+    report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
+    group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
+    consensus: bool = Field(True, description="Apply the consensus check (independent answers must not agree on another answer) when the domain has no exact oracle.")
+    consensus_solver: Literal["reasoner", "checker"] = Field(
+        "reasoner", description="Who answers for consensus: reasoner (reuse the K attempts) or checker (a separate frozen model samples consensus_m answers per valid card before the Reasoner solves it; cards it rejects get no rollouts).")
+    consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
+    checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model (under shared_base with fresh adapters: the shared base with adapters disabled, no second copy).")
+    prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
+    synth_decoding: Literal["free", "card"] = Field(
+        "free", description="How the Synthesizer samples: free (any text), or card (math domain: template-constrained decoding, synco.rollout.card_decoding: the JSON between the values is fixed, the model writes only the values, the answer in digits; sampling and GRPO log-probs both use the masked distribution). card needs synthesizer.sampling.max_new_tokens >= the template's longest card.")
+    save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: by time instead, see save_every_minutes). A checkpoint is always saved at the end and when the run is stopped with Ctrl-C.")
+    save_every_minutes: float = Field(5.0, ge=0, description="With save_every=0: save a checkpoint after the first step that ends this many minutes after the last one (0: only at the end), so a killed run loses about this much work; `synco train --resume RUN_DIR` continues from it. Checkpoints never change the run's results.")
+    keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
+    runs_dir: str = Field("runs", description="Folder that holds run directories.")
+    run_id: str | None = Field(None, description="Name of the run directory (default: <domain>-<mode>-s<seed>-<timestamp>).")
+    heldout_per_group: int = Field(150, ge=0, description="Held-out problems per difficulty group for the before/after evaluation (0: skip).")
+    heldout_every: int = Field(0, ge=0, description="Also evaluate the held-out set greedily every this many steps and append it to heldout.jsonl (and TensorBoard): the Reasoner's held-out learning curve (0: before/after only).")
+    heldout_samples: int = Field(4, ge=0, description="Also score held-out problems by sampling this many answers each with the Reasoner's training sampling settings (0: greedy only). Greedy shows whether the most likely answer changed; sampled accuracy is what GRPO optimises.")
+    threads: ThreadsSetting = Field(
+        "auto", description="torch intra-op CPU threads: a positive int (exactly that many), auto (half the usable CPUs, fewer when the load at start leaves less idle, at least 1; keeps idle cores for other programs, since OpenMP threads spin-waiting on a shared core slowed steps ~20x) or null (torch's own choice). Results are bit-identical only at the same thread count: set an int to compare runs across machines or loads.")
+    tensorboard: bool = Field(True, description="Write TensorBoard logs to <run>/tb.")
+    wandb: bool = Field(False, description="Log metrics to Weights & Biases (needs `pip install wandb`).")
+    wandb_project: str = Field("synco", description="Weights & Biases project name.")
+    progress: bool = Field(True, description="Show a progress bar with live metrics.")
+    backend: Literal["inprocess", "ray"] = Field(
+        "inprocess", description="Where the agents run: inprocess (both in this Python process) or ray (each agent's learner is a Ray actor with its own resources and its rollout workers are actor replicas; the loop, the pool and the report stay here; see ray). ray forces seed_per_request, so it records the same run as inprocess with seed_per_request=true.")
+    seed_per_request: bool = Field(False, description="Give every generate call its own seed drawn from the run's random stream (and build each agent from its own seed), so samples depend only on weights, prompts and seeds, not on which process draws them: what makes backend=ray record the same pool and metrics as inprocess. False keeps the one global torch stream (results of earlier runs are reproduced bit for bit).")
+    ray: RaySettings = Field(default_factory=RaySettings, description="backend=ray: the cluster, each agent's learner and rollout-worker resources (CPUs, GPUs, custom resources, node labels), worker restarts and chunk retries.")
+    shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
+    synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/synthesizer"),
+                                      description="The Synthesizer policy: model, sampling and GRPO settings.")
+    reasoner: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/reasoner"),
+                                   description="The Reasoner policy: model, sampling and GRPO settings.")
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
+    report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
+    evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
+    synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
+    reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health checks on every step (synco.cotrain.health): Synthesizer collapse, valid rate, label agreement, rejection codes, NaN/inf skips, reward saturation; each warns (alerts.jsonl, TensorBoard, progress bar) or stops the run cleanly.")
+
+    @model_validator(mode="after")
+    def _check_protocol(self) -> "RunConfig":
+        self.mode = protocol_mode(self.protocol, self.mode)  # type: ignore[assignment]  # rft: static
+        return self
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> "RunConfig":
+        if self.backend != "ray":
+            return self
+        self.seed_per_request = True
+        unsupported = [f"{name}={value}" for name, value, bad in (
+            ("shared_base", "true", self.shared_base),
+            ("synth_decoding", self.synth_decoding, self.synth_decoding != "free"),
+        ) if bad]
+        if unsupported:
+            raise ValueError(f"backend=ray does not support {', '.join(unsupported)} yet (use backend=inprocess)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_card_engine(self) -> "RunConfig":
+        if self.synth_decoding == "card" and self.synthesizer.rollout_engine != "hf":
+            raise ValueError(f"synth_decoding=card masks the Synthesizer's logits inside transformers' generate; "
+                             f"synthesizer.rollout_engine={self.synthesizer.rollout_engine!r} cannot apply it "
+                             f"(use synthesizer.rollout_engine=hf, or synth_decoding=free)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_proposer(self) -> "RunConfig":
+        message = proposer_problem(self.evosyn, self.domain, self.mode)
+        if message:
+            raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _check_shared_base(self) -> "RunConfig":
+        if self.shared_base:
+            from synco.learn.shared_base import shared_base_problems
+
+            problems = shared_base_problems(self.synthesizer, self.reasoner)
+            if problems:
+                raise ValueError("shared_base=true needs one base and equal LoRA settings: " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _check_finite(self) -> "RunConfig":
+        bad = non_finite_fields(self)
+        if bad:
+            raise ValueError("numbers must be finite: " + "; ".join(f"{name}={value}" for name, value in bad))
+        return self
+
+    @model_validator(mode="after")
+    def _check_model_paths(self) -> "RunConfig":
+        problems = []
+        for role in ("synthesizer", "reasoner", "checker"):
+            policy: PolicyConfig | None = getattr(self, role)
+            if policy is None:
+                continue
+            paths = {f"{role}.model_path": policy.model_path}
+            if policy.lora is not None and policy.lora.adapter_path is not None:
+                paths[f"{role}.lora.adapter_path"] = policy.lora.adapter_path
+            problems += [f"{name}: {why}" for name, path in paths.items() if (why := model_path_problem(path))]
+        if problems:
+            raise ValueError("; ".join(problems) + f" (a model is {MODEL_PATH_FORMS})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_prompts_dir(self) -> "RunConfig":
+        """A named prompt folder must exist, and hold templates the domain can use: checked here, not inside a step."""
+        message = prompts_dir_problem(self.prompts_dir, self.domain)
+        if message:
+            raise ValueError(message)
+        return self
+
+
+def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
+    """Why ``prompts_dir`` cannot serve ``domain``, naming the field and value, or None when it can (or is unset).
+
+    The folder must exist for any domain (a typo must not fall back to the shipped templates
+    unnoticed). Only the math domain reads prompts: its templates are loaded and checked the
+    way a run loads them (``MathDomain``'s ``PromptError``), so a template without a placeholder
+    the domain needs fails at config load, naming the file, not inside the first step.
+    """
+    if prompts_dir is None:
+        return None
+    folder = Path(prompts_dir).expanduser()
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return (f"prompts_dir={prompts_dir!r}: {what} (relative paths are read from the current folder, "
+                f"{Path.cwd()}); point it at a folder of prompt templates, or leave it unset for the shipped ones")
+    if domain != "math":
+        return None
+    from synco.core.prompts import PromptError
+    from synco.domains.math import MathDomain
+
+    try:
+        MathDomain(prompts_dir=prompts_dir)
+    except PromptError as err:
+        return f"prompts_dir={prompts_dir!r}: {err}"
+    return None
+
+
+def run_input_problems(cfg: RunConfig) -> list[str]:
+    """What a run of ``cfg`` needs on disk at start and lacks (the contamination benchmark files), one message each.
+
+    Not a config validator: describing a config (``synco config``) must work before
+    ``synco data`` has made the folder; running it must not (``check_runnable``).
+    """
+    from synco.grading.benchmarks import benchmark_paths_error
+
+    message = benchmark_paths_error(cfg.verifier.benchmark_paths, "verifier.benchmark_paths")
+    return [message] if message else []
+
+
+def check_runnable(cfg: RunConfig) -> None:
+    """Raise ConfigError (the same message config validation gives) when a run of ``cfg`` would lack its inputs.
+
+    Called before a run creates anything or loads a model, so a missing benchmark folder fails at once.
+    """
+    problems = run_input_problems(cfg)
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+MODEL_PATH_FORMS = ("a local folder, a hub id such as Qwen/Qwen3-8B, builtin:arith/synthesizer, "
+                    "builtin:arith/reasoner or a model preset such as smollm2")
+"""The forms a model path may take (for error messages)."""
+
+_HUB_ID = re.compile(r"(?:\w(?:[\w.-]*\w)?/)?\w(?:[\w.-]*\w)?")
+
+
+def model_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a model, or None when it may.
+
+    Checked when the config is loaded: a missing local folder would otherwise reach
+    the hub client only when the model loads, and fail there with an error about repo ids.
+    A string shaped like a hub id is accepted (only the hub can tell whether it exists).
+    """
+    from synco.learn.models import PRESETS as MODEL_PRESETS
+
+    if path.startswith("builtin:"):
+        return None if path in ("builtin:arith/synthesizer", "builtin:arith/reasoner") else f"unknown built-in model {path!r}"
+    if path in MODEL_PRESETS or Path(path).exists():
+        return None
+    if _HUB_ID.fullmatch(path) and ".." not in path and "--" not in path and len(path) <= 96:
+        return None
+    hint = " (~ is not expanded)" if path.startswith("~") else ""
+    return f"no such local folder {path!r}{hint}"
+
+
+def non_finite_fields(model: BaseModel, prefix: str = "") -> list[tuple[str, float]]:
+    """(dotted name, value) of every inf or NaN number in a config, sections and lists included.
+
+    Pydantic accepts ``inf`` and ``nan`` for a float field; no setting of a run means either.
+    """
+    found: list[tuple[str, float]] = []
+    for name in type(model).model_fields:
+        found += _non_finite_in(getattr(model, name), prefix + name)
+    return found
+
+
+def _non_finite_in(value: Any, name: str) -> list[tuple[str, float]]:
+    if isinstance(value, BaseModel):
+        return non_finite_fields(value, name + ".")
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(name, value)]
+    if isinstance(value, dict):
+        return [bad for k, v in value.items() for bad in _non_finite_in(v, f"{name}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [bad for i, v in enumerate(value) for bad in _non_finite_in(v, f"{name}.{i}")]
+    return []
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], value); the value is read as YAML (numbers, bools, lists)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not of the form key=value (e.g. reasoner.grpo.lr=3e-5)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {key}: cannot read value {raw!r}: {e}") from None
+    # YAML reads "3e-5" as a string; numbers written that way are what people type.
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in ".eE") and not value.isalpha() else value
+        except ValueError:
+            pass
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Set each dotted override in a nested dict (creating sub-dicts as needed)."""
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"override {'.'.join(path)}: {part!r} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def preset_path(name: str) -> Path:
+    """The YAML file of a built-in preset."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return Path(str(resources.files("synco") / "presets" / f"{name}.yaml"))
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def build_config(data: dict[str, Any]) -> RunConfig:
+    """Validate a nested dict into a RunConfig; errors name the dotted field and the bad value."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            if not err["loc"] and err["type"] == "value_error":  # a whole-config check: its message names the fields
+                lines.append(f"  {err['ctx']['error']}")
+                continue
+            loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+            got = err.get("input")
+            shown = repr(got) if not isinstance(got, dict) else "{...}"
+            lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+
+
+def load_config(preset: str | None = "arith", path: str | Path | None = None, overrides: Iterable[str] = ()) -> RunConfig:
+    """Preset YAML, then the user's YAML on top, then dotted overrides."""
+    data: dict[str, Any] = load_yaml(preset_path(preset)) if preset else {}
+    if path is not None:
+        _deep_update(data, load_yaml(path))
+    apply_overrides(data, overrides)
+    return build_config(data)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    """The resolved config as YAML (written to every run directory)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _deep_update(base[k], v)
+        else:
+            base[k] = v
+
+
+def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted name, default, description) of every field, recursively: the config reference."""
+    rows: list[tuple[str, str, str]] = []
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if sub is not None:
+            rows.append((prefix + name, "", f.description or ""))
+            rows.extend(describe_fields(sub, prefix + name + "."))
+        else:
+            default = f.get_default(call_default_factory=True) if not f.is_required() else "(required)"
+            rows.append((prefix + name, repr(default), f.description or ""))
+    return rows

@@ -1,0 +1,582 @@
+"""The persistent task pool: every synthesized card of a run, in one SQLite file.
+
+The pool is the run's memory. Each co-training step writes its task records in
+one transaction, so after a crash the file holds whole steps only and a resumed
+run can trust it. The schema is normalised (tasks, rollouts, factors, per-step
+metrics) so the pool can also be inspected with plain SQL from outside. Task ids
+come from an AUTOINCREMENT key: unique over the run, never reused, even after
+``truncate_after`` or a reopen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import datasets
+
+SCHEMA_VERSION = 1
+"""Bumped whenever the table layout changes; a pool with another version is refused."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    step         INTEGER PRIMARY KEY,
+    metrics_json TEXT NOT NULL,
+    created_at   REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    step                INTEGER NOT NULL REFERENCES steps(step) ON DELETE CASCADE,
+    slot                INTEGER NOT NULL,
+    context_id          INTEGER NOT NULL,
+    raw                 TEXT NOT NULL,
+    card_json           TEXT,
+    valid               INTEGER NOT NULL,
+    quality             REAL NOT NULL,
+    reliability         REAL NOT NULL,
+    agreement           REAL,
+    scores_json         TEXT NOT NULL,
+    reasons_json        TEXT NOT NULL,
+    reference           TEXT,
+    success_rate        REAL,
+    gradient_bearing    INTEGER NOT NULL,
+    synth_reward_json   TEXT,
+    synth_reward_total  REAL,
+    difficulty_estimate TEXT,
+    created_at          REAL NOT NULL,
+    target              TEXT,
+    on_target           INTEGER
+);
+CREATE TABLE IF NOT EXISTS rollouts (
+    task_id   INTEGER NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+    idx       INTEGER NOT NULL,
+    text      TEXT NOT NULL,
+    answer    TEXT,
+    method    TEXT NOT NULL,
+    correct   INTEGER NOT NULL,
+    reward    REAL NOT NULL,
+    truncated INTEGER NOT NULL,
+    n_tokens  INTEGER NOT NULL,
+    PRIMARY KEY (task_id, idx)
+);
+CREATE TABLE IF NOT EXISTS task_factors (
+    task_id INTEGER NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+    key     TEXT NOT NULL,
+    value   TEXT NOT NULL,
+    PRIMARY KEY (task_id, key)
+);
+CREATE INDEX IF NOT EXISTS idx_tasks_step ON tasks(step);
+CREATE INDEX IF NOT EXISTS idx_tasks_valid ON tasks(valid);
+CREATE INDEX IF NOT EXISTS idx_factors_kv ON task_factors(key, value);
+"""
+
+_TASK_COLUMNS = (
+    "task_id, step, slot, context_id, raw, card_json, valid, quality, reliability, agreement, "
+    "scores_json, reasons_json, reference, success_rate, synth_reward_json, target, on_target"
+)
+
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "step",
+    "problem",
+    "solution",
+    "final_answer",
+    "synthesizer_answer",
+    "answer_corrected",
+    *(name for name in CARD_FIELDS if name not in ("problem", "solution", "final_answer")),
+    "factors",
+    "success_rate",
+    "quality",
+    "reliability",
+)
+"""Columns of the exported dataset (JSONL objects and HF dataset), in order.
+
+``final_answer`` is the VERIFIED reference: the answer the Reasoner was graded against
+(the domain oracle's answer, or without an oracle the card's own answer that passed the
+answer and consensus checks). ``synthesizer_answer`` is what the card claimed, and
+``answer_corrected`` says the oracle replaced it (the card's ``solution`` is the
+Synthesizer's and may then not lead to ``final_answer``).
+"""
+
+_BATCH = 500  # rows per query when paging through the pool or binding id lists
+
+
+class PoolError(RuntimeError):
+    """The pool file cannot be used (not an SQLite database, or damaged); the message names the file."""
+
+
+class TaskPool:
+    """An SQLite-backed store of task records, shared safely between threads.
+
+    Use as a context manager or call :meth:`close`. All methods take one
+    internal lock, so a pool object may be used from several threads.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a step is exactly one transaction.
+        self._conn = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._journal_mode = str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            self._conn.executescript(_SCHEMA)
+            self._add_missing_columns()
+            self._check_schema_version()
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            if isinstance(e, sqlite3.OperationalError) and not _is_damage(e):
+                raise  # e.g. a read-only file or directory: not damage, the caller's message applies
+            raise PoolError(f"pool {self.path} is damaged or not an SQLite file ({e})") from e
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+
+    def _add_missing_columns(self) -> None:
+        """Pools written before the Designer existed lack ``target`` / ``on_target``: add them (NULL)."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(tasks)")}
+        for name, kind in (("target", "TEXT"), ("on_target", "INTEGER")):
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
+
+    def _check_schema_version(self) -> None:
+        """Stamp a new pool with SCHEMA_VERSION; refuse a pool written by another version."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            self._conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?), ('created_at', ?)",
+                (str(SCHEMA_VERSION), repr(time.time())),
+            )
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise ValueError(
+                f"pool {self.path} has schema version {row[0]}, this synco expects {SCHEMA_VERSION}"
+            )
+
+    def check_integrity(self) -> None:
+        """Raise PoolError naming the file when SQLite's ``quick_check`` finds damage (e.g. before resuming).
+
+        Opening a pool only reads its first pages; damage further in would
+        otherwise surface mid-run as ``database disk image is malformed``.
+        """
+        with self._lock:
+            try:
+                problems = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check(5)").fetchall()]
+            except sqlite3.DatabaseError as e:
+                problems = [str(e)]
+        if problems != ["ok"]:
+            lines = [ln for text in problems for ln in text.splitlines() if ln.strip() and not ln.startswith("***")]
+            raise PoolError(f"pool {self.path} is damaged ({'; '.join(lines[:3])})")
+
+    @property
+    def journal_mode(self) -> str:
+        """SQLite journal mode in effect ('wal' for a file-backed pool)."""
+        return self._journal_mode
+
+    def close(self) -> None:
+        """Close the connection; the object is unusable afterwards."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "TaskPool":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def record_step(
+        self,
+        step: int,
+        records: Sequence[TaskRecord],
+        metrics: dict[str, float] | None = None,
+    ) -> list[int]:
+        """Write one whole step in one transaction; return the new task ids.
+
+        Either every record of the step (and its metrics) is stored, or none:
+        any failure rolls back and re-raises. The ids are set on ``records`` only
+        after the commit. Recording a step that is already stored raises
+        ValueError, which keeps a resumed run from writing a step twice.
+        """
+        wrong = [r.step for r in records if r.step != step]
+        if wrong:
+            raise ValueError(f"record_step({step}) got records of step(s) {sorted(set(wrong))}")
+        metrics_json = json.dumps(dict(metrics or {}), allow_nan=True)
+        now = time.time()
+        ids: list[int] = []
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._conn.execute("SELECT 1 FROM steps WHERE step = ?", (step,)).fetchone():
+                    raise ValueError(f"step {step} is already recorded in the pool {self.path}")
+                self._conn.execute(
+                    "INSERT INTO steps(step, metrics_json, created_at) VALUES (?, ?, ?)",
+                    (step, metrics_json, now),
+                )
+                for record in records:
+                    ids.append(self._insert_record(record, now))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        for record, task_id in zip(records, ids):
+            record.task_id = task_id
+        return ids
+
+    def _insert_record(self, record: TaskRecord, now: float) -> int:
+        """Insert one record with its rollouts and factors; return its new id (inside a transaction)."""
+        card = record.card
+        verdict = record.verdict
+        reward = record.synth_reward
+        cursor = self._conn.execute(
+            "INSERT INTO tasks(step, slot, context_id, raw, card_json, valid, quality, reliability, "
+            "agreement, scores_json, reasons_json, reference, success_rate, gradient_bearing, "
+            "synth_reward_json, synth_reward_total, difficulty_estimate, created_at, target, on_target) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.step,
+                record.slot,
+                record.context_id,
+                record.raw,
+                card.to_json() if card is not None else None,
+                int(verdict.valid),
+                verdict.quality,
+                verdict.reliability,
+                verdict.agreement,
+                json.dumps(verdict.scores),
+                json.dumps(verdict.reasons),
+                verdict.reference,
+                record.success_rate,
+                int(record.gradient_bearing),
+                reward.model_dump_json() if reward is not None else None,
+                reward.total if reward is not None else None,
+                card.difficulty_estimate if card is not None else None,
+                now,
+                record.target,
+                None if record.on_target is None else int(record.on_target),
+            ),
+        )
+        task_id = int(cursor.lastrowid or 0)
+        self._conn.executemany(
+            "INSERT INTO rollouts(task_id, idx, text, answer, method, correct, reward, truncated, "
+            "n_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (task_id, i, r.text, r.answer, r.method, int(r.correct), r.reward, int(r.truncated), r.n_tokens)
+                for i, r in enumerate(record.rollouts)
+            ],
+        )
+        if card is not None and card.factors:
+            self._conn.executemany(
+                "INSERT INTO task_factors(task_id, key, value) VALUES (?, ?, ?)",
+                [(task_id, k, v) for k, v in card.factors.items()],
+            )
+        return task_id
+
+    def truncate_after(self, step: int) -> int:
+        """Delete every step > ``step`` (tasks, rollouts, factors, metrics); return tasks deleted.
+
+        Used when resuming from a checkpoint older than the pool's last step.
+        Deleted ids are not handed out again.
+        """
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._conn.execute("SELECT COUNT(*) FROM tasks WHERE step > ?", (step,)).fetchone()[0]
+                # Children first, so this works even if a foreign-key cascade were off.
+                self._conn.execute(
+                    "DELETE FROM rollouts WHERE task_id IN (SELECT task_id FROM tasks WHERE step > ?)", (step,)
+                )
+                self._conn.execute(
+                    "DELETE FROM task_factors WHERE task_id IN (SELECT task_id FROM tasks WHERE step > ?)",
+                    (step,),
+                )
+                self._conn.execute("DELETE FROM tasks WHERE step > ?", (step,))
+                self._conn.execute("DELETE FROM steps WHERE step > ?", (step,))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return int(n)
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if any, and never raise (caller holds the lock).
+
+        After a disk-full or I/O error SQLite may already have rolled the
+        transaction back itself; a second ROLLBACK would then fail with
+        "cannot rollback - no transaction is active" and hide the real error.
+        """
+        if not self._conn.in_transaction:
+            return
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the error being handled is the one to report
+
+    # ------------------------------------------------------------------ reading
+
+    def _load(self, where: str, params: Sequence[Any], suffix: str = "") -> list[TaskRecord]:
+        """Rebuild the records selected by ``where`` (SQL over tasks) in task_id order."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE {where} {suffix}", tuple(params)
+            ).fetchall()
+            rollouts = self._rollouts_for([int(r["task_id"]) for r in rows])
+        records = [_row_to_record(row, rollouts.get(int(row["task_id"]), [])) for row in rows]
+        records.sort(key=lambda rec: rec.task_id)
+        return records
+
+    def _rollouts_for(self, task_ids: list[int]) -> dict[int, list[Rollout]]:
+        """Rollouts of the given tasks, in attempt order (caller holds the lock)."""
+        out: dict[int, list[Rollout]] = {}
+        for start in range(0, len(task_ids), _BATCH):
+            chunk = task_ids[start : start + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(
+                "SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens FROM rollouts "
+                f"WHERE task_id IN ({marks}) ORDER BY task_id, idx",
+                chunk,
+            ):
+                out.setdefault(int(row["task_id"]), []).append(
+                    Rollout(
+                        text=row["text"],
+                        answer=row["answer"],
+                        method=row["method"],
+                        correct=bool(row["correct"]),
+                        reward=row["reward"],
+                        truncated=bool(row["truncated"]),
+                        n_tokens=row["n_tokens"],
+                    )
+                )
+        return out
+
+    def get(self, task_id: int) -> TaskRecord | None:
+        """The record with this id, or None if there is none."""
+        found = self._load("task_id = ?", (task_id,))
+        return found[0] if found else None
+
+    def recent(self, n: int = 500) -> list[TaskRecord]:
+        """The latest ``n`` records by id, oldest first (the capability report's window)."""
+        if n <= 0:
+            return []
+        return self._load("1", (), f"ORDER BY task_id DESC LIMIT {int(n)}")
+
+    def by_step(self, step: int) -> list[TaskRecord]:
+        """All records of one step, by id."""
+        return self._load("step = ?", (step,), "ORDER BY task_id")
+
+    def by_validity(self, valid: bool, limit: int | None = None) -> list[TaskRecord]:
+        """Valid (or invalid) records by id; with ``limit``, the latest ``limit`` of them."""
+        if limit is None:
+            return self._load("valid = ?", (int(valid),), "ORDER BY task_id")
+        if limit <= 0:
+            return []
+        return self._load("valid = ?", (int(valid),), f"ORDER BY task_id DESC LIMIT {int(limit)}")
+
+    def by_factor(self, key: str, value: str) -> list[TaskRecord]:
+        """Records whose card carries factor ``key`` = ``value`` exactly, by id."""
+        return self._load(
+            "task_id IN (SELECT task_id FROM task_factors WHERE key = ? AND value = ?)",
+            (key, value),
+            "ORDER BY task_id",
+        )
+
+    def count(self) -> int:
+        """Number of task records in the pool."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
+
+    def last_step(self) -> int | None:
+        """The highest recorded step, or None for an empty pool."""
+        with self._lock:
+            value = self._conn.execute("SELECT MAX(step) FROM steps").fetchone()[0]
+        return None if value is None else int(value)
+
+    def steps_metrics(self) -> list[tuple[int, dict[str, float]]]:
+        """(step, metrics) for every recorded step, in step order."""
+        with self._lock:
+            rows = self._conn.execute("SELECT step, metrics_json FROM steps ORDER BY step").fetchall()
+        return [(int(r["step"]), json.loads(r["metrics_json"])) for r in rows]
+
+    def valid_problems(self) -> Iterator[tuple[int, str]]:
+        """(task_id, problem) of every valid task, by id; pages through the pool in batches.
+
+        Meant for rebuilding a novelty index on resume without loading whole records.
+        """
+        last = -1
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT task_id, card_json FROM tasks WHERE valid = 1 AND card_json IS NOT NULL "
+                    "AND task_id > ? ORDER BY task_id LIMIT ?",
+                    (last, _BATCH),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield int(row["task_id"]), str(json.loads(row["card_json"])["problem"])
+            last = int(rows[-1]["task_id"])
+
+    # ------------------------------------------------------------------ export
+
+    def _export_rows(self, step: int | None = None) -> Iterator[dict[str, Any]]:
+        """One flat dict per valid task with a card (the run's synthesized dataset), by id; only ``step``'s if given."""
+        last = -1
+        only_step = "" if step is None else "AND step = ? "
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT task_id, step, card_json, reference, reasons_json, success_rate, quality, reliability "
+                    f"FROM tasks WHERE valid = 1 AND card_json IS NOT NULL AND task_id > ? {only_step}"
+                    "ORDER BY task_id LIMIT ?",
+                    (last, *(() if step is None else (step,)), _BATCH),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _export_row(row)
+            last = int(rows[-1]["task_id"])
+
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write the valid tasks as JSON lines (e.g. ``valid_tasks.jsonl``); return how many.
+
+        Each line holds ``EXPORT_COLUMNS``: task_id, step, the nine card fields with
+        ``final_answer`` the verified reference, synthesizer_answer, answer_corrected,
+        factors, success_rate, quality, reliability. The file is replaced whole.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n = 0
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for row in self._export_rows():
+                fh.write(json.dumps(row, ensure_ascii=False))
+                fh.write("\n")
+                n += 1
+        tmp.replace(path)  # a reader never sees a half-written export
+        return n
+
+    def append_step_jsonl(self, path: str | Path, step: int) -> int:
+        """Append the valid tasks of one recorded step to a JSONL export (rows as in ``export_jsonl``); return how many.
+
+        The step's rows go out in one ``write`` on an append-mode descriptor, so the
+        file grows by whole steps as a run records them and survives a killed run.
+        The caller appends each step once (a resumed run first rewrites the file
+        with ``export_jsonl``); the file is created when absent, even for no rows.
+        """
+        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self._export_rows(step)).encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        return data.count(b"\n")
+
+    def to_hf_dataset(self) -> "datasets.Dataset":
+        """The valid tasks as a ``datasets.Dataset`` with the same columns as the JSONL export.
+
+        ``factors`` becomes a struct over every factor key seen; keys a task
+        lacks read as None.
+        """
+        import datasets  # lazy: heavy import, only needed for export
+
+        rows = list(self._export_rows())
+        factor_keys = sorted({k for row in rows for k in row["factors"]})
+        kinds = {"task_id": "int64", "step": "int64", "success_rate": "float64", "quality": "float64",
+                 "reliability": "float64", "answer_corrected": "bool"}
+        features = datasets.Features(
+            {
+                name: (
+                    {k: datasets.Value("string") for k in factor_keys}
+                    if name == "factors"
+                    else datasets.Value(kinds.get(name, "string"))
+                )
+                for name in EXPORT_COLUMNS
+            }
+        )
+        columns = {name: [row[name] for row in rows] for name in features}
+        columns["factors"] = [{k: row["factors"].get(k) for k in factor_keys} for row in rows]
+        return datasets.Dataset.from_dict(columns, features=features)
+
+
+def _is_damage(error: sqlite3.OperationalError) -> bool:
+    """True for the OperationalErrors that mean a damaged file rather than e.g. a read-only one."""
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
+    """Rebuild a TaskRecord from its tasks row and its rollouts."""
+    verdict = Verdict(
+        valid=bool(row["valid"]),
+        scores=json.loads(row["scores_json"]),
+        quality=row["quality"],
+        reliability=row["reliability"],
+        reasons=json.loads(row["reasons_json"]),
+        reference=row["reference"],
+        agreement=row["agreement"],
+    )
+    card_json = row["card_json"]
+    reward_json = row["synth_reward_json"]
+    return TaskRecord(
+        task_id=int(row["task_id"]),
+        step=int(row["step"]),
+        slot=int(row["slot"]),
+        context_id=int(row["context_id"]),
+        raw=row["raw"],
+        card=TaskCard.from_json(card_json) if card_json is not None else None,
+        verdict=verdict,
+        rollouts=rollouts,
+        success_rate=row["success_rate"],
+        synth_reward=SynthReward.model_validate_json(reward_json) if reward_json is not None else None,
+        target=row["target"],
+        on_target=None if row["on_target"] is None else bool(row["on_target"]),
+    )
+
+
+def _export_row(row: sqlite3.Row) -> dict[str, Any]:
+    """Flatten one valid task into its export object: ``final_answer`` is the verified reference."""
+    card = TaskCard.from_json(row["card_json"])
+    codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
+    reference = row["reference"]
+    out: dict[str, Any] = {
+        "task_id": int(row["task_id"]),
+        "step": int(row["step"]),
+        "problem": card.problem,
+        "solution": card.solution,
+        "final_answer": reference if reference is not None else card.final_answer,
+        "synthesizer_answer": card.final_answer,
+        "answer_corrected": "reference_corrected" in codes,
+    }
+    for name in CARD_FIELDS:
+        out.setdefault(name, getattr(card, name))
+    out["factors"] = dict(card.factors)
+    out["success_rate"] = row["success_rate"]
+    out["quality"] = row["quality"]
+    out["reliability"] = row["reliability"]
+    return out

@@ -1,0 +1,144 @@
+"""Typed records that flow through one co-training step and into the pool.
+
+Everything the loop passes between stages is one of these models, never a
+string-keyed dict: a task card, the verifier's verdict, one Reasoner rollout,
+the Synthesizer's reward components, and the whole task record that the pool
+stores. All are pydantic models so they round-trip through JSON unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CARD_FIELDS: tuple[str, ...] = (
+    "teaching_intent",
+    "target_reasoning_style",
+    "expected_reasoner_weakness",
+    "difficulty_estimate",
+    "problem",
+    "solution",
+    "final_answer",
+    "verification_notes",
+    "novelty_notes",
+)
+"""The nine required task-card fields, in the order the prompt lists them."""
+
+CHECK_NAMES: tuple[str, ...] = ("format", "schema", "problem", "answer", "novelty", "reliability")
+"""Per-check scores every verdict carries (each in [0, 1])."""
+
+ExtractionMethod = Literal[
+    "boxed", "boxed_all", "final_answer_line", "answer_line", "gsm8k_marker", "last_sentence", "none"
+]
+"""How an answer was found (see :func:`synco.grading.answers.extract_answer_with_method`); ``boxed_all``,
+``gsm8k_marker`` and ``last_sentence`` only come from its evaluation options."""
+
+
+class TaskCardError(ValueError):
+    """Model text could not be turned into a task card; the message says why."""
+
+
+class TaskCard(BaseModel):
+    """A synthesized task: the problem the Reasoner sees plus reference and metadata.
+
+    All nine fields are strings. ``factors`` holds optional categorical labels
+    (topic, skill, level, ...) used by the capability report; ``extra`` keeps any
+    unknown keys the model wrote, so nothing it produced is lost.
+    """
+
+    model_config = ConfigDict(frozen=False, extra="forbid")
+
+    teaching_intent: str
+    target_reasoning_style: str
+    expected_reasoner_weakness: str
+    difficulty_estimate: str
+    problem: str
+    solution: str
+    final_answer: str
+    verification_notes: str
+    novelty_notes: str
+    factors: dict[str, str] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> "TaskCard":
+        return cls.model_validate_json(text)
+
+
+class Verdict(BaseModel):
+    """The verifier's judgement of one card.
+
+    ``reasons`` start with a stable code (``near_duplicate``, ``missing_field``,
+    ...) optionally followed by ``": detail"``, so counting codes does not split
+    on numbers. ``reference`` is the answer rollouts are graded against: the
+    card's ``final_answer``, or the domain oracle's answer when one exists.
+    """
+
+    valid: bool
+    scores: dict[str, float] = Field(default_factory=dict)
+    quality: float = 0.0
+    reliability: float = 0.0
+    reasons: list[str] = Field(default_factory=list)
+    reference: str | None = None
+    agreement: float | None = None  # consensus: share of independent answers that match the reference
+
+    @property
+    def reason_codes(self) -> list[str]:
+        return [r.split(":", 1)[0].strip() for r in self.reasons]
+
+
+class Rollout(BaseModel):
+    """One Reasoner attempt at a task, graded."""
+
+    text: str
+    answer: str | None = None
+    method: ExtractionMethod = "none"
+    correct: bool = False
+    reward: float = 0.0
+    truncated: bool = False
+    n_tokens: int = 0
+
+
+class SynthReward(BaseModel):
+    """The Synthesizer's reward for one card and every component behind it."""
+
+    total: float
+    quality: float = 0.0
+    reliability: float = 0.0
+    teachability: float = 0.0
+    novelty: float = 0.0
+    success_rate: float | None = None
+    alignment: float | None = None  # synco.core.rewards.card_alignment of a valid card (None: not measured)
+    penalty: float = 0.0  # invalid / duplicate penalties already folded into ``total``
+    mode: str = "gated"
+
+
+class TaskRecord(BaseModel):
+    """Everything the pool keeps about one synthesized card."""
+
+    task_id: int = -1  # assigned by the pool; unique over the run, never reused
+    step: int
+    slot: int
+    context_id: int = 0  # which synthesis context (GRPO group) produced it
+    raw: str
+    card: TaskCard | None = None
+    verdict: Verdict
+    rollouts: list[Rollout] = Field(default_factory=list)
+    success_rate: float | None = None
+    synth_reward: SynthReward | None = None
+    target: str | None = None  # the Designer's cell for this card's context (``level=L8,carries=0``), if any
+    on_target: bool | None = None  # valid targeted cards: did the realised cell (recomputed) match the target?
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict.valid
+
+    @property
+    def gradient_bearing(self) -> bool:
+        """At least two rollouts received different rewards."""
+        rewards = {r.reward for r in self.rollouts}
+        return len(rewards) > 1

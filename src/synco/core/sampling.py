@@ -1,0 +1,79 @@
+"""What generation produces and a GRPO update consumes: sampling settings, completions, experiences.
+
+Plain records with no torch import, so the evaluation and analysis paths (and
+``synco --help``) load them cheaply; ``synco.core.policy`` re-exports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FinishReason = Literal["stop", "length"]
+
+
+class SamplingParams(BaseModel):
+    """How completions are sampled. Everything not listed here is neutral (no repetition penalty, no min-p, ...)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(1.0, gt=0, description="Softmax temperature used for sampling (log-probs are still reported at temperature 1).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass; 1.0 disables it.")
+    top_k: int = Field(0, ge=0, description="Sample among the k most likely tokens; 0 disables it.")
+    max_new_tokens: int = Field(256, ge=1, description="Completion length budget; a completion without EOS within it is 'truncated'.")
+    greedy: bool = Field(False, description="Argmax decoding (ignores temperature/top_p/top_k).")
+
+
+@dataclass
+class Experience:
+    """One sampled completion with its advantage, ready for a GRPO update.
+
+    ``old_logprobs`` are the per-completion-token log-probs under the sampling
+    policy (e.g. ``Completion.logprobs``); None means "use the current policy's
+    detached log-probs", i.e. an exactly on-policy step with ratio 1.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    old_logprobs: list[float] | None = None
+
+
+@dataclass
+class Completion:
+    """One sampled completion.
+
+    ``completion_ids`` carry no padding and include the EOS token when one was
+    generated; ``logprobs`` has one entry per completion id (log-prob under the
+    model at temperature 1); ``text`` is decoded with special tokens skipped.
+    """
+
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    truncated: bool
+    finish_reason: FinishReason
+
+    def to_experience(self, advantage: float, keep_logprobs: bool = True) -> Experience:
+        """The :class:`Experience` of this completion with ``advantage`` (sampling log-probs kept as old log-probs)."""
+        return Experience(
+            prompt_ids=list(self.prompt_ids),
+            completion_ids=list(self.completion_ids),
+            advantage=float(advantage),
+            old_logprobs=list(self.logprobs) if keep_logprobs else None,
+        )
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One supervised example: the formatted prompt (as ``generate`` gets it) and the completion text to learn.
+
+    The policy encodes ``prompt`` exactly as it encodes a prompt for sampling and
+    appends EOS to the completion's tokens, so the model also learns to stop.
+    """
+
+    prompt: str
+    completion: str

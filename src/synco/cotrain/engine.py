@@ -1,0 +1,497 @@
+"""One co-training step, top to bottom.
+
+    report ─▶ Synthesizer samples N cards ─▶ verifier (parse, checks, novelty, oracle)
+          [─▶ consensus by a separate frozen checker, M answers per valid card]
+          ─▶ Reasoner solves each valid card K times ─▶ grade ─▶ consensus (on the K attempts)
+          ─▶ rewards for both ─▶ GRPO update of the Reasoner (and of the Synthesizer
+             in ``cotrain`` mode) ─▶ the whole step into the pool, one transaction
+
+``cotrain_step`` is the function to read; everything it calls is either a pure
+function (rewards, advantages) or a component with one job (policy, verifier,
+pool). Modes: ``cotrain`` updates both agents, ``frozen`` keeps the Synthesizer
+fixed (the paper's control), ``static`` revisits a fixed, finite corpus drawn
+once from the domain's generator (the paper's static-corpus baseline) and
+``uniform`` draws fresh cards from that generator every step (an oracle of the
+evaluation distribution no real domain has). A training protocol (``synco.cotrain.protocols``:
+EvoSyn's rounds, alternating phases, RFT) wraps this step and sets per step which agents
+update (``StepSettings.update_synthesizer`` / ``update_reasoner``) and the round and phase
+the step records; the defaults are online co-training.
+
+With EvoSyn's factor space (``EvoState``), step 1 asks the Designer to split the
+card slots over factor cells: each context is one cell, its prompt names the cell,
+and its cards form one Synthesizer GRPO group; step 6 checks that each card landed
+in its cell (controllability) and penalises the ones that did not.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, model_serializer
+
+from synco.grading.answers import AnswerChecker, Extraction, extract_answer, extract_answer_with_method
+from synco.domains.base import Domain, solve
+from synco.evosyn.config import EvoSynConfig
+from synco.evosyn.control import factor_control
+from synco.evosyn.run import EvoState
+from synco.evosyn.designer import allocate, cell_needs, cell_stats
+from synco.evosyn.metrics import balance, controlled, coverage, spearman
+from synco.evosyn.space import Cell, cell_key, factor_values, parse_cell_key
+from synco.learn.grpo import group_advantages
+from synco.core.policy import Completion, Experience, Policy, SamplingParams, UpdateStats, generate_seeded
+from synco.core.pool import TaskPool
+from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.report import CapabilityReport, build_report
+from synco.core.rewards import (
+    ReasonerRewardConfig,
+    SynthesizerRewardConfig,
+    card_alignment,
+    is_gradient_bearing,
+    off_target,
+    reasoner_reward,
+    report_focus,
+    synthesizer_reward,
+)
+from synco.grading.verifier import TaskVerifier
+
+Mode = Literal["cotrain", "frozen", "static", "uniform"]
+
+
+class StepStats(BaseModel):
+    """Metrics of one step; one line of ``metrics.jsonl``."""
+
+    step: int
+    mode: str
+    n_cards: int = 0
+    n_valid: int = 0
+    valid_rate: float = 0.0
+    n_distinct: int = 0
+    n_gradient_bearing: int = 0
+    gradient_share: float = 0.0  # gradient-bearing share of valid tasks
+    n_synth_truncated: int = 0
+    n_reasoner_truncated: int = 0
+    reasoner_reward: float = 0.0
+    reasoner_accuracy: float = 0.0
+    synth_reward: float = 0.0
+    synth_groups_skipped: int = 0
+    reasoner_groups_skipped: int = 0
+    label_agreement: float | None = None  # mean consensus agreement over the cards consensus judged (no-oracle domains)
+    reasoner_loss: float | None = None
+    synth_loss: float | None = None
+    reasoner_grad_norm: float | None = None
+    synth_grad_norm: float | None = None
+    nan_skipped: int = 0
+    t_generate: float = 0.0
+    t_train: float = 0.0
+    t_other: float = 0.0
+    reasons: dict[str, int] = {}
+    groups: dict[str, int] = {}  # valid cards per factor value of ``group_factor``
+    controllability: float | None = None  # share of valid targeted cards whose realised cell is the requested one
+    controllability_by_factor: dict[str, float] | None = None  # per factor asked for: share realising its bucket
+    factor_coverage: float | None = None  # share of the space's feasible cells hit by a valid card
+    factor_balance: float | None = None  # normalised entropy of valid cards over the feasible cells
+    allocation: dict[str, int] | None = None  # Designer: cell -> card slots (Designer on)
+    allocation_gap_spearman: float | None = None  # Spearman rho between each cell's need (gap) and its slots
+    space_version: int | None = None
+    protocol: str = "online"  # synco.cotrain.protocols: online, rounds, alternating, rft
+    # the protocol's place of this step, and what a round's last step trained (absent from online runs' lines)
+    round: int | None = None  # round (rounds, rft) or phase index (alternating)
+    phase: str | None = None  # collect / train (rounds, rft); the agent that learns (alternating)
+    round_examples: int | None = None  # SFT examples (update=sft) or tasks (update=grpo) the round trained on
+    round_updates: int | None = None  # optimizer steps the round's training took
+    round_loss: float | None = None  # their mean loss
+    round_rollouts: int | None = None  # fresh Reasoner attempts the round's GRPO update sampled (0 for SFT)
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_protocol_fields(self, handler: Any) -> dict[str, Any]:
+        """Leave the protocol-only fields out while unset, so an online run's lines keep their keys."""
+        data = handler(self)
+        for key in _PROTOCOL_ONLY:
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
+
+
+_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts")
+
+
+@dataclass
+class StepSettings:
+    """The per-step knobs of the loop (a view of the run config)."""
+
+    mode: Mode = "cotrain"
+    n_cards: int = 32
+    n_contexts: int = 1
+    k: int = 4
+    group_factor: str = "level"
+    synth_sampling: SamplingParams = field(default_factory=SamplingParams)
+    reasoner_sampling: SamplingParams = field(default_factory=SamplingParams)
+    reasoner_rewards: ReasonerRewardConfig = field(default_factory=ReasonerRewardConfig)
+    synth_rewards: SynthesizerRewardConfig = field(default_factory=SynthesizerRewardConfig)
+    synth_scale_by_std: bool = True
+    reasoner_scale_by_std: bool = True
+    consensus: bool = True  # apply the verifier's consensus check (no-oracle domains)
+    consensus_m: int = 4  # answers the separate consensus checker samples per valid card
+    checker_sampling: SamplingParams = field(default_factory=SamplingParams)
+    evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
+    window: int = 500  # recent pool records the Designer measures cells on
+    seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see _request_seed)
+    # set per step by the protocol (synco.run.steps); the defaults are online co-training
+    update_synthesizer: bool = True  # False: the Synthesizer takes no GRPO step (alternating: the Reasoner's phases)
+    update_reasoner: bool = True  # False: the Reasoner only solves (rounds / rft collection, the Synthesizer's phases)
+    protocol: str = "online"
+    round: int | None = None  # recorded with the step (pool and metrics) when set
+    phase: str | None = None
+
+
+@dataclass
+class ContextPlan:
+    """One Synthesizer context of a step: its target cell (None: no target) and its number of cards."""
+
+    target: Cell | None
+    n: int
+
+
+@dataclass
+class CoTrainState:
+    """Everything a step reads and writes."""
+
+    settings: StepSettings
+    domain: Domain
+    synthesizer: Policy
+    reasoner: Policy
+    verifier: TaskVerifier
+    checker: AnswerChecker
+    pool: TaskPool
+    report: CapabilityReport
+    rng: random.Random
+    consensus_checker: Policy | None = None  # frozen model answering for consensus; None: reuse the K attempts
+    evo: EvoState | None = None  # the factor space (domains that offer factors)
+    corpus: list[str] | None = None  # static mode: the fixed corpus of raw cards, revisited
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.t = {"generate": 0.0, "train": 0.0}
+
+    def add(self, key: str, start: float) -> None:
+        self.t[key] += time.perf_counter() - start
+
+
+def cotrain_step(state: CoTrainState, step: int) -> StepStats:
+    """Run one co-training step and record it; never raises on bad model output."""
+    s, timer, t0 = state.settings, _Timer(), time.perf_counter()
+
+    # 1. Design and synthesize: the Designer splits the N slots over factor cells (one context per cell,
+    #    its prompt names the cell), or every context gets the same report-only prompt (plain SynCo).
+    plan, allocation, gaps = _plan_contexts(state)
+    synth_samples: list[Completion | None]
+    context_of: list[int]
+    if s.mode in ("static", "uniform"):
+        raws = _fixed_cards(state, s.n_cards)
+        synth_samples, context_of = [None] * len(raws), [0] * len(raws)
+    else:
+        report = state.report if s.evosyn.feedback else build_report([])
+        system = state.domain.synthesizer_system_prompt()
+        prompts = [state.synthesizer.format_prompt(state.domain.synthesizer_prompt(report, target=c.target), system=system)
+                   for c in plan]
+        t = time.perf_counter()
+        if len({c.n for c in plan}) == 1:
+            groups = generate_seeded(state.synthesizer, prompts, plan[0].n, s.synth_sampling, _request_seed(state))
+        else:  # contexts of different sizes: one row per card, regrouped by context
+            flat = generate_seeded(state.synthesizer, [p for p, c in zip(prompts, plan) for _ in range(c.n)], 1,
+                                   s.synth_sampling, _request_seed(state))
+            it = iter(g[0] for g in flat)
+            groups = [[next(it) for _ in range(c.n)] for c in plan]
+        timer.add("generate", t)
+        synth_samples = [c for g in groups for c in g]
+        context_of = [ci for ci, g in enumerate(groups) for _ in g]
+        raws = [c.text for c in synth_samples]
+    targets = [plan[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
+
+    # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle.
+    checked = state.verifier.verify_batch(raws)
+    cards: list[TaskCard | None] = []
+    verdicts: list[Verdict] = []
+    for card, verdict in checked:
+        if card is not None and verdict.valid:
+            if state.evo is not None:  # the card's own claims never place it in a cell: drop them first
+                for d in state.evo.defs:
+                    card.factors.pop(d.name, None)
+            card.factors.update(state.domain.card_factors(card))
+            if state.evo is not None:  # every factor the domain can compute, so the Reflector can test them
+                card.factors.update(factor_values(card.problem, state.evo.defs))
+            domain_reason = state.domain.reject_reason(card)
+            if domain_reason is not None:
+                verdict = verdict.model_copy(update={"valid": False, "reasons": [domain_reason, *verdict.reasons]})
+        cards.append(card)
+        verdicts.append(verdict)
+    valid_idx = [i for i, v in enumerate(verdicts) if v.valid]
+    use_checker = s.consensus and not state.domain.has_oracle and state.consensus_checker is not None
+
+    # 2b. Consensus by a separate frozen checker (when configured): M independent answers per valid
+    #     card; a card it rejects gets no Reasoner rollouts.
+    if use_checker and valid_idx:
+        checker = state.consensus_checker
+        assert checker is not None
+        t = time.perf_counter()
+        answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
+                              s.consensus_m, s.checker_sampling, _request_seed(state))
+        timer.add("generate", t)
+        judged = state.verifier.consensus_batch([verdicts[i] for i in valid_idx],
+                                                [[extract_answer(c.text) for c in group] for group in answer_groups])
+        for i, verdict in zip(valid_idx, judged):
+            verdicts[i] = verdict
+        valid_idx = [i for i in valid_idx if verdicts[i].valid]
+
+    # 3. Solve: the Reasoner answers every valid card K times.
+    attempts: list[list[Completion]] = []
+    if valid_idx:
+        t = time.perf_counter()
+        attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
+                         s.k, s.reasoner_sampling, _request_seed(state))
+        timer.add("generate", t)
+
+    # 4. Grade each attempt against the verdict's reference (the step's answer checks in one batch: a
+    #    Ray-backed checker fans them out); 5. consensus on the same attempts, reusing those checks
+    #    (unless a separate checker already judged the card in 2b).
+    references = [verdicts[i].reference or cards[i].final_answer for i in valid_idx]  # type: ignore[union-attr]
+    extractions = [[extract_answer_with_method(c.text) for c in group] for group in attempts]
+    correct = _check_attempts(state.checker, extractions, references)
+    rollouts: dict[int, list[Rollout]] = {}
+    for i, reference, group, found, ok in zip(valid_idx, references, attempts, extractions, correct):
+        graded = [_grade(c, ext, right, s.reasoner_rewards) for c, ext, right in zip(group, found, ok)]
+        if s.consensus and not state.domain.has_oracle and not use_checker:
+            agree = ok if verdicts[i].reference == reference else None  # checked against consensus's reference
+            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded], agree=agree)
+        rollouts[i] = graded
+
+    # 6. Rewards: Reasoner per attempt, Synthesizer per card (a valid card that missed its requested
+    #    cell, as the domain recomputes it, is penalised so RL teaches the Synthesizer to follow the Designer).
+    records: list[TaskRecord] = []
+    # alignment: the target cell hit, or (no target) a factor value the report the Synthesizer saw asks for
+    focus = report_focus(state.report) if s.evosyn.feedback and s.mode not in ("static", "uniform") else frozenset()
+    for i, raw in enumerate(raws):
+        rs = rollouts.get(i, [])  # kept for consensus-rejected cards too: every attempt is recorded
+        p = sum(r.correct for r in rs) / len(rs) if rs else None
+        sr = synthesizer_reward(
+            verdicts[i].valid,
+            verdicts[i].quality,
+            verdicts[i].reliability,
+            p,
+            novelty=verdicts[i].scores.get("novelty", 1.0),
+            alignment=card_alignment(cards[i], targets[i], focus) if verdicts[i].valid else None,
+            reason_codes=verdicts[i].reason_codes,
+            config=s.synth_rewards,
+        )
+        target, on_target = targets[i], None
+        if target is not None and verdicts[i].valid and cards[i] is not None:
+            on_target = controlled(target, cards[i].factors)  # type: ignore[union-attr]
+            if not on_target:
+                sr = off_target(sr, s.evosyn.control_penalty, s.synth_rewards.invalid_penalty, s.evosyn.control_gate)
+        records.append(TaskRecord(step=step, slot=i, context_id=context_of[i], raw=raw, card=cards[i],
+                                  verdict=verdicts[i], rollouts=rs, success_rate=p, synth_reward=sr,
+                                  target=cell_key(target) if target is not None else None, on_target=on_target))
+
+    # 7. GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's cards.
+    stats = StepStats(step=step, mode=s.mode, protocol=s.protocol, round=s.round, phase=s.phase)
+    r_batch, stats.reasoner_groups_skipped = _reasoner_batch(records, valid_idx, attempts, s.reasoner_scale_by_std)
+    t = time.perf_counter()
+    r_update = state.reasoner.update(r_batch) if r_batch and s.update_reasoner else None
+    timer.add("train", t)
+    s_update = None
+    if s.mode == "cotrain" and s.update_synthesizer:
+        s_batch, stats.synth_groups_skipped = _synth_batch(records, synth_samples, s.synth_scale_by_std)
+        t = time.perf_counter()
+        s_update = state.synthesizer.update(s_batch) if s_batch else None
+        timer.add("train", t)
+
+    # 8. Record the whole step in one transaction, then admit its valid problems to the novelty index.
+    _fill_stats(stats, records, synth_samples, r_update, s_update, s.group_factor)
+    _fill_evosyn_stats(stats, records, state.evo, allocation, gaps)
+    state.pool.record_step(step, records, metrics=_step_tags(s))
+    for rec in records:
+        if rec.valid and rec.card is not None and s.mode != "static":  # a fixed corpus is revisited on purpose
+            state.verifier.admit(rec.task_id, rec.card.problem)
+
+    stats.t_generate, stats.t_train = timer.t["generate"], timer.t["train"]
+    stats.t_other = time.perf_counter() - t0 - stats.t_generate - stats.t_train
+    return stats
+
+
+def _request_seed(state: CoTrainState) -> int | None:
+    """The seed of the step's next generate call, drawn from the run's rng, when ``seed_per_request`` is on.
+
+    Off (the default), generation draws from the global torch RNG as it always did. On, each call's
+    samples depend only on the weights, the prompts and this seed, so a Ray run (rollout workers in other
+    processes) records the same step as the in-process one; the rng is checkpointed, so resume stays exact.
+    """
+    return state.rng.getrandbits(63) if state.settings.seed_per_request else None
+
+
+def _step_tags(s: StepSettings) -> dict[str, Any] | None:
+    """What the pool's ``steps`` row records of the step's protocol: its round and phase (None: online)."""
+    if s.round is None:
+        return None
+    return {"protocol": s.protocol, "round": s.round, "phase": s.phase}
+
+
+def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, int] | None, dict[Cell, float]]:
+    """The step's contexts: one per cell with slots (Designer on), else ``n_contexts`` equal-as-possible ones.
+
+    Never drops or adds a card: the context sizes always sum to ``n_cards``.
+    """
+    s, evo = state.settings, state.evo
+    if s.evosyn.designer and evo is not None and evo.cells and s.mode in ("cotrain", "frozen"):
+        cfg = s.evosyn.designer_settings
+        stats = cell_stats(state.pool.recent(s.window), evo.space) if s.evosyn.feedback else {}
+        slots = allocate(evo.cells, stats, s.n_cards, cfg, feedback=s.evosyn.feedback, offset=state.rng.random())
+        gaps = cell_needs(evo.cells, stats, cfg, s.evosyn.feedback)
+        return [ContextPlan(c or None, n) for c, n in slots.items() if n > 0], slots, gaps  # () = no target
+    n_ctx = min(s.n_contexts, s.n_cards)
+    base, extra = divmod(s.n_cards, n_ctx)
+    return [ContextPlan(None, base + (i < extra)) for i in range(n_ctx)], None, {}
+
+
+def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
+    """``static``: n cards from the fixed corpus (distinct within the step while it lasts); ``uniform``: fresh draws."""
+    if state.settings.mode == "uniform" or not state.corpus:
+        return state.domain.static_cards(state.rng, n)
+    corpus = state.corpus
+    out: list[str] = []
+    while len(out) < n:
+        out += state.rng.sample(corpus, min(len(corpus), n - len(out)))
+    return out
+
+
+def _check_attempts(checker: AnswerChecker, extractions: Sequence[Sequence[Extraction]],
+                    references: Sequence[str]) -> list[list[bool]]:
+    """Whether each extracted answer matches its group's reference: one ``match_many`` call for all of them.
+
+    An attempt without an answer is wrong without a check; the rest are asked in one batch, so a
+    checker that fans checks out (``synco.distributed.ray_checks``) sees the whole step at once.
+    """
+    pairs = [(e.answer, ref) for group, ref in zip(extractions, references) for e in group if e.answer is not None]
+    found = iter(checker.match_many(pairs) if pairs else [])
+    return [[e.answer is not None and next(found) for e in group] for group in extractions]
+
+
+def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: str,
+                cfg: ReasonerRewardConfig) -> list[Rollout]:
+    """Extract, check (one batch) and reward a group of Reasoner attempts at one task."""
+    found = [extract_answer_with_method(c.text) for c in group]
+    [ok] = _check_attempts(checker, [found], [reference])
+    return [_grade(c, ext, right, cfg) for c, ext, right in zip(group, found, ok)]
+
+
+def _grade(c: Completion, ext: Extraction, correct: bool, cfg: ReasonerRewardConfig) -> Rollout:
+    """The rollout of one Reasoner attempt, from its extracted answer and whether that answer was checked right."""
+    return Rollout(text=c.text, answer=ext.answer, method=ext.method, correct=correct,
+                   reward=reasoner_reward(correct, ext.boxed, cfg), truncated=c.truncated,
+                   n_tokens=len(c.completion_ids))
+
+
+def _advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
+    import torch
+
+    return group_advantages(torch.tensor(rewards, dtype=torch.float64), scale_by_std=scale_by_std).tolist()
+
+
+def _reasoner_batch(records: list[TaskRecord], valid_idx: list[int], attempts: list[list[Completion]],
+                    scale_by_std: bool) -> tuple[list[Experience], int]:
+    """Experiences of every gradient-bearing task; counts the groups skipped for equal rewards."""
+    batch: list[Experience] = []
+    skipped = 0
+    for i, group in zip(valid_idx, attempts):
+        rec = records[i]
+        if not rec.valid:  # rejected by consensus after solving: no Reasoner training on it
+            continue
+        rewards = [r.reward for r in rec.rollouts]
+        if not is_gradient_bearing(rewards):
+            skipped += 1
+            # equal rewards: zero advantage, kept so the loss is normalised over the whole batch
+            batch.extend(Experience(c.prompt_ids, c.completion_ids, 0.0, c.logprobs) for c in group)
+            continue
+        for c, a in zip(group, _advantages(rewards, scale_by_std)):
+            batch.append(Experience(c.prompt_ids, c.completion_ids, a, c.logprobs))
+    if not any(e.advantage != 0.0 for e in batch):
+        return [], skipped
+    return batch, skipped
+
+
+def _synth_batch(records: list[TaskRecord], samples: Sequence[Completion | None],
+                 scale_by_std: bool) -> tuple[list[Experience], int]:
+    """Experiences of each context group whose card rewards differ."""
+    by_context: dict[int, list[int]] = {}
+    for i, rec in enumerate(records):
+        by_context.setdefault(rec.context_id, []).append(i)
+    batch: list[Experience] = []
+    skipped = 0
+    for idx in by_context.values():
+        rewards = [records[i].synth_reward.total for i in idx]  # type: ignore[union-attr]
+        advs = _advantages(rewards, scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(idx)
+        skipped += not is_gradient_bearing(rewards)
+        for i, a in zip(idx, advs):
+            c = samples[i]
+            if c is not None:
+                batch.append(Experience(c.prompt_ids, c.completion_ids, a, c.logprobs))
+    if not any(e.advantage != 0.0 for e in batch):
+        return [], skipped
+    return batch, skipped
+
+
+def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequence[Completion | None],
+                r_update: UpdateStats | None, s_update: UpdateStats | None, group_factor: str) -> None:
+    valid = [r for r in records if r.valid]
+    stats.n_cards = len(records)
+    stats.n_valid = len(valid)
+    stats.valid_rate = len(valid) / max(1, len(records))
+    stats.n_distinct = len({r.card.problem for r in records if r.card is not None})
+    stats.n_gradient_bearing = sum(r.gradient_bearing for r in valid)
+    stats.gradient_share = stats.n_gradient_bearing / max(1, len(valid))
+    rollouts = [ro for r in valid for ro in r.rollouts]
+    stats.reasoner_reward = sum(ro.reward for ro in rollouts) / max(1, len(rollouts))
+    stats.reasoner_accuracy = sum(ro.correct for ro in rollouts) / max(1, len(rollouts))
+    stats.n_reasoner_truncated = sum(ro.truncated for ro in rollouts)
+    stats.n_synth_truncated = sum(1 for c in synth_samples if c is not None and c.truncated)
+    stats.synth_reward = sum(r.synth_reward.total for r in records if r.synth_reward) / max(1, len(records))
+    agreements = [r.verdict.agreement for r in records if r.verdict.agreement is not None]
+    stats.label_agreement = sum(agreements) / len(agreements) if agreements else None
+    for rec in records:
+        for code in rec.verdict.reason_codes:
+            stats.reasons[code] = stats.reasons.get(code, 0) + 1
+        if rec.valid and rec.card is not None:
+            g = rec.card.factors.get(group_factor, rec.card.difficulty_estimate)
+            stats.groups[g] = stats.groups.get(g, 0) + 1
+    for upd, prefix in ((r_update, "reasoner"), (s_update, "synth")):
+        if upd is None:
+            continue
+        stats.nan_skipped += int(upd.nan_skipped)
+        if not upd.nan_skipped and math.isfinite(upd.loss):
+            setattr(stats, f"{prefix}_loss", upd.loss)
+            setattr(stats, f"{prefix}_grad_norm", upd.grad_norm)
+
+
+def _fill_evosyn_stats(stats: StepStats, records: list[TaskRecord], evo: EvoState | None,
+                       allocation: dict[Cell, int] | None, gaps: dict[Cell, float]) -> None:
+    """Controllability, coverage and balance over the space's cells; the allocation and its rho with the gap."""
+    if evo is None:
+        return
+    realised = [evo.space.cell_of(r.card.factors) for r in records if r.valid and r.card is not None]
+    stats.factor_coverage = coverage(realised, evo.cells)
+    stats.factor_balance = balance(realised, evo.cells)
+    stats.space_version = evo.space.version
+    judged = [r.on_target for r in records if r.on_target is not None]
+    stats.controllability = sum(judged) / len(judged) if judged else None
+    asked = list(dict.fromkeys(name for r in records if r.on_target is not None and r.target
+                               for name, _ in parse_cell_key(r.target)))
+    if asked:
+        stats.controllability_by_factor = {name: factor_control(records, name).rate for name in asked}
+    if allocation is not None:
+        stats.allocation = {cell_key(c): n for c, n in allocation.items()}
+        cells = list(allocation)
+        stats.allocation_gap_spearman = spearman([gaps[c] for c in cells], [float(allocation[c]) for c in cells])

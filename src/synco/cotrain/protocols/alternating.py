@@ -1,0 +1,29 @@
+"""Alternating self-evolution (``protocol=alternating``, R-Zero style): one agent learns per phase.
+
+Phases of ``alternating.phase_steps`` ordinary co-training steps alternate between the
+learners: in a Synthesizer phase only the Synthesizer takes its GRPO step, rewarded by the
+frozen Reasoner's outcomes; in a Reasoner phase only the Reasoner does, on the frozen
+Synthesizer's tasks. Both agents still generate every step. The phase follows from the
+step alone, so a resumed run needs no state for it.
+"""
+
+from __future__ import annotations
+
+from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
+from synco.cotrain.protocols.config import AlternatingConfig
+
+
+def phase_of(step: int, cfg: AlternatingConfig) -> tuple[int, str]:
+    """(phase index, the agent that learns in it) of a step."""
+    index = step // cfg.phase_steps
+    other = "reasoner" if cfg.first == "synthesizer" else "synthesizer"
+    return index, cfg.first if index % 2 == 0 else other
+
+
+def alternating_step(state: CoTrainState, step: int, cfg: AlternatingConfig) -> StepStats:
+    """One co-training step in which only the phase's learner updates."""
+    index, learner = phase_of(step, cfg)
+    s = state.settings
+    s.protocol, s.round, s.phase = "alternating", index, learner
+    s.update_synthesizer, s.update_reasoner = learner == "synthesizer", learner == "reasoner"
+    return cotrain_step(state, step)

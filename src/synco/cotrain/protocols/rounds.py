@@ -1,0 +1,172 @@
+"""EvoSyn's synthesis rounds and rejection-sampling fine-tuning (``protocol=rounds`` / ``rft``).
+
+A round is ``rounds.steps_per_round`` ordinary steps of :func:`synco.cotrain.engine.cotrain_step`
+with the Reasoner's update switched off: tasks are written (or, for rft, drawn from the
+fixed corpus), verified, solved ``k`` times and recorded; the Reasoner does not change
+within a round, so every attempt of the round measures the same learner (the report, the
+Designer's allocation and the Reflector read those measurements). The round's last step
+then trains the Reasoner on what the pool holds of the round (or of every round so far,
+``accumulate``): SFT on correct attempts or reference answers, or GRPO on the round's tasks.
+
+Everything a round trains on is read back from the pool, and the shuffling is seeded by
+the run seed and the round, so a run resumed mid-round rebuilds exactly the same data:
+nothing of a round is pickled into a checkpoint.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Sequence, TypeVar
+
+from synco.domains.base import Domain, reasoner_prompts, response_prefix, solve
+from synco.cotrain.engine import CoTrainState, StepStats, _advantages, cotrain_step, grade_group
+from synco.core.policy import Experience, Policy, UpdateStats
+from synco.cotrain.protocols.config import RoundsConfig
+from synco.learn.sft import SFTExample
+from synco.core.records import TaskCard, TaskRecord
+from synco.core.rewards import is_gradient_bearing
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RoundTraining:
+    """What a round's training did: examples (or tasks), optimizer steps, mean loss, fresh rollouts."""
+
+    examples: int
+    updates: int
+    loss: float | None
+    rollouts: int
+
+
+def round_of(step: int, cfg: RoundsConfig) -> int:
+    """The round a step belongs to."""
+    return step // cfg.steps_per_round
+
+
+def round_ends(step: int, cfg: RoundsConfig, total_steps: int) -> bool:
+    """Whether ``step`` closes its round (a full round, or the run's last step)."""
+    return (step + 1) % cfg.steps_per_round == 0 or step + 1 == total_steps
+
+
+def training_steps(step: int, cfg: RoundsConfig) -> range:
+    """The steps whose pool records the round closed by ``step`` trains on: its own, or all so far."""
+    first = 0 if cfg.accumulate else round_of(step, cfg) * cfg.steps_per_round
+    return range(first, step + 1)
+
+
+def reference_response(domain: Domain, card: TaskCard, reference: str) -> str:
+    """A task's verified answer as a whole Reasoner response (response prefix included).
+
+    The domain's ``format_reasoner_answer`` when it has one (arith: ``\\boxed{2082}``),
+    else the card's solution followed by the boxed answer.
+    """
+    fmt = getattr(domain, "format_reasoner_answer", None)
+    if fmt is not None:
+        return str(fmt(reference))
+    return f"{card.solution.strip()}\n\n\\boxed{{{reference}}}"
+
+
+def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> list[str]:
+    """The completions one task contributes to SFT, without the prefilled response prefix.
+
+    Valid tasks only. ``attempts``: up to ``per_task`` distinct correct, untruncated attempts, in
+    attempt order; ``reference``: the verified answer as a response. A text that does not start
+    with the prefix the prompt ends with cannot be a continuation of it and is left out.
+    """
+    if not record.valid or record.card is None:
+        return []
+    if cfg.target == "reference":
+        texts = [reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)]
+    else:
+        texts = [r.text for r in record.rollouts if r.correct and not r.truncated]
+    prefix = response_prefix(domain)
+    return [t[len(prefix):] for t in dict.fromkeys(texts) if t.startswith(prefix)][:cfg.per_task]
+
+
+def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig) -> list[SFTExample]:
+    """The round's SFT data: distinct (problem, completion) pairs, prompts exactly as :func:`~synco.domains.base.solve`
+    builds them (so SFT trains the tokens a rollout would have sampled)."""
+    pairs = list(dict.fromkeys((r.card.problem, c) for r in records if r.card is not None
+                               for c in sft_completions(r, domain, cfg)))
+    prompts = reasoner_prompts(policy, domain, [p for p, _ in pairs])
+    return [SFTExample(prompt, completion) for prompt, (_, completion) in zip(prompts, pairs)]
+
+
+def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
+    """(problem, reference) of each distinct valid task, in pool order: what ``update=grpo`` trains on."""
+    return list(dict.fromkeys((r.card.problem, r.verdict.reference or r.card.final_answer)
+                              for r in records if r.valid and r.card is not None))
+
+
+def grpo_update(state: CoTrainState, tasks: Sequence[tuple[str, str]]) -> tuple[UpdateStats | None, int]:
+    """One Reasoner GRPO step on ``tasks``: k fresh attempts each, graded against the reference.
+
+    Groups with equal rewards stay in the batch with advantage 0 (as in a co-training step, the
+    loss is normalised over the whole batch); no step when nothing is gradient-bearing. Returns the
+    update (None when none was taken) and the number of attempts sampled.
+    """
+    s = state.settings
+    groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling)
+    batch: list[Experience] = []
+    for (_, reference), group in zip(tasks, groups):
+        rewards = [r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards)]
+        advs = _advantages(rewards, s.reasoner_scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(group)
+        batch += [Experience(c.prompt_ids, c.completion_ids, a, c.logprobs) for c, a in zip(group, advs)]
+    n = sum(len(g) for g in groups)
+    if not any(e.advantage != 0.0 for e in batch):
+        return None, n
+    return state.reasoner.update(batch), n
+
+
+def _minibatches(data: Sequence[T], cfg: RoundsConfig, rng: random.Random) -> list[list[T]]:
+    """``epochs`` passes over ``data``, each freshly shuffled, cut into batches of ``batch_size``."""
+    out: list[list[T]] = []
+    for _ in range(cfg.epochs):
+        order = list(data)
+        rng.shuffle(order)
+        out += [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    return out
+
+
+def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) -> RoundTraining:
+    """Train the Reasoner on the pool's records of the round that ``step`` closes (see :func:`training_steps`)."""
+    records = [rec for s in training_steps(step, cfg) for rec in state.pool.by_step(s)]
+    rng = random.Random(f"rounds:{seed}:{round_of(step, cfg)}")
+    updates: list[UpdateStats] = []
+    rollouts = 0
+    if cfg.update == "sft":
+        examples = sft_examples(records, state.reasoner, state.domain, cfg)
+        n_data = len(examples)
+        for batch in _minibatches(examples, cfg, rng):
+            updates.append(state.reasoner.sft_update(batch, cfg.lr))
+    else:
+        tasks = grpo_tasks(records)
+        n_data = len(tasks)
+        for chunk in _minibatches(tasks, cfg, rng):
+            upd, n = grpo_update(state, chunk)
+            rollouts += n
+            if upd is not None:
+                updates.append(upd)
+    stepped = [u for u in updates if u.stepped]
+    loss = sum(u.loss for u in stepped) / len(stepped) if stepped else None
+    return RoundTraining(examples=n_data, updates=len(stepped), loss=loss, rollouts=rollouts)
+
+
+def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
+                protocol: str = "rounds") -> StepStats:
+    """One step of a round: collect (the Reasoner solves, nothing trains it); the round's last step then trains it."""
+    s = state.settings
+    end = round_ends(step, cfg, total_steps)
+    s.protocol, s.round, s.phase = protocol, round_of(step, cfg), "train" if end else "collect"
+    s.update_reasoner = False
+    stats = cotrain_step(state, step)
+    if end:
+        t = time.perf_counter()
+        done = train_round(state, step, cfg, seed)
+        stats.t_train += time.perf_counter() - t
+        stats.round_examples, stats.round_updates = done.examples, done.updates
+        stats.round_loss, stats.round_rollouts = done.loss, done.rollouts
+    return stats

@@ -1,0 +1,125 @@
+"""What a task domain supplies to the co-training loop.
+
+A domain owns the prompts of both agents (user and system messages) and the
+knowledge that is specific to its tasks: an exact oracle when one exists
+(arithmetic), the factors that the capability report groups by, a fixed task
+generator for the ``static`` baseline and a held-out set that training must
+never touch. The loop itself is domain-free.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from synco.evosyn.space import Cell
+from synco.core.records import TaskCard
+from synco.core.report import CapabilityReport
+from synco.core.sampling import Completion, SamplingParams
+
+if TYPE_CHECKING:
+    from synco.core.policy import Policy
+
+
+@dataclass(frozen=True)
+class HeldoutItem:
+    """One held-out evaluation problem with its exact answer and group (e.g. difficulty level)."""
+
+    problem: str
+    answer: str
+    group: str
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """The domain hooks the engine calls; see ``synco.domains.arith.ArithDomain`` for the embedded one."""
+
+    name: str
+
+    def synthesizer_prompt(self, report: CapabilityReport, target: Cell | None = None) -> str:
+        """The Synthesizer's user prompt, built from the latest capability report; ``target`` names the
+        Designer's cell for this context (domains with a factor space), None for a report-only prompt."""
+        ...
+
+    def reasoner_prompt(self, problem: str) -> str:
+        """The Reasoner's user prompt: only the problem (and the answer-format instruction)."""
+        ...
+
+    def synthesizer_system_prompt(self) -> str | None:
+        """The Synthesizer's system prompt, or None to leave it to the policy (``PolicyConfig.system_prompt``)."""
+        ...
+
+    def reasoner_system_prompt(self) -> str | None:
+        """The Reasoner's system prompt, or None to leave it to the policy (``PolicyConfig.system_prompt``)."""
+        ...
+
+    def oracle(self, card: TaskCard) -> str | None:
+        """The exact answer to ``card.problem``, or None when the card is outside the domain.
+
+        Domains without an exact oracle set ``has_oracle = False`` and rely on consensus.
+        """
+        ...
+
+    @property
+    def has_oracle(self) -> bool: ...
+
+    def card_factors(self, card: TaskCard) -> dict[str, str]:
+        """Categorical labels of a card (topic, level, ...) computed from the card itself."""
+        ...
+
+    def reject_reason(self, card: TaskCard) -> str | None:
+        """A domain-specific hard rejection (e.g. ``heldout_problem``), or None."""
+        ...
+
+    def static_cards(self, rng: random.Random, n: int) -> list[str]:
+        """``n`` raw card texts from a fixed generator: the ``static`` baseline's task source."""
+        ...
+
+    def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
+        """Held-out problems that no training path may produce."""
+        ...
+
+    # Optional attribute ``reasoner_response_prefix: str`` (see :func:`response_prefix`).
+    # Optional factor space (EvoSyn, see ``synco.evosyn``): ``factor_defs() -> list[FactorDef]`` (every
+    # factor the domain can compute from a problem), ``builtin_factors: tuple[str, ...]`` (those the space
+    # starts with; the rest are the Reflector's candidates) and ``sample_any(rng) -> str`` (a problem from
+    # the domain's generator, to find the feasible cells).
+
+
+def response_prefix(domain: Domain) -> str:
+    """The fixed text every Reasoner response starts with (``domain.reasoner_response_prefix``; "" if none).
+
+    E.g. ``\\boxed{`` in the arithmetic world: it is put at the end of the prompt
+    (prefilled, so no decoding step and no gradient is spent on it) and in front
+    of every completion's text before the answer is extracted, graded or stored.
+    """
+    return str(getattr(domain, "reasoner_response_prefix", "") or "")
+
+
+def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) -> list[str]:
+    """The Reasoner's formatted prompt for each problem, ending with the domain's prefilled response prefix.
+
+    What :func:`solve` samples from, and what supervised updates (``synco.cotrain.protocols``) train on.
+    """
+    prefix = response_prefix(domain)
+    system = domain.reasoner_system_prompt()
+    return [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
+
+
+def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
+          params: SamplingParams | None = None, seed: int | None = None) -> list[list[Completion]]:
+    """``n`` answers of ``policy`` to each problem with the domain's prompts; texts are whole responses.
+
+    The one place where Reasoner-style prompts are built (training attempts,
+    consensus checker, held-out evaluation), so they always match. ``seed``: one seed for the
+    whole request (``Policy.generate``; None: the policy's own random stream).
+    """
+    from synco.core.policy import generate_seeded
+
+    prefix = response_prefix(domain)
+    groups = generate_seeded(policy, reasoner_prompts(policy, domain, problems), n, params, seed)
+    if not prefix:
+        return groups
+    return [[replace(c, text=prefix + c.text) for c in group] for group in groups]

@@ -1,0 +1,1 @@
+"""Evaluation: ``synco eval`` on benchmark files, its metrics, ``synco data``, and the label harness."""

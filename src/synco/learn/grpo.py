@@ -1,0 +1,161 @@
+"""GRPO maths: group-relative advantages and the clipped token-level policy loss.
+
+Pure torch functions, no model code, so every number can be checked by hand.
+Shapes use ``G`` for the group size (samples of one prompt), ``B`` for rows of a
+(micro-)batch and ``T`` for completion tokens (right-padded, with a mask).
+
+Loss aggregation is designed for gradient accumulation: the caller passes the
+*global* normalizer (completion tokens, or sequences, of the whole GRPO batch),
+so splitting a batch into micro-batches, or dropping rows whose advantage is
+zero, gives exactly the gradient of one big batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from synco.core.policy import GRPOConfig, LossAgg  # noqa: F401  (re-exported: the settings live torch-free)
+from synco.core.rewards import is_gradient_bearing  # noqa: F401  (re-exported: the group test lives with the rewards)
+
+
+
+def group_advantages(rewards: Tensor, scale_by_std: bool = True, eps: float = 1e-6) -> Tensor:
+    """Group-relative advantages of one group's rewards.
+
+    Args:
+        rewards: ``(G,)`` rewards of the G samples drawn for one prompt.
+        scale_by_std: ``True`` is GRPO, ``(r - mean) / (std + eps)``; ``False`` is
+            Dr. GRPO, ``r - mean`` (no per-group rescaling, so easy/hard groups are
+            not up-weighted).
+        eps: added to the std so a constant group gives zeros, not NaN.
+
+    Returns:
+        ``(G,)`` float advantages. The std is the *sample* std (Bessel's
+        correction, ``torch.std`` default), as in the DeepSeekMath / TRL / verl
+        implementations; a group of one sample gets advantage 0.
+    """
+    r = rewards.to(torch.float32) if not rewards.is_floating_point() else rewards
+    if r.ndim != 1:
+        raise ValueError(f"rewards must be 1-D (G,), got shape {tuple(r.shape)}")
+    if r.numel() <= 1:
+        return torch.zeros_like(r)
+    centred = r - r.mean()
+    if not scale_by_std:
+        return centred
+    return centred / (r.std(unbiased=True) + eps)
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """Diagnostics of one ``policy_loss`` call, all over masked (completion) tokens.
+
+    ``clip_frac``: share of tokens where the clipped term was the active one
+    (the ratio left the trust region in the direction the advantage pushes).
+    ``ratio_mean``: mean of ``exp(logp - old_logp)``. ``kl``: mean k3 KL to the
+    reference (0.0 without one). ``n_tokens``: number of masked tokens, so
+    callers can weight stats of several micro-batches.
+    """
+
+    clip_frac: float
+    ratio_mean: float
+    kl: float
+    n_tokens: int
+
+
+def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Per-token k3 estimator of KL(policy || reference): ``exp(d) - d - 1`` with ``d = ref - logp``.
+
+    Non-negative, unbiased for samples drawn from the policy, and low-variance
+    (Schulman's "approximating KL divergence"). Shapes: ``(B, T)`` in and out.
+    """
+    d = ref_logprobs - logprobs
+    return torch.exp(d) - d - 1.0
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    loss_agg: LossAgg = "token-mean",
+    normalizer: float | None = None,
+    ref_logprobs: Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> tuple[Tensor, LossStats]:
+    """Token-level clipped surrogate loss of GRPO/DAPO, with an optional k3 KL penalty.
+
+    Per token: ``max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))``
+    (i.e. ``-min(ratio*A, clip(ratio)*A)``) plus ``kl_coef * k3_kl`` when a
+    reference is given. ``clip_high > clip_low`` is DAPO's "clip-higher".
+
+    Args:
+        logprobs: ``(B, T)`` log-probs of the sampled tokens under the current policy (carries grad).
+        old_logprobs: ``(B, T)`` log-probs under the policy that sampled them (no grad).
+        advantages: ``(B,)`` one advantage per sequence, broadcast over its tokens.
+        mask: ``(B, T)`` 1 on completion tokens, 0 on padding (bool or float).
+        clip_low, clip_high: the trust region ``[1 - clip_low, 1 + clip_high]`` of the ratio.
+        loss_agg: ``"token-mean"``: sum over all masked tokens / ``normalizer``
+            (default: this call's mask sum) — every token weighs the same, long
+            answers are not down-weighted (DAPO). ``"seq-mean-token-mean"``: each
+            sequence's token mean, summed / ``normalizer`` (default: ``B``) — the
+            original GRPO per-sequence average.
+        normalizer: the *global* count (tokens for token-mean, sequences for
+            seq-mean-token-mean) of the whole GRPO batch, including rows in other
+            micro-batches and rows skipped for zero advantage. Then the losses
+            (and gradients) of micro-batches simply add up to the whole-batch ones.
+        ref_logprobs: ``(B, T)`` reference-policy log-probs, or None for no KL term.
+        kl_coef: weight of the KL term (ignored without ``ref_logprobs``).
+
+    Returns:
+        ``(loss, stats)``: a scalar tensor and detached :class:`LossStats`.
+    """
+    if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
+        raise ValueError(
+            f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, mask {tuple(mask.shape)}"
+        )
+    if advantages.shape != logprobs.shape[:1]:
+        raise ValueError(f"advantages must be (B,)={tuple(logprobs.shape[:1])}, got {tuple(advantages.shape)}")
+    if normalizer is not None and normalizer <= 0:
+        raise ValueError(f"normalizer must be positive, got {normalizer}")
+
+    m = mask.to(logprobs.dtype)
+    adv = advantages.to(logprobs.dtype).unsqueeze(-1)
+    ratio = torch.exp(logprobs - old_logprobs.detach())
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+
+    kl_tok: Tensor | None = None
+    if ref_logprobs is not None:
+        kl_tok = k3_kl(logprobs, ref_logprobs.detach())
+        if kl_coef != 0.0:
+            per_token = per_token + kl_coef * kl_tok
+
+    # Zero the padding with where(), not a product, so a NaN/inf in a padded slot cannot leak in.
+    per_token = torch.where(m > 0, per_token, torch.zeros_like(per_token))
+    if loss_agg == "token-mean":
+        denom = float(normalizer) if normalizer is not None else max(float(m.sum().item()), 1.0)
+        loss = per_token.sum() / denom
+    elif loss_agg == "seq-mean-token-mean":
+        seq_mean = per_token.sum(-1) / m.sum(-1).clamp(min=1.0)
+        denom = float(normalizer) if normalizer is not None else float(max(logprobs.shape[0], 1))
+        loss = seq_mean.sum() / denom
+    else:
+        raise ValueError(f"unknown loss_agg {loss_agg!r}")
+
+    with torch.no_grad():
+        n = float(m.sum().item())
+        safe = max(n, 1.0)
+        active = (clipped > unclipped).to(m.dtype) * m
+        stats = LossStats(
+            clip_frac=float(active.sum().item()) / safe,
+            ratio_mean=float((torch.where(m > 0, ratio, torch.zeros_like(ratio))).sum().item()) / safe,
+            kl=float(torch.where(m > 0, kl_tok, torch.zeros_like(kl_tok)).sum().item()) / safe if kl_tok is not None else 0.0,
+            n_tokens=int(n),
+        )
+    return loss, stats

@@ -1,0 +1,1 @@
+"""A training run: its directory, setup and resume, the loop with its step hooks, checkpoints, summary."""

@@ -1,0 +1,92 @@
+"""What the trainer asks of a protocol: its step function, its round boundaries, its resume state, its summary."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
+from synco.cotrain.protocols import alternating, rounds
+
+if TYPE_CHECKING:
+    from synco.config import RunConfig
+
+StepFn = Callable[[CoTrainState, int], StepStats]
+
+
+def protocol_step(cfg: RunConfig) -> StepFn:
+    """The function the run loop calls for each step: ``cotrain_step`` itself for ``online``."""
+    if cfg.protocol == "online":
+        return cotrain_step
+    if cfg.protocol == "alternating":
+        return partial(alternating.alternating_step, cfg=cfg.alternating)
+    return partial(rounds.rounds_step, cfg=cfg.rounds, total_steps=cfg.steps, seed=cfg.seed, protocol=cfg.protocol)
+
+
+def closes_round(cfg: RunConfig, step: int) -> bool:
+    """Whether ``step`` ends a round of ``rounds`` / ``rft``: the report and the factor space are rebuilt then."""
+    return cfg.protocol in ("rounds", "rft") and rounds.round_ends(step, cfg.rounds, cfg.steps)
+
+
+def _settings(cfg: RunConfig) -> dict[str, Any]:
+    """The section that lays out a protocol's steps (a resumed run must keep it)."""
+    if cfg.protocol in ("rounds", "rft"):
+        return {"rounds": cfg.rounds.model_dump()}
+    if cfg.protocol == "alternating":
+        return {"alternating": cfg.alternating.model_dump()}
+    return {}
+
+
+def protocol_state(cfg: RunConfig, step: int) -> dict[str, Any]:
+    """What a checkpoint after ``step`` records of the protocol: its name, settings and round.
+
+    The round's data are the pool's rows, rebuilt from the pool on resume, so nothing else is needed.
+    """
+    index = None
+    if cfg.protocol in ("rounds", "rft"):
+        index = rounds.round_of(step, cfg.rounds)
+    elif cfg.protocol == "alternating":
+        index = alternating.phase_of(step, cfg.alternating)[0]
+    return {"protocol": cfg.protocol, "round": index, "settings": _settings(cfg)}
+
+
+def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:
+    """Why a run checkpointed with protocol state ``saved`` cannot resume under ``cfg`` (None: it can).
+
+    A checkpoint without protocol state was written by an online run.
+    """
+    saved = saved or {"protocol": "online", "settings": {}}
+    if saved["protocol"] != cfg.protocol:
+        return f"protocol={cfg.protocol!r} but the run was trained with protocol={saved['protocol']!r}"
+    now = _settings(cfg)
+    before = saved.get("settings") or {}
+    changed = [f"{section}.{k}={v!r} (was {before.get(section, {}).get(k)!r})"
+               for section, values in now.items() for k, v in values.items() if before.get(section, {}).get(k) != v]
+    if changed:
+        return "the protocol's settings changed: " + ", ".join(changed)
+    return None
+
+
+def round_training(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts."""
+    return [{"step": r["step"], "round": r.get("round"), "examples": r["round_examples"],
+             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts")}
+            for r in rows if r.get("round_examples") is not None]
+
+
+def describe(protocol: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The summary's lines about the protocol, from metrics.jsonl rows (none for online)."""
+    if protocol == "online" or not rows:
+        return []
+    phases = list(dict.fromkeys((r.get("round"), r.get("phase")) for r in rows))
+    if protocol == "alternating":
+        learners = [p for _, p in phases]
+        return [f"protocol alternating: {len(phases)} phases ({', '.join(str(p) for p in learners)})"]
+    out = [f"protocol {protocol}: {len({r for r, _ in phases})} rounds; the Reasoner trained at the end of each on"]
+    for t in round_training(rows):
+        loss = "-" if t["loss"] is None else f"{t['loss']:.4f}"
+        extra = f", {t['rollouts']} fresh rollouts" if t.get("rollouts") else ""
+        unit = "tasks (GRPO)" if t.get("rollouts") else "examples (SFT)"
+        out.append(f"  round {t['round']} (step {t['step']}): {t['examples']} {unit}, {t['updates']} updates, "
+                   f"loss {loss}{extra}")
+    return out

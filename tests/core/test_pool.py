@@ -1,0 +1,359 @@
+"""Tests for the SQLite task pool: round trips, ids, atomic steps, queries, export."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic_core import PydanticSerializationError
+
+from synco.core.pool import EXPORT_COLUMNS, SCHEMA_VERSION, PoolError, TaskPool
+from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
+
+
+def make_card(problem: str, factors: dict[str, str] | None = None, **extra: object) -> TaskCard:
+    fields = {name: f"{name} of {problem}" for name in CARD_FIELDS}
+    fields["problem"] = problem
+    fields["final_answer"] = "\\frac{1}{2}"
+    return TaskCard(**fields, factors=factors or {}, extra=dict(extra))
+
+
+def make_record(
+    step: int,
+    slot: int,
+    *,
+    valid: bool = True,
+    factors: dict[str, str] | None = None,
+    correct: tuple[bool, ...] = (True, False),
+    card: TaskCard | None = None,
+    with_card: bool = True,
+) -> TaskRecord:
+    if card is None and with_card:
+        card = make_card(f"problem s{step} k{slot}", factors)
+    rollouts = [
+        Rollout(text=f"attempt {i}", answer="1/2" if c else "3", method="boxed", correct=c,
+                reward=1.0 if c else 0.0, truncated=(i == 1), n_tokens=10 + i)
+        for i, c in enumerate(correct)
+    ] if valid else []
+    return TaskRecord(
+        step=step,
+        slot=slot,
+        context_id=slot // 2,
+        raw=f"raw text {{json}} s{step} k{slot}",
+        card=card,
+        verdict=Verdict(
+            valid=valid,
+            scores={"format": 1.0, "novelty": 0.75},
+            quality=0.8 if valid else 0.1,
+            reliability=0.9,
+            reasons=[] if valid else ["near_duplicate: sim=0.93", "missing_field: solution"],
+            reference="1/2" if valid else None,
+            agreement=0.5 if valid else None,
+        ),
+        rollouts=rollouts,
+        success_rate=(sum(correct) / len(correct)) if valid and correct else None,
+        synth_reward=SynthReward(total=0.7, quality=0.8, teachability=1.0, success_rate=0.5)
+        if valid
+        else SynthReward(total=-1.0, penalty=1.0),
+    )
+
+
+@pytest.fixture()
+def pool(tmp_path: Path):
+    with TaskPool(tmp_path / "pool.sqlite") as p:
+        yield p
+
+
+def test_round_trip_full_record(pool: TaskPool) -> None:
+    rec = make_record(0, 0, factors={"level": "3", "topic": "algebra"}, correct=(True, False, True))
+    invalid = make_record(0, 1, valid=False, with_card=False)
+    ids = pool.record_step(0, [rec, invalid], metrics={"loss": 0.25})
+    assert ids == [1, 2]
+    assert rec.task_id == 1 and invalid.task_id == 2
+    assert pool.get(1) == rec
+    assert pool.get(2) == invalid
+    assert pool.get(3) is None
+    back = pool.get(1)
+    assert back is not None and back.gradient_bearing and back.card is not None
+    assert back.card.factors == {"level": "3", "topic": "algebra"}
+    assert [r.n_tokens for r in back.rollouts] == [10, 11, 12]
+    assert pool.steps_metrics() == [(0, {"loss": 0.25})]
+
+
+def test_schema_is_queryable_with_plain_sql(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [make_record(0, 0, factors={"level": "2"}, correct=(True, True, False))])
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    row = con.execute(
+        "SELECT valid, gradient_bearing, synth_reward_total, difficulty_estimate, success_rate FROM tasks"
+    ).fetchone()
+    assert row == (1, 1, 0.7, "difficulty_estimate of problem s0 k0", pytest.approx(2 / 3))
+    assert con.execute("SELECT SUM(correct), COUNT(*) FROM rollouts").fetchone() == (2, 3)
+    assert con.execute("SELECT key, value FROM task_factors").fetchall() == [("level", "2")]
+    con.close()
+
+
+def test_wal_mode_on(pool: TaskPool) -> None:
+    assert pool.journal_mode == "wal"
+
+
+def test_ids_unique_across_steps_and_continue_after_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        assert p.record_step(0, [make_record(0, k) for k in range(3)]) == [1, 2, 3]
+        assert p.record_step(1, [make_record(1, k) for k in range(2)]) == [4, 5]
+    with TaskPool(path) as p:
+        assert p.count() == 5
+        assert p.last_step() == 1
+        assert p.record_step(2, [make_record(2, 0)]) == [6]
+
+
+def test_ids_never_reused_after_truncate(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        for step in range(3):
+            p.record_step(step, [make_record(step, k) for k in range(2)], {"step": float(step)})
+        assert p.truncate_after(0) == 4
+        assert p.count() == 2 and p.last_step() == 0
+        assert [s for s, _ in p.steps_metrics()] == [0]
+    with TaskPool(path) as p:
+        # steps 1, 2 can be written again (resume), with fresh ids 7, 8 (3..6 are gone for good)
+        assert p.record_step(1, [make_record(1, 0), make_record(1, 1)]) == [7, 8]
+        con = sqlite3.connect(path)
+        # 4 records x 2 rollouts; the 8 rollouts of the truncated tasks are gone
+        assert con.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0] == 8
+        assert con.execute("SELECT COUNT(*) FROM task_factors").fetchone()[0] == 0
+        con.close()
+
+
+def test_step_is_atomic_when_a_write_fails_midway(pool: TaskPool) -> None:
+    pool.record_step(0, [make_record(0, 0)])
+    good = [make_record(1, k) for k in range(2)]
+    bad = make_record(1, 2)
+    bad.rollouts[1].n_tokens = 2**70  # SQLite cannot bind this: fails after the task row was inserted
+    after = make_record(1, 3)
+    with pytest.raises(OverflowError):
+        pool.record_step(1, [*good, bad, after], {"x": 1.0})
+    assert pool.count() == 1
+    assert pool.by_step(1) == []
+    assert pool.last_step() == 0
+    assert [s for s, _ in pool.steps_metrics()] == [0]
+    assert [r.task_id for r in good] == [-1, -1]  # ids are set only after a commit
+    # the connection is usable and the step can be written properly; rolled-back ids were never published
+    assert pool.record_step(1, [make_record(1, 0)]) == [2]
+
+
+def test_step_is_atomic_when_serialisation_fails(pool: TaskPool) -> None:
+    records = [make_record(0, 0), make_record(0, 1, card=make_card("p", obj=object())), make_record(0, 2)]
+    with pytest.raises(PydanticSerializationError):
+        pool.record_step(0, records)
+    assert pool.count() == 0 and pool.last_step() is None
+
+
+def test_disk_full_mid_step_is_the_error_raised_and_the_pool_stays_usable(pool: TaskPool) -> None:
+    pool.record_step(0, [make_record(0, 0)])
+    # A page cap stands in for a full disk: the same SQLITE_FULL, after which SQLite has already rolled the
+    # transaction back itself (a second ROLLBACK used to fail and hide it behind "no transaction is active").
+    pages = pool._conn.execute("PRAGMA page_count").fetchone()[0]
+    pool._conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        pool.record_step(1, [make_record(1, k) for k in range(40)])
+    assert pool.last_step() == 0 and pool.count() == 1
+    pool._conn.execute("PRAGMA max_page_count = 1073741823")  # space again
+    pool.record_step(1, [make_record(1, 0)])
+    assert pool.last_step() == 1 and pool.count() == 2
+
+
+def test_a_file_that_is_not_a_pool_is_a_pool_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    path.write_bytes(b"this is not a database " * 300)
+    with pytest.raises(PoolError, match=re.escape(str(path))):
+        TaskPool(path)
+
+
+def test_integrity_check_finds_damage_inside_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        for step in range(10):
+            p.record_step(step, [make_record(step, k) for k in range(20)])
+        p.check_integrity()  # intact
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8192] = b"\xff" * 8192
+    path.write_bytes(bytes(data))
+    with TaskPool(path) as p:  # opening reads only the first pages, so it succeeds
+        with pytest.raises(PoolError, match="damaged"):
+            p.check_integrity()
+
+
+def test_duplicate_step_is_an_error(pool: TaskPool) -> None:
+    pool.record_step(4, [make_record(4, 0)])
+    with pytest.raises(ValueError, match="step 4"):
+        pool.record_step(4, [make_record(4, 1)])
+    pool.record_step(5, [])
+    with pytest.raises(ValueError, match="step 5"):
+        pool.record_step(5, [])
+    assert pool.count() == 1
+
+
+def test_record_with_wrong_step_is_refused(pool: TaskPool) -> None:
+    with pytest.raises(ValueError, match="step"):
+        pool.record_step(1, [make_record(2, 0)])
+    assert pool.count() == 0
+
+
+def test_queries(pool: TaskPool) -> None:
+    pool.record_step(0, [make_record(0, 0, factors={"level": "1"}), make_record(0, 1, valid=False)])
+    pool.record_step(1, [make_record(1, 0, factors={"level": "2"}), make_record(1, 1, factors={"level": "1"})])
+    pool.record_step(2, [make_record(2, 0, valid=False), make_record(2, 1, factors={"level": "1", "t": "x"})])
+    assert [r.task_id for r in pool.recent(3)] == [4, 5, 6]
+    assert [r.task_id for r in pool.recent()] == [1, 2, 3, 4, 5, 6]
+    assert pool.recent(0) == []
+    assert [r.task_id for r in pool.by_step(1)] == [3, 4]
+    assert [r.task_id for r in pool.by_validity(True)] == [1, 3, 4, 6]
+    assert [r.task_id for r in pool.by_validity(True, limit=2)] == [4, 6]
+    assert [r.task_id for r in pool.by_validity(False)] == [2, 5]
+    assert [r.task_id for r in pool.by_factor("level", "1")] == [1, 4, 6]
+    assert [r.task_id for r in pool.by_factor("t", "x")] == [6]
+    assert pool.by_factor("level", "9") == []
+    assert pool.count() == 6 and pool.last_step() == 2
+    assert list(pool.valid_problems()) == [
+        (1, "problem s0 k0"), (3, "problem s1 k0"), (4, "problem s1 k1"), (6, "problem s2 k1"),
+    ]
+
+
+def test_empty_pool(pool: TaskPool) -> None:
+    assert pool.count() == 0
+    assert pool.last_step() is None
+    assert pool.recent() == [] and pool.steps_metrics() == [] and list(pool.valid_problems()) == []
+
+
+def test_valid_problems_pages_through_many(pool: TaskPool) -> None:
+    pool.record_step(0, [make_record(0, k, correct=()) for k in range(1203)])
+    ids = [i for i, _ in pool.valid_problems()]
+    assert ids == list(range(1, 1204))
+
+
+def test_export_jsonl_and_hf_dataset(pool: TaskPool, tmp_path: Path) -> None:
+    pool.record_step(0, [make_record(0, 0, factors={"level": "1"}), make_record(0, 1, valid=False)])
+    pool.record_step(1, [make_record(1, 0, factors={"topic": "geo"}, correct=(True, True, True, False))])
+    out = tmp_path / "run" / "valid_tasks.jsonl"
+    assert pool.export_jsonl(out) == 2
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [row["task_id"] for row in lines] == [1, 3]
+    assert list(lines[1]) == list(EXPORT_COLUMNS)
+    assert lines[1]["problem"] == "problem s1 k0"
+    assert lines[1]["final_answer"] == "1/2"  # the verified reference, not the card's claim
+    assert lines[1]["synthesizer_answer"] == "\\frac{1}{2}" and lines[1]["answer_corrected"] is False
+    assert lines[1]["factors"] == {"topic": "geo"}
+    assert lines[1]["success_rate"] == 0.75
+    assert lines[1]["quality"] == 0.8 and lines[1]["reliability"] == 0.9
+    assert lines[0]["teaching_intent"] == "teaching_intent of problem s0 k0"
+
+    ds = pool.to_hf_dataset()
+    assert len(ds) == 2
+    assert ds.column_names == list(EXPORT_COLUMNS)
+    assert ds[1]["factors"] == {"level": None, "topic": "geo"}
+    assert ds[0]["success_rate"] == 0.5
+
+
+def corrected_record(step: int, slot: int, claimed: str, truth: str) -> TaskRecord:
+    """A valid arith-like record whose answer the oracle corrected (a soft reason, the card stays valid)."""
+    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").model_copy(update={"final_answer": claimed}))
+    verdict = rec.verdict.model_copy(update={"reference": truth,
+                                             "reasons": [f"reference_corrected: card={claimed} oracle={truth}"]})
+    return rec.model_copy(update={"verdict": verdict})
+
+
+def test_export_carries_the_verified_reference_as_final_answer(pool: TaskPool, tmp_path: Path) -> None:
+    pool.record_step(0, [corrected_record(0, 0, claimed="989", truth="978"), make_record(0, 1)])
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.export_jsonl(out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["final_answer"], r["synthesizer_answer"], r["answer_corrected"]) for r in rows] == [
+        ("978", "989", True), ("1/2", "\\frac{1}{2}", False)]
+    ds = pool.to_hf_dataset()
+    assert ds["final_answer"] == ["978", "1/2"] and ds["answer_corrected"] == [True, False]
+
+
+def test_append_step_jsonl_grows_the_export_by_whole_steps(pool: TaskPool, tmp_path: Path) -> None:
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.record_step(0, [make_record(0, 0), make_record(0, 1, valid=False), corrected_record(0, 2, "5", "6")])
+    pool.record_step(1, [make_record(1, 0, valid=False)])
+    pool.record_step(2, [make_record(2, 0)])
+    assert [pool.append_step_jsonl(out, s) for s in range(3)] == [2, 0, 1]
+    appended = out.read_text(encoding="utf-8")
+    full = tmp_path / "full.jsonl"
+    assert pool.export_jsonl(full) == 3
+    assert appended == full.read_text(encoding="utf-8")  # appending step by step = exporting at the end
+    empty = tmp_path / "none.jsonl"
+    assert pool.append_step_jsonl(empty, 1) == 0 and empty.read_text() == ""  # created even without rows
+
+
+def test_export_of_empty_pool(pool: TaskPool, tmp_path: Path) -> None:
+    assert pool.export_jsonl(tmp_path / "valid_tasks.jsonl") == 0
+    assert (tmp_path / "valid_tasks.jsonl").read_text() == ""
+    ds = pool.to_hf_dataset()
+    assert len(ds) == 0 and ds.column_names == list(EXPORT_COLUMNS)
+
+
+def test_concurrent_writers_get_distinct_ids(pool: TaskPool) -> None:
+    results: dict[int, list[int]] = {}
+
+    def write(step: int) -> None:
+        results[step] = pool.record_step(step, [make_record(step, k) for k in range(5)])
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    all_ids = sorted(i for ids in results.values() for i in ids)
+    assert all_ids == list(range(1, 21))
+    assert pool.count() == 20
+
+
+def test_schema_version_mismatch_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    TaskPool(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(ValueError, match="schema version 999"):
+        TaskPool(path)
+
+
+def test_designer_target_and_on_target_round_trip(tmp_path: Path) -> None:
+    on = make_record(0, 0, factors={"level": "L5"}).model_copy(update={"target": "level=L5", "on_target": True})
+    off = make_record(0, 1, factors={"level": "L9"}).model_copy(update={"target": "level=L5", "on_target": False})
+    plain = make_record(0, 2)  # no Designer: no target
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [on, off, plain])
+        back = p.by_step(0)
+    assert [(r.target, r.on_target) for r in back] == [("level=L5", True), ("level=L5", False), (None, None)]
+    with sqlite3.connect(path) as db:
+        rows = db.execute("select target, on_target from tasks order by task_id").fetchall()
+    assert rows == [("level=L5", 1), ("level=L5", 0), (None, None)]
+
+
+def test_a_pool_written_before_the_designer_gets_the_new_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [make_record(0, 0)])
+    with sqlite3.connect(path) as db:  # what a pool of the previous release looks like
+        db.execute("ALTER TABLE tasks DROP COLUMN target")
+        db.execute("ALTER TABLE tasks DROP COLUMN on_target")
+    with TaskPool(path) as p:
+        [old] = p.by_step(0)
+        assert old.target is None and old.on_target is None and old.card is not None
+        p.record_step(1, [make_record(1, 0).model_copy(update={"target": "level=L1", "on_target": True})])
+        assert [(r.target, r.on_target) for r in p.by_step(1)] == [("level=L1", True)]

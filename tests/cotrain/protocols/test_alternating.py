@@ -1,0 +1,48 @@
+"""Alternating self-evolution: the phase of a step, and only the phase's learner changes (real tiny models)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from synco.config import load_config
+from synco.cotrain.protocols.alternating import alternating_step, phase_of
+from synco.cotrain.protocols.config import AlternatingConfig
+from synco.run.trainer import setup_run
+
+
+def test_phases_alternate_from_the_first_learner() -> None:
+    cfg = AlternatingConfig(phase_steps=2)
+    assert [phase_of(s, cfg) for s in range(5)] == [(0, "synthesizer"), (0, "synthesizer"), (1, "reasoner"),
+                                                    (1, "reasoner"), (2, "synthesizer")]
+    assert phase_of(0, AlternatingConfig(phase_steps=3, first="reasoner")) == (0, "reasoner")
+    assert phase_of(3, AlternatingConfig(phase_steps=3, first="reasoner")) == (1, "synthesizer")
+
+
+def snapshot(policy):  # noqa: ANN001, ANN201
+    return {n: p.detach().clone() for n, p in policy.trainable_parameters()}
+
+
+def changed(before, policy):  # noqa: ANN001, ANN201
+    after = dict(policy.trainable_parameters())
+    return {n for n, p in before.items() if not torch.equal(p, after[n].detach())}
+
+
+def test_only_the_named_agent_changes_in_each_phase(tmp_path, one_thread) -> None:  # noqa: ANN001
+    overrides = ["protocol=alternating", "alternating.phase_steps=4", "n_cards=16", "k=4", f"runs_dir={tmp_path}",
+                 "run_id=t", "heldout_per_group=0", "tensorboard=false", "progress=false", "threads=1"]
+    cfg = load_config("arith", overrides=overrides)
+    state = setup_run(cfg).state
+    for first_step, learner, frozen in ((0, "synthesizer", "reasoner"), (4, "reasoner", "synthesizer")):
+        learning, fixed = getattr(state, learner), getattr(state, frozen)
+        l0, f0 = snapshot(learning), snapshot(fixed)
+        for step in range(first_step, first_step + 4):
+            stats = alternating_step(state, step, cfg.alternating)
+            assert (stats.protocol, stats.round, stats.phase) == ("alternating", first_step // 4, learner)
+            assert getattr(stats, f"{'synth' if frozen == 'synthesizer' else 'reasoner'}_loss") is None
+            if getattr(stats, f"{'synth' if learner == 'synthesizer' else 'reasoner'}_loss") is not None:
+                break
+        else:
+            pytest.fail(f"no gradient-bearing {learner} step in 4 steps")
+        assert changed(l0, learning) == set(l0), f"every {learner} parameter must change in its phase"
+        assert changed(f0, fixed) == set(), f"the {frozen} must stay fixed in the {learner}'s phase"

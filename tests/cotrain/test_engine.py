@@ -1,0 +1,340 @@
+"""The co-training step on the embedded world, with the shipped warm-start models."""
+
+import pytest
+import torch
+
+from synco.config import load_config
+from synco.cotrain.engine import cotrain_step
+from synco.core.policy import Completion
+from synco.run.trainer import setup_run
+from synco.domains.arith import ArithDomain
+
+
+def make_state(tmp_path, mode="cotrain", n_cards=16, k=4, synth_tokens=None, reasoner=None, seed=0):
+    overrides = [f"mode={mode}", f"n_cards={n_cards}", f"k={k}", f"seed={seed}", f"runs_dir={tmp_path}",
+                 "run_id=t", "heldout_per_group=0", "tensorboard=false", "progress=false"]
+    if synth_tokens:
+        overrides.append(f"synthesizer.sampling.max_new_tokens={synth_tokens}")
+    state = setup_run(load_config("arith", overrides=overrides)).state
+    if reasoner is not None:
+        state.reasoner = reasoner
+    return state
+
+
+def snapshot(policy):
+    return {n: p.detach().clone() for n, p in policy.trainable_parameters()}
+
+
+def changed(before, policy):
+    after = dict(policy.trainable_parameters())
+    return {n for n, p in before.items() if not torch.equal(p, after[n].detach())}
+
+
+def run_until_gradient(state, max_steps=4):
+    for step in range(max_steps):
+        stats = cotrain_step(state, step)
+        if stats.n_gradient_bearing > 0:
+            return stats
+    pytest.fail("no gradient-bearing task in %d steps" % max_steps)
+
+
+def test_cotrain_step_updates_every_parameter_of_both_agents(tmp_path):
+    state = make_state(tmp_path, "cotrain")
+    s0, r0 = snapshot(state.synthesizer), snapshot(state.reasoner)
+    stats = run_until_gradient(state)
+    assert changed(s0, state.synthesizer) == set(s0), "every Synthesizer parameter must change in cotrain"
+    assert changed(r0, state.reasoner) == set(r0), "every Reasoner parameter must change"
+    assert stats.n_valid > 0 and stats.reasoner_loss is not None
+
+
+def test_frozen_mode_keeps_synthesizer_fixed(tmp_path):
+    state = make_state(tmp_path, "frozen")
+    s0, r0 = snapshot(state.synthesizer), snapshot(state.reasoner)
+    run_until_gradient(state)
+    assert changed(s0, state.synthesizer) == set()
+    assert changed(r0, state.reasoner) == set(r0)
+
+
+def test_static_mode_draws_from_the_domain_generator(tmp_path):
+    state = make_state(tmp_path, "static", n_cards=8)
+    s0 = snapshot(state.synthesizer)
+    stats = cotrain_step(state, 0)
+    assert stats.n_cards == 8 and stats.n_valid == 8  # the fixed generator writes valid cards
+    assert changed(s0, state.synthesizer) == set()
+
+
+def test_step_is_recorded_whole_in_the_pool(tmp_path):
+    state = make_state(tmp_path, "cotrain", n_cards=8, k=3)
+    stats = cotrain_step(state, 0)
+    records = state.pool.by_step(0)
+    assert len(records) == 8 == stats.n_cards
+    assert len({r.task_id for r in records}) == 8
+    for rec in records:
+        assert rec.synth_reward is not None
+        if rec.valid:
+            assert len(rec.rollouts) == 3
+            assert rec.card is not None and "level" in rec.card.factors
+            assert rec.success_rate == sum(r.correct for r in rec.rollouts) / 3
+        else:
+            assert rec.synth_reward.total < 0
+
+
+def test_all_invalid_batch_is_handled(tmp_path):
+    # 8 tokens cannot hold a card: every card is truncated and invalid; the step still completes
+    state = make_state(tmp_path, "cotrain", n_cards=8, synth_tokens=8)
+    s0 = snapshot(state.synthesizer)
+    stats = cotrain_step(state, 0)
+    assert stats.n_valid == 0 and stats.n_synth_truncated == 8
+    # all rewards equal (-0.5) in every context (one per cell the Designer gave slots to): no gradient, counted
+    assert stats.allocation is not None and sum(stats.allocation.values()) == 8
+    assert stats.synth_groups_skipped == sum(1 for n in stats.allocation.values() if n)
+    assert changed(s0, state.synthesizer) == set()
+    assert len(state.pool.by_step(0)) == 8
+
+
+class OracleReasoner:
+    """A stand-in Reasoner that always answers correctly: every group has equal rewards."""
+
+    def __init__(self, domain):
+        self.domain = domain
+        self.updates = 0
+
+    def format_prompt(self, text, system=None):
+        return text
+
+    def generate(self, prompts, n, params=None):
+        out = []
+        for p in prompts:
+            problem = p[len("Q:"):].split("\n")[0] if p.startswith("Q:") else p
+            ans = self.domain.answer(problem)
+            out.append([Completion(text=f"\\boxed{{{ans}}}", prompt_ids=[1], completion_ids=[5, 6], logprobs=[-0.1, -0.1],
+                                   truncated=False, finish_reason="stop") for _ in range(n)])
+        return out
+
+    def update(self, batch):
+        self.updates += 1
+        raise AssertionError("no update expected without a gradient-bearing group")
+
+
+def test_step_without_gradient_bearing_groups_skips_reasoner_update(tmp_path):
+    domain = ArithDomain()
+    fake = OracleReasoner(domain)
+    state = make_state(tmp_path, "frozen", n_cards=8, reasoner=fake)
+    assert domain.reasoner_prompt("12+3").startswith("Q:")
+    stats = cotrain_step(state, 0)
+    assert stats.n_valid > 0
+    assert stats.n_gradient_bearing == 0 and stats.reasoner_groups_skipped == stats.n_valid
+    assert stats.reasoner_accuracy == 1.0 and fake.updates == 0
+
+
+# ----------------------------------------------------------------- EvoSyn: contexts, cells and controllability
+
+import json  # noqa: E402
+import random  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from synco.grading.answers import AnswerChecker  # noqa: E402
+from synco.cotrain.engine import CoTrainState, StepSettings, _plan_contexts  # noqa: E402
+from synco.evosyn.config import EvoSynConfig  # noqa: E402
+from synco.evosyn.run import build_evo_state  # noqa: E402
+from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key  # noqa: E402
+from synco.core.policy import UpdateStats  # noqa: E402
+from synco.core.pool import TaskPool  # noqa: E402
+from synco.core.report import build_report  # noqa: E402
+from synco.core.rewards import synthesizer_reward  # noqa: E402
+from synco.grading.verifier import TaskVerifier, VerifierConfig  # noqa: E402
+
+
+def _plan_state(n_cards, n_contexts, evo=None, designer=False, feedback=True, records=()):
+    """Just what ``_plan_contexts`` reads: settings, the factor space, the pool window and the rng."""
+    settings = StepSettings(mode="cotrain", n_cards=n_cards, n_contexts=n_contexts,
+                            evosyn=EvoSynConfig(designer=designer, feedback=feedback))
+    pool = SimpleNamespace(recent=lambda n: list(records))
+    return SimpleNamespace(settings=settings, evo=evo, pool=pool, rng=random.Random(n_cards * 100 + n_contexts))
+
+
+def test_n_contexts_never_drops_or_adds_cards():
+    for n_cards in range(1, 41):
+        for n_contexts in range(1, 13):
+            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, n_contexts))
+            sizes = [c.n for c in plan]
+            assert sum(sizes) == n_cards, (n_cards, n_contexts, sizes)
+            assert len(plan) == min(n_cards, n_contexts) and max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+            assert all(c.target is None for c in plan) and allocation is None and gaps == {}
+
+
+def test_designer_contexts_sum_to_n_cards_one_per_cell():
+    evo = build_evo_state(ArithDomain())
+    for feedback in (True, False):
+        for n_cards in range(1, 41):
+            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, 3, evo, designer=True, feedback=feedback))
+            assert sum(c.n for c in plan) == n_cards == sum(allocation.values())
+            assert all(c.n > 0 for c in plan)
+            targets = [c.target for c in plan]
+            assert len(set(targets)) == len(targets) and set(targets) <= set(evo.cells)
+            assert set(allocation) == set(evo.cells) == set(gaps)
+    # 128 slots over 11 unmeasured cells: everyone's need is 1, so 11 or 12 each
+    plan, _, _ = _plan_contexts(_plan_state(128, 1, evo, designer=True))
+    assert len(plan) == 11 and {c.n for c in plan} <= {11, 12}
+
+
+class CellWriter:
+    """A stand-in Synthesizer: in each context, card j is ``write(target_level, j)`` -> (problem, claimed level)."""
+
+    def __init__(self, domain, write, extra_factors=None):
+        self.domain, self.write, self.extra_factors = domain, write, extra_factors or {}
+        self.prompts = []
+
+    def format_prompt(self, text, system=None):
+        return text
+
+    def generate(self, prompts, n, params=None):
+        self.prompts += prompts
+        out = []
+        for prompt in prompts:
+            target = prompt.split("DO:")[1].split("\n")[0]
+            level = dict(kv.split("=") for kv in target.split(","))["level"]
+            group = []
+            for j in range(n):
+                problem, claimed = self.write(level, j)
+                card = json.loads(self.domain.format_card(problem, claimed, self.domain.answer(problem)))
+                card["factors"] = {"level": claimed, **self.extra_factors}  # the model's own claims
+                group.append(Completion(text=json.dumps(card), prompt_ids=[1], completion_ids=[2, 3],
+                                        logprobs=[-0.5, -0.5], truncated=False, finish_reason="stop"))
+            out.append(group)
+        return out
+
+    def update(self, batch):
+        raise AssertionError("frozen mode never updates the Synthesizer")
+
+
+class HalfRightReasoner:
+    """A stand-in Reasoner: half of the attempts at each problem are right (p = 0.5, full teachability)."""
+
+    def __init__(self, domain):
+        self.domain = domain
+
+    def format_prompt(self, text, system=None):
+        return text
+
+    def generate(self, prompts, n, params=None):
+        out = []
+        for p in prompts:
+            ans = int(self.domain.answer(p[len("Q:"):].split("\n")[0]))
+            out.append([Completion(text=f"{ans if j < n // 2 else ans + 1}}}", prompt_ids=[1], completion_ids=[5, 6],
+                                   logprobs=[-0.1, -0.1], truncated=False, finish_reason="stop") for j in range(n)])
+        return out
+
+    def update(self, batch):
+        return UpdateStats(loss=0.0, n_sequences=len(batch), n_tokens=2 * len(batch), n_skipped_zero_adv=0,
+                           grad_norm=0.0, clip_frac=0.0, kl=0.0, lr=0.0, nan_skipped=False, stepped=True)
+
+
+def _fake_state(tmp_path, write, cells, evosyn=None, space=None, defs=None, extra_factors=None):
+    domain = ArithDomain()
+    evo = build_evo_state(domain, space)
+    if defs is not None:
+        evo.defs = defs
+    evo.cells = cells
+    checker = AnswerChecker(use_math_verify=False)
+    settings = StepSettings(mode="frozen", n_cards=2 * len(cells), k=4,
+                            evosyn=evosyn or EvoSynConfig(designer=True, reflector=False))
+    return CoTrainState(settings=settings, domain=domain, synthesizer=CellWriter(domain, write, extra_factors),
+                        reasoner=HalfRightReasoner(domain),
+                        verifier=TaskVerifier(VerifierConfig(max_problem_chars=40), checker=checker, oracle=domain.oracle),
+                        checker=checker, pool=TaskPool(tmp_path / "pool.sqlite"), report=build_report([]),
+                        rng=random.Random(0), evo=evo)
+
+
+LEVEL_CELLS = [(("level", lv),) for lv in ("L2", "L5", "L8")]
+OTHER = {"L2": "L10", "L5": "L11", "L8": "L4"}
+
+
+def _on_and_off_target(level, j):
+    """Card 0 of a context is of the requested level; card 1 is of another level but claims the requested one."""
+    rng = random.Random(f"{level}-{j}")
+    return (ArithDomain().sample_problem(rng, level if j == 0 else OTHER[level]), level)
+
+
+def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
+    state = _fake_state(tmp_path, _on_and_off_target, LEVEL_CELLS)
+    stats = cotrain_step(state, 0)
+    assert sorted(p.split("\n")[1] for p in state.synthesizer.prompts) == ["DO:level=L2", "DO:level=L5", "DO:level=L8"]
+    records = state.pool.by_step(0)
+    assert len(records) == 6 and all(r.valid for r in records)
+    for rec in records:
+        assert rec.target in {cell_key(c) for c in LEVEL_CELLS}
+        requested = rec.target.split("=")[1]
+        on = rec.card.problem == _on_and_off_target(requested, 0)[0]
+        # the card claims the requested level in difficulty_estimate and factors; only the problem decides
+        assert rec.card.difficulty_estimate == requested
+        assert rec.card.factors["level"] == (requested if on else OTHER[requested])
+        assert rec.on_target is on
+        plain = synthesizer_reward(True, rec.verdict.quality, rec.verdict.reliability, rec.success_rate,
+                                   novelty=rec.verdict.scores.get("novelty", 1.0))
+        assert rec.success_rate == 0.5 and plain.total > 0.3
+        assert rec.synth_reward.total == pytest.approx(plain.total - (0.0 if on else 0.3))
+        assert rec.synth_reward.penalty == pytest.approx(0.0 if on else -0.3)
+        assert rec.synth_reward.alignment == (1.0 if on else 0.0)  # the additive reward's alignment term: on-target
+    assert stats.controllability == pytest.approx(0.5) and stats.controllability_by_factor == {"level": 0.5}
+    assert stats.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}
+    # the on-target cards cover the 3 cells evenly; the off-target ones (L10, L11, L4) are outside them
+    assert stats.factor_coverage == pytest.approx(1.0) and stats.factor_balance == pytest.approx(1.0)
+
+
+def test_control_gate_gives_off_target_cards_the_invalid_penalty(tmp_path):
+    state = _fake_state(tmp_path, _on_and_off_target, LEVEL_CELLS,
+                        evosyn=EvoSynConfig(designer=True, reflector=False, control_gate=True))
+    cotrain_step(state, 0)
+    off = [r for r in state.pool.by_step(0) if r.on_target is False]
+    assert len(off) == 3 and all(r.synth_reward.total == pytest.approx(-0.5) for r in off)
+
+
+def test_a_factor_claimed_by_the_card_but_not_computable_never_places_it(tmp_path):
+    # e.g. the math domain's `magnitude` of a problem without numbers: the domain cannot compute it, so the
+    # card's own `factors` claim must not stand in for it (it would put the card in the requested cell).
+    tag = FactorDef("tag", ("t", "u"), lambda p: None)
+    space = FactorSpace(factors=[FactorState(name="level", buckets=["L2", "L5", "L8"]),
+                                 FactorState(name="tag", buckets=["t", "u"])])
+    cells = [(("level", "L5"), ("tag", "t"))]
+    state = _fake_state(tmp_path, lambda level, j: (ArithDomain().sample_problem(random.Random(j), level), level),
+                        cells, space=space, defs=[*ArithDomain().factor_defs(), tag], extra_factors={"tag": "t"})
+    stats = cotrain_step(state, 0)
+    records = state.pool.by_step(0)
+    assert len(records) == 2 and all(r.valid and r.target == "level=L5,tag=t" for r in records)
+    assert all("tag" not in r.card.factors and r.on_target is False for r in records)
+    assert stats.controllability == 0.0
+    assert stats.controllability_by_factor == {"level": 1.0, "tag": 0.0}  # which factor the cards missed
+
+
+class BatchOnlyChecker:
+    """A checker that answers only in batches (a single match would be a missed batch), recording each batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[str, str]]] = []
+
+    def match(self, predicted: str, reference: str) -> bool:
+        raise AssertionError("the engine should check a step's answers in one match_many call")
+
+    def match_many(self, pairs):  # noqa: ANN001, ANN201
+        self.batches.append(list(pairs))
+        return [p.strip() == r for p, r in pairs]
+
+
+def test_a_steps_answers_are_checked_in_one_batch_and_regrouped():
+    from synco.grading.answers import extract_answer_with_method
+    from synco.cotrain.engine import _check_attempts, _grade
+    from synco.core.rewards import ReasonerRewardConfig
+
+    texts = [["\\boxed{7}", "no answer here", "\\boxed{8}"], ["\\boxed{ 3}", "\\boxed{3}"], []]
+    found = [[extract_answer_with_method(t) for t in group] for group in texts]
+    checker = BatchOnlyChecker()
+    ok = _check_attempts(checker, found, ["7", "3", "5"])  # type: ignore[arg-type]
+    assert checker.batches == [[("7", "7"), ("8", "7"), ("3", "3"), ("3", "3")]]  # no answer: wrong unchecked
+    assert ok == [[True, False, False], [True, True], []]
+    assert _check_attempts(checker, [[found[0][1]]], ["7"]) == [[False]] and len(checker.batches) == 1
+    c = Completion(text="\\boxed{7}", prompt_ids=[1], completion_ids=[2, 3], logprobs=[-0.1, -0.2], truncated=False,
+                   finish_reason="stop")
+    right, wrong = (_grade(c, found[0][0], x, ReasonerRewardConfig()) for x in (True, False))
+    assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct
+    assert right.reward > wrong.reward

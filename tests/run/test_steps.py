@@ -1,0 +1,104 @@
+"""The protocols on the trainer: dispatch, online unchanged, exact resume mid-round, refusals, summary and analysis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from synco.cli import main
+from synco.config import load_config
+from synco.cotrain.engine import _PROTOCOL_ONLY, StepStats, cotrain_step
+from synco.run.steps import protocol_state, protocol_step, resume_problem
+from synco.run.trainer import format_summary, train
+
+TINY = ["n_cards=8", "k=2", "heldout_per_group=1", "heldout_samples=0", "progress=false", "tensorboard=false",
+        "threads=1", "report_refresh_every=2"]
+
+
+def rows(run: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def comparable(run: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith("t_")} for r in rows(run)]
+
+
+def pool_tags(run: Path) -> list[dict]:
+    with sqlite3.connect(run / "pool.sqlite") as db:
+        return [json.loads(m) for (m,) in db.execute("SELECT metrics_json FROM steps ORDER BY step")]
+
+
+def test_online_runs_the_engine_step_itself_and_other_protocols_wrap_it() -> None:
+    assert protocol_step(load_config("arith")) is cotrain_step
+    for name in ("rounds", "alternating", "rft"):
+        assert protocol_step(load_config("arith", overrides=[f"protocol={name}"])) is not cotrain_step
+
+
+def test_resume_refuses_another_protocol_or_layout() -> None:
+    cfg = load_config("arith", overrides=["protocol=rounds", "rounds.steps_per_round=3"])
+    saved = protocol_state(cfg, step=4)
+    assert saved["round"] == 1 and resume_problem(saved, cfg) is None
+    other = cfg.model_copy(update={"rounds": cfg.rounds.model_copy(update={"steps_per_round": 2})})
+    assert "rounds.steps_per_round=2 (was 3)" in resume_problem(saved, other)
+    assert "protocol='online'" in resume_problem(saved, load_config("arith"))
+    assert resume_problem(None, load_config("arith")) is None  # a checkpoint from before protocols: online
+    assert "protocol='rounds'" in resume_problem(None, cfg)
+
+
+@pytest.mark.slow
+def test_default_train_keeps_its_metrics_and_pool_rows(tmp_path, one_thread) -> None:  # noqa: ANN001
+    train(load_config("arith", overrides=[*TINY, "steps=1", f"runs_dir={tmp_path}", "run_id=online"]))
+    line = rows(tmp_path / "online")[0]
+    assert set(line) == set(StepStats.model_fields) - set(_PROTOCOL_ONLY)  # only `protocol` is new
+    assert line["protocol"] == "online"
+    assert pool_tags(tmp_path / "online") == [{}]  # the pool's steps rows are as before
+
+
+def _resume_from(full: Path, copy: Path, step: int, *overrides: str) -> int:
+    """Copy a finished run, keep only its checkpoint of ``step`` and resume the copy to the end."""
+    shutil.copytree(full, copy)
+    for ckpt in (copy / "checkpoints").glob("step_*"):
+        if ckpt.name != f"step_{step}":
+            shutil.rmtree(ckpt)
+    return main(["train", "--resume", str(copy), *overrides])
+
+
+@pytest.mark.slow
+def test_rounds_resume_exactly_mid_round(tmp_path, capsys, one_thread) -> None:  # noqa: ANN001
+    overrides = [*TINY, "steps=5", "protocol=rounds", "rounds.steps_per_round=3", "rounds.accumulate=true",
+                 "rounds.batch_size=4", "rounds.lr=0.001", "save_every=1", "keep_checkpoints=10",
+                 f"runs_dir={tmp_path}", "run_id=full"]
+    summary = train(load_config("arith", overrides=overrides))
+    full = tmp_path / "full"
+    layout = [(0, "collect"), (0, "collect"), (0, "train"), (1, "collect"), (1, "train")]  # step 4 closes round 1
+    assert [(r["round"], r["phase"]) for r in rows(full)] == layout
+    assert pool_tags(full) == [{"protocol": "rounds", "round": r["round"], "phase": r["phase"]} for r in rows(full)]
+    trained = rows(full)[4]["round_examples"]
+    assert trained > rows(full)[2]["round_examples"] > 0  # accumulated: round 1 trains on rounds 0 and 1
+    assert [t["round"] for t in summary.round_training] == [0, 1] and summary.protocol == "rounds"
+    assert "protocol rounds: 2 rounds" in format_summary(summary)
+    weights = load_file(full / "checkpoints" / "step_4" / "reasoner" / "model.safetensors")
+
+    for step in (1, 3):  # mid round 0; mid round 1, whose accumulated data reach back past the checkpoint
+        copy = tmp_path / f"resumed-{step}"
+        assert _resume_from(full, copy, step) == 0
+        assert comparable(copy) == comparable(full)
+        again = load_file(copy / "checkpoints" / "step_4" / "reasoner" / "model.safetensors")
+        assert all(torch.equal(weights[k], again[k]) for k in weights)
+
+    # a resume that would lay the rounds out differently is refused before anything is rewound
+    refused = tmp_path / "refused"
+    assert _resume_from(full, refused, 1, "rounds.steps_per_round=2") == 2
+    err = capsys.readouterr().err
+    assert "rounds.steps_per_round=2 (was 3)" in err
+    assert comparable(refused) == comparable(full)
+
+    assert main(["analyze", str(full)]) == 0
+    analysis = json.loads((full / "analysis" / "summary.json").read_text())
+    assert (analysis["mode"], analysis["n_steps"]) == ("rounds/cotrain", 5)
