@@ -188,6 +188,49 @@ def test_ray_run_records_the_in_process_run_and_survives_a_killed_rollout_worker
         close_policies(rr.state)
 
 
+# rounds, GRPO at the round's end: two steps close one round, whose update samples 2 fresh attempts at each of the
+# round's tasks, 8 tasks a request (so the round takes more than one request, each with its own seed)
+ROUNDS = ["protocol=rounds", "rounds.steps_per_round=2", "rounds.update=grpo", "rounds.batch_size=8", "steps=2"]
+# 4 actors: the Reasoner's two rollout workers sample the round's attempts; checks stay in the driver
+RAY_ROUNDS = ["backend=ray", "ray.synthesizer.rollout_workers=0", "ray.reasoner.rollout_workers=2",
+              "ray.synthesizer.learner.num_cpus=0.25", "ray.reasoner.learner.num_cpus=0.25",
+              "ray.reasoner.worker.num_cpus=0.25", "ray.checks.workers=0"]
+
+
+@pytest.mark.slow
+def test_ray_run_records_the_in_process_run_on_the_rounds_protocol(tmp_path, local_ray, one_thread):
+    """The round's own Reasoner requests (GRPO on the round's tasks) are seeded like the step's, so rollout
+    workers sample what the in-process learner samples: same metrics, pool rows and weights after the round."""
+    from synco.run.steps import protocol_step
+    from synco.run.trainer import close_policies, setup_run
+
+    def run(run_id, *extra):  # noqa: ANN001, ANN202
+        cfg = load_config("arith", overrides=[*TINY, *ROUNDS, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra])
+        return setup_run(cfg, log=lambda _: None)
+
+    ref = run("inprocess", "seed_per_request=true")
+    step = protocol_step(ref.cfg)
+    ref_stats = [clean(step(ref.state, s)) for s in range(2)]
+    assert [(r["round"], r["phase"]) for r in ref_stats] == [(0, "collect"), (0, "train")]
+    assert ref_stats[1]["round_examples"] > 8 and ref_stats[1]["round_updates"] >= 1  # two requests, a step taken
+
+    rr = run("ray", *RAY_ROUNDS)
+    try:
+        assert isinstance(rr.state.reasoner, RayPolicy) and len(rr.state.reasoner.workers) == 2
+        step = protocol_step(rr.cfg)
+        assert [clean(step(rr.state, s)) for s in range(2)] == ref_stats
+        assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
+        for role in ("synthesizer", "reasoner"):
+            ours = dict(getattr(rr.state, role).trainable_parameters())
+            theirs = dict(getattr(ref.state, role).trainable_parameters())
+            assert ours.keys() == theirs.keys()
+            assert all(torch.equal(ours[k], theirs[k].detach()) for k in ours), role
+    finally:
+        rr.state.pool.close()
+        ref.state.pool.close()
+        close_policies(rr.state)
+
+
 def test_a_run_asking_for_more_than_the_cluster_has_fails_before_starting_actors(tmp_path, monkeypatch):
     from synco.run.trainer import setup_run
 

@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from synco.cli import main
 from synco.config import load_config
-from synco.cotrain.engine import _PROTOCOL_ONLY, StepStats, cotrain_step
-from synco.run.steps import protocol_state, protocol_step, resume_problem
+from synco.cotrain.engine import _PROTOCOL_ONLY, ONLINE, StepPlan, StepStats, cotrain_step
+from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan
 from synco.run.trainer import format_summary, train
 
 TINY = ["n_cards=8", "k=2", "heldout_per_group=1", "heldout_samples=0", "progress=false", "tensorboard=false",
@@ -38,6 +38,20 @@ def test_online_runs_the_engine_step_itself_and_other_protocols_wrap_it() -> Non
     assert protocol_step(load_config("arith")) is cotrain_step
     for name in ("rounds", "alternating", "rft"):
         assert protocol_step(load_config("arith", overrides=[f"protocol={name}"])) is not cotrain_step
+
+
+def test_each_protocol_plans_who_updates_and_the_round_and_phase_of_a_step() -> None:
+    assert [step_plan(load_config("arith", overrides=["steps=3"]), s) for s in range(3)] == [ONLINE] * 3
+    rounds = load_config("arith", overrides=["protocol=rounds", "rounds.steps_per_round=2", "steps=3"])
+    assert [(p.update_synthesizer, p.update_reasoner, p.protocol, p.round, p.phase)
+            for p in (step_plan(rounds, s) for s in range(3))] == [
+        (True, False, "rounds", 0, "collect"), (True, False, "rounds", 0, "train"), (True, False, "rounds", 1, "train")]
+    rft = load_config("arith", overrides=["protocol=rft", "rounds.steps_per_round=2", "steps=3"])
+    assert step_plan(rft, 0) == StepPlan(update_reasoner=False, protocol="rft", round=0, phase="collect")
+    alt = load_config("arith", overrides=["protocol=alternating", "alternating.phase_steps=2", "alternating.first=reasoner"])
+    assert [step_plan(alt, s) for s in (1, 2)] == [
+        StepPlan(update_synthesizer=False, update_reasoner=True, protocol="alternating", round=0, phase="reasoner"),
+        StepPlan(update_synthesizer=True, update_reasoner=False, protocol="alternating", round=1, phase="synthesizer")]
 
 
 def test_resume_refuses_another_protocol_or_layout() -> None:

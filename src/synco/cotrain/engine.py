@@ -13,9 +13,13 @@ fixed (the paper's control), ``static`` revisits a fixed, finite corpus drawn
 once from the domain's generator (the paper's static-corpus baseline) and
 ``uniform`` draws fresh cards from that generator every step (an oracle of the
 evaluation distribution no real domain has). A training protocol (``synco.cotrain.protocols``:
-EvoSyn's rounds, alternating phases, RFT) wraps this step and sets per step which agents
-update (``StepSettings.update_synthesizer`` / ``update_reasoner``) and the round and phase
-the step records; the defaults are online co-training.
+EvoSyn's rounds, alternating phases, RFT) wraps this step and hands it a ``StepPlan`` per step:
+which agents update and the round and phase the step records (the default plan is online
+co-training); the run's ``StepSettings`` are frozen and never changed by a protocol.
+
+Everything that samples draws its request seed with :func:`request_seed` and every GRPO batch
+is built by :func:`group_experiences` (the protocols' own requests and batches included), so a
+``seed_per_request`` run records the same steps in one process as on Ray.
 
 With EvoSyn's factor space (``EvoState``), step 1 asks the Designer to split the
 card slots over factor cells: each context is one cell, its prompt names the cell,
@@ -119,9 +123,13 @@ class StepStats(BaseModel):
 _PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepSettings:
-    """The per-step knobs of the loop (a view of the run config)."""
+    """The per-step knobs of the loop (a view of the run config), the same for every step of a run.
+
+    Frozen: what a protocol changes per step is a :class:`StepPlan`; a different setting is a new object
+    (``dataclasses.replace``).
+    """
 
     mode: Mode = "cotrain"
     n_cards: int = 32
@@ -139,13 +147,21 @@ class StepSettings:
     checker_sampling: SamplingParams = field(default_factory=SamplingParams)
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
-    seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see _request_seed)
-    # set per step by the protocol (synco.run.steps); the defaults are online co-training
+    seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What a training protocol decides for one step (``synco.cotrain.protocols``); the default is online co-training."""
+
     update_synthesizer: bool = True  # False: the Synthesizer takes no GRPO step (alternating: the Reasoner's phases)
     update_reasoner: bool = True  # False: the Reasoner only solves (rounds / rft collection, the Synthesizer's phases)
     protocol: str = "online"
     round: int | None = None  # recorded with the step (pool and metrics) when set
     phase: str | None = None
+
+
+ONLINE = StepPlan()
 
 
 @dataclass
@@ -182,13 +198,16 @@ class _Timer:
         self.t[key] += time.perf_counter() - start
 
 
-def cotrain_step(state: CoTrainState, step: int) -> StepStats:
-    """Run one co-training step and record it; never raises on bad model output."""
+def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> StepStats:
+    """Run one co-training step and record it; never raises on bad model output.
+
+    ``plan``: which agents update and the protocol's round and phase of the step (online co-training by default).
+    """
     s, timer, t0 = state.settings, _Timer(), time.perf_counter()
 
     # 1. Design and synthesize: the Designer splits the N slots over factor cells (one context per cell,
     #    its prompt names the cell), or every context gets the same report-only prompt (plain SynCo).
-    plan, allocation, gaps = _plan_contexts(state)
+    contexts, allocation, gaps = _plan_contexts(state)
     synth_samples: list[Completion | None]
     context_of: list[int]
     if s.mode in ("static", "uniform"):
@@ -198,20 +217,20 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         report = state.report if s.evosyn.feedback else build_report([])
         system = state.domain.synthesizer_system_prompt()
         prompts = [state.synthesizer.format_prompt(state.domain.synthesizer_prompt(report, target=c.target), system=system)
-                   for c in plan]
+                   for c in contexts]
         t = time.perf_counter()
-        if len({c.n for c in plan}) == 1:
-            groups = generate_seeded(state.synthesizer, prompts, plan[0].n, s.synth_sampling, _request_seed(state))
+        if len({c.n for c in contexts}) == 1:
+            groups = generate_seeded(state.synthesizer, prompts, contexts[0].n, s.synth_sampling, request_seed(state))
         else:  # contexts of different sizes: one row per card, regrouped by context
-            flat = generate_seeded(state.synthesizer, [p for p, c in zip(prompts, plan) for _ in range(c.n)], 1,
-                                   s.synth_sampling, _request_seed(state))
+            flat = generate_seeded(state.synthesizer, [p for p, c in zip(prompts, contexts) for _ in range(c.n)], 1,
+                                   s.synth_sampling, request_seed(state))
             it = iter(g[0] for g in flat)
-            groups = [[next(it) for _ in range(c.n)] for c in plan]
+            groups = [[next(it) for _ in range(c.n)] for c in contexts]
         timer.add("generate", t)
         synth_samples = [c for g in groups for c in g]
         context_of = [ci for ci, g in enumerate(groups) for _ in g]
         raws = [c.text for c in synth_samples]
-    targets = [plan[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
+    targets = [contexts[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
 
     # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle.
     checked = state.verifier.verify_batch(raws)
@@ -240,7 +259,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
         assert checker is not None
         t = time.perf_counter()
         answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
-                              s.consensus_m, s.checker_sampling, _request_seed(state))
+                              s.consensus_m, s.checker_sampling, request_seed(state))
         timer.add("generate", t)
         judged = state.verifier.consensus_batch([verdicts[i] for i in valid_idx],
                                                 [[extract_answer(c.text) for c in group] for group in answer_groups])
@@ -253,7 +272,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     if valid_idx:
         t = time.perf_counter()
         attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
-                         s.k, s.reasoner_sampling, _request_seed(state))
+                         s.k, s.reasoner_sampling, request_seed(state))
         timer.add("generate", t)
 
     # 4. Grade each attempt against the verdict's reference (the step's answer checks in one batch: a
@@ -298,14 +317,14 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
                                   target=cell_key(target) if target is not None else None, on_target=on_target))
 
     # 7. GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's cards.
-    stats = StepStats(step=step, mode=s.mode, protocol=s.protocol, round=s.round, phase=s.phase)
-    r_batch, stats.reasoner_groups_skipped = _reasoner_batch(records, valid_idx, attempts, s.reasoner_scale_by_std)
+    stats = StepStats(step=step, mode=s.mode, protocol=plan.protocol, round=plan.round, phase=plan.phase)
+    r_batch, stats.reasoner_groups_skipped = reasoner_batch(records, valid_idx, attempts, s.reasoner_scale_by_std)
     t = time.perf_counter()
-    r_update = state.reasoner.update(r_batch) if r_batch and s.update_reasoner else None
+    r_update = state.reasoner.update(r_batch) if r_batch and plan.update_reasoner else None
     timer.add("train", t)
     s_update = None
-    if s.mode == "cotrain" and s.update_synthesizer:
-        s_batch, stats.synth_groups_skipped = _synth_batch(records, synth_samples, s.synth_scale_by_std)
+    if s.mode == "cotrain" and plan.update_synthesizer:
+        s_batch, stats.synth_groups_skipped = synth_batch(records, synth_samples, s.synth_scale_by_std)
         t = time.perf_counter()
         s_update = state.synthesizer.update(s_batch) if s_batch else None
         timer.add("train", t)
@@ -313,7 +332,7 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     # 8. Record the whole step in one transaction, then admit its valid problems to the novelty index.
     _fill_stats(stats, records, synth_samples, r_update, s_update, s.group_factor)
     _fill_evosyn_stats(stats, records, state.evo, allocation, gaps)
-    state.pool.record_step(step, records, metrics=_step_tags(s))
+    state.pool.record_step(step, records, metrics=_step_tags(plan))
     for rec in records:
         if rec.valid and rec.card is not None and s.mode != "static":  # a fixed corpus is revisited on purpose
             state.verifier.admit(rec.task_id, rec.card.problem)
@@ -323,21 +342,23 @@ def cotrain_step(state: CoTrainState, step: int) -> StepStats:
     return stats
 
 
-def _request_seed(state: CoTrainState) -> int | None:
-    """The seed of the step's next generate call, drawn from the run's rng, when ``seed_per_request`` is on.
+def request_seed(state: CoTrainState) -> int | None:
+    """The seed of the next generate call of a step (or of a protocol's own request), drawn from the run's
+    rng, when ``seed_per_request`` is on; every request of a run draws its seed here, in call order.
 
-    Off (the default), generation draws from the global torch RNG as it always did. On, each call's
-    samples depend only on the weights, the prompts and this seed, so a Ray run (rollout workers in other
-    processes) records the same step as the in-process one; the rng is checkpointed, so resume stays exact.
+    Off (the default), generation draws from the global torch RNG as it always did, and the run's rng
+    does not move. On, each call's samples depend only on the weights, the prompts and this seed, so a
+    Ray run (rollout workers in other processes) records the same step as the in-process one; the rng
+    is checkpointed, so resume stays exact.
     """
     return state.rng.getrandbits(63) if state.settings.seed_per_request else None
 
 
-def _step_tags(s: StepSettings) -> dict[str, Any] | None:
+def _step_tags(plan: StepPlan) -> dict[str, Any] | None:
     """What the pool's ``steps`` row records of the step's protocol: its round and phase (None: online)."""
-    if s.round is None:
+    if plan.round is None:
         return None
-    return {"protocol": s.protocol, "round": s.round, "phase": s.phase}
+    return {"protocol": plan.protocol, "round": plan.round, "phase": plan.phase}
 
 
 def _plan_contexts(state: CoTrainState) -> tuple[list[ContextPlan], dict[Cell, int] | None, dict[Cell, float]]:
@@ -395,53 +416,57 @@ def _grade(c: Completion, ext: Extraction, correct: bool, cfg: ReasonerRewardCon
                    n_tokens=len(c.completion_ids))
 
 
-def _advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
+def advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
+    """GRPO advantages of one group's rewards (:func:`synco.learn.grpo.group_advantages`, in float64)."""
     import torch
 
     return group_advantages(torch.tensor(rewards, dtype=torch.float64), scale_by_std=scale_by_std).tolist()
 
 
-def _reasoner_batch(records: list[TaskRecord], valid_idx: list[int], attempts: list[list[Completion]],
-                    scale_by_std: bool) -> tuple[list[Experience], int]:
-    """Experiences of every gradient-bearing task; counts the groups skipped for equal rewards."""
-    batch: list[Experience] = []
-    skipped = 0
-    for i, group in zip(valid_idx, attempts):
-        rec = records[i]
-        if not rec.valid:  # rejected by consensus after solving: no Reasoner training on it
-            continue
-        rewards = [r.reward for r in rec.rollouts]
-        if not is_gradient_bearing(rewards):
-            skipped += 1
-            # equal rewards: zero advantage, kept so the loss is normalised over the whole batch
-            batch.extend(Experience(c.prompt_ids, c.completion_ids, 0.0, c.logprobs) for c in group)
-            continue
-        for c, a in zip(group, _advantages(rewards, scale_by_std)):
-            batch.append(Experience(c.prompt_ids, c.completion_ids, a, c.logprobs))
+def group_experiences(samples: Sequence[Completion | None], rewards: Sequence[float],
+                      scale_by_std: bool) -> list[Experience]:
+    """One GRPO group's experiences: :func:`advantages` of its rewards, or all 0 when the rewards are equal
+    (kept, so the loss is normalised over the whole batch). A sample that is None (a card of a fixed
+    corpus, which no model wrote) gets no experience."""
+    if len(samples) != len(rewards):
+        raise ValueError(f"a group of {len(samples)} samples has {len(rewards)} rewards")
+    advs = advantages(rewards, scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(rewards)
+    return [Experience(c.prompt_ids, c.completion_ids, a, c.logprobs) for c, a in zip(samples, advs) if c is not None]
+
+
+def groups_batch(groups: Sequence[Sequence[Completion | None]], rewards: Sequence[Sequence[float]],
+                 scale_by_std: bool) -> tuple[list[Experience], int]:
+    """The GRPO batch of several groups and the number of groups skipped for equal rewards.
+
+    Empty when no advantage is non-zero: then there is nothing to learn and no update is taken.
+    """
+    batch = [e for group, rs in zip(groups, rewards) for e in group_experiences(group, rs, scale_by_std)]
+    skipped = sum(not is_gradient_bearing(rs) for rs in rewards)
     if not any(e.advantage != 0.0 for e in batch):
         return [], skipped
     return batch, skipped
 
 
-def _synth_batch(records: list[TaskRecord], samples: Sequence[Completion | None],
-                 scale_by_std: bool) -> tuple[list[Experience], int]:
-    """Experiences of each context group whose card rewards differ."""
+def reasoner_batch(records: Sequence[TaskRecord], valid_idx: Sequence[int], attempts: Sequence[Sequence[Completion]],
+                   scale_by_std: bool) -> tuple[list[Experience], int]:
+    """The Reasoner's GRPO batch of a step: one group per solved task (its K attempts, rewarded as recorded),
+    tasks that consensus rejected after solving left out; and the groups skipped for equal rewards."""
+    kept = [(group, [r.reward for r in records[i].rollouts]) for i, group in zip(valid_idx, attempts)
+            if records[i].valid]
+    return groups_batch([g for g, _ in kept], [rs for _, rs in kept], scale_by_std)
+
+
+def synth_batch(records: Sequence[TaskRecord], samples: Sequence[Completion | None],
+                scale_by_std: bool) -> tuple[list[Experience], int]:
+    """The Synthesizer's GRPO batch of a step: one group per context (its cards' rewards); and the groups
+    skipped for equal rewards."""
     by_context: dict[int, list[int]] = {}
     for i, rec in enumerate(records):
         by_context.setdefault(rec.context_id, []).append(i)
-    batch: list[Experience] = []
-    skipped = 0
-    for idx in by_context.values():
-        rewards = [records[i].synth_reward.total for i in idx]  # type: ignore[union-attr]
-        advs = _advantages(rewards, scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(idx)
-        skipped += not is_gradient_bearing(rewards)
-        for i, a in zip(idx, advs):
-            c = samples[i]
-            if c is not None:
-                batch.append(Experience(c.prompt_ids, c.completion_ids, a, c.logprobs))
-    if not any(e.advantage != 0.0 for e in batch):
-        return [], skipped
-    return batch, skipped
+    groups = list(by_context.values())
+    return groups_batch([[samples[i] for i in idx] for idx in groups],
+                        [[records[i].synth_reward.total for i in idx] for idx in groups],  # type: ignore[union-attr]
+                        scale_by_std)
 
 
 def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequence[Completion | None],

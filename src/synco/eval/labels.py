@@ -572,7 +572,7 @@ def run_label_harness(cards: Sequence[LabelledCard], solver_policy: Any, setting
         for step, start in enumerate(range(0, len(cards), settings.batch_size)):
             batch = cards[start: start + settings.batch_size]
             replay.queue = [c.raw for c in batch]
-            step_settings.n_cards = len(batch)
+            state.settings = replace(step_settings, n_cards=len(batch))
             stats = cotrain_step(state, step)
             if on_step is not None:
                 on_step(step, stats)

@@ -1,11 +1,15 @@
-"""What the trainer asks of a protocol: its step function, its round boundaries, its resume state, its summary."""
+"""What the trainer asks of a protocol: its step function, its round boundaries, its resume state, its summary.
+
+A protocol never changes the run's ``StepSettings``: what it decides per step is a ``StepPlan``
+(:func:`step_plan`) that its step function hands to :func:`~synco.cotrain.engine.cotrain_step`.
+"""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
+from synco.cotrain.engine import ONLINE, CoTrainState, StepPlan, StepStats, cotrain_step
 from synco.cotrain.protocols import alternating, rounds
 
 if TYPE_CHECKING:
@@ -21,6 +25,15 @@ def protocol_step(cfg: RunConfig) -> StepFn:
     if cfg.protocol == "alternating":
         return partial(alternating.alternating_step, cfg=cfg.alternating)
     return partial(rounds.rounds_step, cfg=cfg.rounds, total_steps=cfg.steps, seed=cfg.seed, protocol=cfg.protocol)
+
+
+def step_plan(cfg: RunConfig, step: int) -> StepPlan:
+    """What the protocol changes in the co-training step ``step``: who updates, its round and phase."""
+    if cfg.protocol in ("rounds", "rft"):
+        return rounds.round_plan(step, cfg.rounds, cfg.steps, cfg.protocol)
+    if cfg.protocol == "alternating":
+        return alternating.phase_plan(step, cfg.alternating)
+    return ONLINE
 
 
 def closes_round(cfg: RunConfig, step: int) -> bool:
@@ -42,12 +55,7 @@ def protocol_state(cfg: RunConfig, step: int) -> dict[str, Any]:
 
     The round's data are the pool's rows, rebuilt from the pool on resume, so nothing else is needed.
     """
-    index = None
-    if cfg.protocol in ("rounds", "rft"):
-        index = rounds.round_of(step, cfg.rounds)
-    elif cfg.protocol == "alternating":
-        index = alternating.phase_of(step, cfg.alternating)[0]
-    return {"protocol": cfg.protocol, "round": index, "settings": _settings(cfg)}
+    return {"protocol": cfg.protocol, "round": step_plan(cfg, step).round, "settings": _settings(cfg)}
 
 
 def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from synco.config import load_config
-from synco.cotrain.protocols.alternating import alternating_step, phase_of
+from synco.cotrain.engine import StepPlan
+from synco.cotrain.protocols.alternating import alternating_step, phase_of, phase_plan
 from synco.cotrain.protocols.config import AlternatingConfig
 from synco.run.trainer import setup_run
 
@@ -17,6 +18,14 @@ def test_phases_alternate_from_the_first_learner() -> None:
                                                     (1, "reasoner"), (2, "synthesizer")]
     assert phase_of(0, AlternatingConfig(phase_steps=3, first="reasoner")) == (0, "reasoner")
     assert phase_of(3, AlternatingConfig(phase_steps=3, first="reasoner")) == (1, "synthesizer")
+
+
+def test_a_phase_plans_that_only_its_learner_updates() -> None:
+    cfg = AlternatingConfig(phase_steps=2)
+    assert phase_plan(1, cfg) == StepPlan(update_synthesizer=True, update_reasoner=False, protocol="alternating",
+                                          round=0, phase="synthesizer")
+    assert phase_plan(2, cfg) == StepPlan(update_synthesizer=False, update_reasoner=True, protocol="alternating",
+                                          round=1, phase="reasoner")
 
 
 def snapshot(policy):  # noqa: ANN001, ANN201
@@ -46,3 +55,30 @@ def test_only_the_named_agent_changes_in_each_phase(tmp_path, one_thread) -> Non
             pytest.fail(f"no gradient-bearing {learner} step in 4 steps")
         assert changed(l0, learning) == set(l0), f"every {learner} parameter must change in its phase"
         assert changed(f0, fixed) == set(), f"the {frozen} must stay fixed in the {learner}'s phase"
+
+
+def test_both_agents_requests_are_seeded_from_the_runs_rng_and_the_settings_stay(tmp_path, one_thread) -> None:  # noqa: ANN001
+    """With seed_per_request every request of an alternating step (Synthesizer and Reasoner) gets the run rng's
+    next 63-bit draw, as in an online step; the run's settings are not changed by the phase."""
+    overrides = ["protocol=alternating", "alternating.phase_steps=1", "n_cards=4", "k=2", "seed_per_request=true",
+                 f"runs_dir={tmp_path}", "run_id=s", "heldout_per_group=0", "tensorboard=false", "progress=false",
+                 "threads=1"]
+    cfg = load_config("arith", overrides=overrides)
+    state = setup_run(cfg).state
+    drawn, sent = [], []
+    draw = state.rng.getrandbits
+    state.rng.getrandbits = lambda k: drawn.append(draw(k)) or drawn[-1]  # type: ignore[method-assign]
+    for role in ("synthesizer", "reasoner"):
+        generate = getattr(state, role).generate
+
+        def recording(prompts, n, params=None, seed=None, _generate=generate, _role=role):  # noqa: ANN001, ANN202
+            sent.append((_role, seed))
+            return _generate(prompts, n, params, seed=seed)
+
+        setattr(getattr(state, role), "generate", recording)
+    settings = state.settings
+    for step in range(2):  # a Synthesizer phase, then a Reasoner phase
+        alternating_step(state, step, cfg.alternating)
+    assert state.settings is settings
+    assert [role for role, _ in sent][:2] == ["synthesizer", "reasoner"] and len(sent) >= 3
+    assert [seed for _, seed in sent] == drawn and None not in drawn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -9,7 +10,7 @@ import pytest
 
 from synco.grading.answers import AnswerChecker
 from synco.domains.base import reasoner_prompts
-from synco.cotrain.engine import CoTrainState, StepSettings
+from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings
 from synco.core.policy import Completion, UpdateStats
 from synco.core.pool import TaskPool
 from synco.cotrain.protocols.config import RoundsConfig
@@ -17,6 +18,7 @@ from synco.cotrain.protocols.rounds import (
     reference_response,
     round_ends,
     round_of,
+    round_plan,
     rounds_step,
     sft_completions,
     sft_examples,
@@ -63,15 +65,42 @@ class HalfRightReasoner:
         return _stats(n_sequences=len(batch))
 
 
-def fixed_corpus_state(tmp_path, seed: int = 0) -> CoTrainState:  # noqa: ANN001
+class SeedRecordingReasoner(HalfRightReasoner):
+    """HalfRightReasoner that takes per-request seeds (as HFPolicy and RayPolicy do) and records each request's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[int, int | None]] = []  # (rows asked for, seed)
+
+    def generate(self, prompts, n, params=None, seed=None):  # noqa: ANN001, ANN201
+        self.requests.append((len(prompts) * n, seed))
+        return super().generate(prompts, n, params)
+
+
+class DrawLog(random.Random):
+    """The run's rng, logging the 63-bit draws (request seeds; sampling the corpus draws fewer bits)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.seeds: list[int] = []
+
+    def getrandbits(self, k: int) -> int:
+        value = super().getrandbits(k)
+        if k == 63:
+            self.seeds.append(value)
+        return value
+
+
+def fixed_corpus_state(tmp_path, seed: int = 0, seed_per_request: bool = False) -> CoTrainState:  # noqa: ANN001
     """An rft-style state: 4 cards a step from a fixed corpus of 10, solved 4 times each; no models."""
     checker = AnswerChecker(use_math_verify=False)
     return CoTrainState(
-        settings=StepSettings(mode="static", n_cards=4, k=4), domain=DOMAIN, synthesizer=None,  # type: ignore[arg-type]
-        reasoner=HalfRightReasoner(),  # type: ignore[arg-type]
+        settings=StepSettings(mode="static", n_cards=4, k=4, seed_per_request=seed_per_request), domain=DOMAIN,
+        synthesizer=None,  # type: ignore[arg-type]
+        reasoner=SeedRecordingReasoner() if seed_per_request else HalfRightReasoner(),  # type: ignore[arg-type]
         verifier=TaskVerifier(VerifierConfig(max_problem_chars=40), checker=checker, oracle=DOMAIN.oracle),
         checker=checker, pool=TaskPool(tmp_path / f"pool-{seed}.sqlite"), report=build_report([]),
-        rng=random.Random(seed), corpus=DOMAIN.static_cards(random.Random(1), 10))
+        rng=DrawLog(seed) if seed_per_request else random.Random(seed), corpus=DOMAIN.static_cards(random.Random(1), 10))
 
 
 def run_rounds(state: CoTrainState, cfg: RoundsConfig, steps: int, seed: int = 0) -> list:
@@ -98,6 +127,15 @@ def test_round_layout() -> None:
     assert training_steps(5, cfg) == range(3, 6)
     assert training_steps(5, cfg.model_copy(update={"accumulate": True})) == range(0, 6)
     assert training_steps(6, cfg) == range(6, 7)
+
+
+def test_a_rounds_step_plans_collection_then_training_and_never_updates_the_reasoner_in_the_step() -> None:
+    cfg = RoundsConfig(steps_per_round=2)
+    plans = [round_plan(s, cfg, total_steps=3, protocol="rft") for s in range(3)]
+    assert plans == [StepPlan(update_reasoner=False, protocol="rft", round=0, phase="collect"),
+                     StepPlan(update_reasoner=False, protocol="rft", round=0, phase="train"),
+                     StepPlan(update_reasoner=False, protocol="rft", round=1, phase="train")]  # the run's last step
+    assert all(p.update_synthesizer for p in plans)  # the Synthesizer trains as its mode says
 
 
 # --------------------------------------------------------------------------- what a task contributes
@@ -201,3 +239,47 @@ def test_grpo_rounds_take_fresh_attempts_at_the_rounds_tasks(tmp_path) -> None: 
         adv = sorted(e.advantage for e in b[:4])
         assert adv[0] == adv[1] == -adv[2] == -adv[3] < 0
     assert stats[1].round_examples == len(tasks) and stats[1].round_updates == len(batches)
+
+
+# --------------------------------------------------------------------------- request seeds and shared settings
+
+
+def test_every_request_of_a_round_is_seeded_from_the_runs_rng_like_a_steps(tmp_path) -> None:  # noqa: ANN001
+    """With seed_per_request, the round's own GRPO requests draw their seeds where the step's requests do:
+    each request's seed is the run rng's next 63-bit draw (engine.request_seed), so a Ray run samples alike."""
+    state = fixed_corpus_state(tmp_path, seed_per_request=True)
+    cfg = RoundsConfig(steps_per_round=2, update="grpo", batch_size=3)
+    stats = run_rounds(state, cfg, steps=2)
+    requests = state.reasoner.requests
+    n_tasks = stats[1].round_examples
+    assert n_tasks > 3  # the round's update takes more than one request
+    steps_rows = [4 * stats[s].n_valid for s in range(2)]
+    round_rows = [4 * min(3, n_tasks - i) for i in range(0, n_tasks, 3)]
+    assert [rows for rows, _ in requests] == steps_rows + round_rows  # two steps' attempts, then the round's
+    assert [seed for _, seed in requests] == state.rng.seeds  # every seed drawn, in order, none left unused
+    assert len(set(state.rng.seeds)) == len(requests)
+
+
+def test_without_seed_per_request_a_round_draws_nothing_from_the_runs_rng(tmp_path) -> None:  # noqa: ANN001
+    """The default path is as before: no seed is passed, and the round's update leaves the run's rng alone."""
+    cfg = RoundsConfig(steps_per_round=2, update="grpo", batch_size=3)
+    state = fixed_corpus_state(tmp_path)
+    run_rounds(state, cfg, steps=1)  # step 0 collects only
+    after_collect = state.rng.getstate()
+    state.reasoner.generate = lambda prompts, n, params=None: HalfRightReasoner.generate(  # no seed= accepted
+        state.reasoner, prompts, n, params)
+    rounds_step(state, 1, cfg, total_steps=2, seed=0, protocol="rft")
+    replay = fixed_corpus_state(tmp_path, seed=1)
+    replay.rng.setstate(after_collect)
+    replay.rng.sample(replay.corpus, 4)  # what step 1 itself draws: its 4 cards
+    assert state.rng.getstate() == replay.rng.getstate()
+
+
+def test_a_protocol_leaves_the_runs_settings_as_they_were(tmp_path) -> None:  # noqa: ANN001
+    state = fixed_corpus_state(tmp_path)
+    before = state.settings
+    copy = dataclasses.replace(before)
+    run_rounds(state, RoundsConfig(steps_per_round=2), steps=2)
+    assert state.settings is before and state.settings == copy
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.settings.k = 2  # type: ignore[misc]

@@ -3,13 +3,14 @@
 Phases of ``alternating.phase_steps`` ordinary co-training steps alternate between the
 learners: in a Synthesizer phase only the Synthesizer takes its GRPO step, rewarded by the
 frozen Reasoner's outcomes; in a Reasoner phase only the Reasoner does, on the frozen
-Synthesizer's tasks. Both agents still generate every step. The phase follows from the
-step alone, so a resumed run needs no state for it.
+Synthesizer's tasks. Both agents still generate every step, inside the co-training step
+(so their requests are seeded as an online step's). The phase follows from the step alone,
+so a resumed run needs no state for it.
 """
 
 from __future__ import annotations
 
-from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
+from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step
 from synco.cotrain.protocols.config import AlternatingConfig
 
 
@@ -20,10 +21,13 @@ def phase_of(step: int, cfg: AlternatingConfig) -> tuple[int, str]:
     return index, cfg.first if index % 2 == 0 else other
 
 
+def phase_plan(step: int, cfg: AlternatingConfig) -> StepPlan:
+    """What a step of a phase changes in the co-training step: only the phase's learner updates."""
+    index, learner = phase_of(step, cfg)
+    return StepPlan(update_synthesizer=learner == "synthesizer", update_reasoner=learner == "reasoner",
+                    protocol="alternating", round=index, phase=learner)
+
+
 def alternating_step(state: CoTrainState, step: int, cfg: AlternatingConfig) -> StepStats:
     """One co-training step in which only the phase's learner updates."""
-    index, learner = phase_of(step, cfg)
-    s = state.settings
-    s.protocol, s.round, s.phase = "alternating", index, learner
-    s.update_synthesizer, s.update_reasoner = learner == "synthesizer", learner == "reasoner"
-    return cotrain_step(state, step)
+    return cotrain_step(state, step, phase_plan(step, cfg))

@@ -10,7 +10,9 @@ then trains the Reasoner on what the pool holds of the round (or of every round 
 
 Everything a round trains on is read back from the pool, and the shuffling is seeded by
 the run seed and the round, so a run resumed mid-round rebuilds exactly the same data:
-nothing of a round is pickled into a checkpoint.
+nothing of a round is pickled into a checkpoint. The fresh attempts of ``update=grpo``
+draw their request seeds as the step's own requests do (:func:`~synco.cotrain.engine.request_seed`),
+so with ``seed_per_request`` a Ray run records the same round as the in-process one.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
 from synco.domains.base import Domain, reasoner_prompts, response_prefix, solve
-from synco.cotrain.engine import CoTrainState, StepStats, _advantages, cotrain_step, grade_group
-from synco.core.policy import Experience, Policy, UpdateStats
+from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step, grade_group, groups_batch, request_seed
+from synco.core.policy import Policy, UpdateStats
 from synco.cotrain.protocols.config import RoundsConfig
 from synco.learn.sft import SFTExample
 from synco.core.records import TaskCard, TaskRecord
-from synco.core.rewards import is_gradient_bearing
 
 T = TypeVar("T")
 
@@ -49,6 +50,13 @@ def round_of(step: int, cfg: RoundsConfig) -> int:
 def round_ends(step: int, cfg: RoundsConfig, total_steps: int) -> bool:
     """Whether ``step`` closes its round (a full round, or the run's last step)."""
     return (step + 1) % cfg.steps_per_round == 0 or step + 1 == total_steps
+
+
+def round_plan(step: int, cfg: RoundsConfig, total_steps: int, protocol: str = "rounds") -> StepPlan:
+    """What a step of a round changes in the co-training step: the Reasoner only solves; the round's last step
+    is its ``train`` phase (trained afterwards by :func:`train_round`), the others ``collect``."""
+    phase = "train" if round_ends(step, cfg, total_steps) else "collect"
+    return StepPlan(update_reasoner=False, protocol=protocol, round=round_of(step, cfg), phase=phase)
 
 
 def training_steps(step: int, cfg: RoundsConfig) -> range:
@@ -104,19 +112,18 @@ def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
 def grpo_update(state: CoTrainState, tasks: Sequence[tuple[str, str]]) -> tuple[UpdateStats | None, int]:
     """One Reasoner GRPO step on ``tasks``: k fresh attempts each, graded against the reference.
 
-    Groups with equal rewards stay in the batch with advantage 0 (as in a co-training step, the
-    loss is normalised over the whole batch); no step when nothing is gradient-bearing. Returns the
-    update (None when none was taken) and the number of attempts sampled.
+    The request is seeded as a step's own (:func:`~synco.cotrain.engine.request_seed`) and the batch is built
+    as a step's (:func:`~synco.cotrain.engine.groups_batch`): groups with equal rewards stay in it with
+    advantage 0, and no step is taken when nothing is gradient-bearing. Returns the update (None when none
+    was taken) and the number of attempts sampled.
     """
     s = state.settings
-    groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling)
-    batch: list[Experience] = []
-    for (_, reference), group in zip(tasks, groups):
-        rewards = [r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards)]
-        advs = _advantages(rewards, s.reasoner_scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(group)
-        batch += [Experience(c.prompt_ids, c.completion_ids, a, c.logprobs) for c, a in zip(group, advs)]
+    groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling, request_seed(state))
+    rewards = [[r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards)]
+               for (_, reference), group in zip(tasks, groups)]
+    batch, _ = groups_batch(groups, rewards, s.reasoner_scale_by_std)
     n = sum(len(g) for g in groups)
-    if not any(e.advantage != 0.0 for e in batch):
+    if not batch:
         return None, n
     return state.reasoner.update(batch), n
 
@@ -158,15 +165,12 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
 def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
                 protocol: str = "rounds") -> StepStats:
     """One step of a round: collect (the Reasoner solves, nothing trains it); the round's last step then trains it."""
-    s = state.settings
-    end = round_ends(step, cfg, total_steps)
-    s.protocol, s.round, s.phase = protocol, round_of(step, cfg), "train" if end else "collect"
-    s.update_reasoner = False
-    stats = cotrain_step(state, step)
-    if end:
-        t = time.perf_counter()
-        done = train_round(state, step, cfg, seed)
-        stats.t_train += time.perf_counter() - t
-        stats.round_examples, stats.round_updates = done.examples, done.updates
-        stats.round_loss, stats.round_rollouts = done.loss, done.rollouts
-    return stats
+    plan = round_plan(step, cfg, total_steps, protocol)
+    stats = cotrain_step(state, step, plan)
+    if plan.phase != "train":
+        return stats
+    t = time.perf_counter()
+    done = train_round(state, step, cfg, seed)
+    return stats.model_copy(update={"t_train": stats.t_train + time.perf_counter() - t,
+                                    "round_examples": done.examples, "round_updates": done.updates,
+                                    "round_loss": done.loss, "round_rollouts": done.rollouts})
