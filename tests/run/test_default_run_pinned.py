@@ -1,0 +1,55 @@
+"""The default run's numbers are pinned: a refactor must not move them.
+
+``synco train steps=3 seed=0 threads=1`` (the embedded arith default) must record the same ``metrics.jsonl``
+(every key but the timings) and the same held-out accuracies as when the pin was taken
+(tests/run/data/default_run_pinned.json, from main before the layered packages). Counts must be equal;
+floats equal to 1e-9 relative, which is bit-identical arithmetic up to the JSON round trip. When a change
+is *meant* to move these numbers, regenerate the file from such a run and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from synco.cli import main
+
+PIN = Path(__file__).parent / "data" / "default_run_pinned.json"
+TIMINGS = {"t_generate", "t_train", "t_other"}
+
+
+def _same(a: object, b: object, where: str) -> list[str]:
+    """Paths where ``a`` and ``b`` differ (ints and strings exactly, floats to 1e-9 relative)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{where}: keys {sorted(set(a) ^ set(b))}"] if set(a) != set(b) else []
+        return out + [d for k in sorted(set(a) & set(b)) for d in _same(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _same(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) else [f"{where}: {a!r} vs pinned {b!r}"]
+    return [] if a == b and type(a) is type(b) else [f"{where}: {a!r} vs pinned {b!r}"]
+
+
+def test_same_helper_reports_paths() -> None:
+    assert _same({"a": [1, 2.0]}, {"a": [1, 2.0 + 1e-12]}, "x") == []
+    assert _same({"a": [1, 2.0]}, {"a": [2, 2.5]}, "x") == ["x.a[0]: 1 vs pinned 2", "x.a[1]: 2.0 vs pinned 2.5"]
+    assert _same({"n": 1}, {"n": 1.0}, "x") == ["x.n: 1 vs pinned 1.0"]
+
+
+@pytest.mark.slow
+def test_default_run_records_the_pinned_numbers(tmp_path: Path) -> None:
+    pin = json.loads(PIN.read_text())
+    assert pin["command"] == "synco train steps=3 seed=0 threads=1"
+    main(["train", "steps=3", "seed=0", "threads=1", f"runs_dir={tmp_path}", "run_id=pin", "progress=false"])
+    run = tmp_path / "pin"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [{k: v for k, v in r.items() if k not in TIMINGS} for r in rows]
+    summary = json.loads((run / "summary.json").read_text())
+    diffs = _same(rows, pin["metrics"], "metrics") + _same({k: summary[k] for k in pin["summary"]}, pin["summary"],
+                                                           "summary")
+    assert diffs == [], "\n".join(diffs[:20])
