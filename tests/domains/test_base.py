@@ -48,3 +48,19 @@ def test_solve_without_prefix_returns_the_policy_output_unchanged() -> None:
     policy = _EchoPolicy()
     out = solve(policy, _Domain(None), ["3+4"], 1)
     assert policy.prompts == ["[sys]Q:3+4\nA:"] and out[0][0].text == "7}"
+
+
+def test_the_builtins_declare_their_capabilities_and_needs() -> None:
+    """Each optional capability is a protocol checked with isinstance; the built-ins have what their runs use."""
+    from synco.domains.arith import ArithDomain
+    from synco.domains.base import (Domain, DomainNeeds, HasAnswerFormat, HasCardTemplate, HasFactorSpace,
+                                    HasResponsePrefix)
+    from synco.domains.math import MathDomain
+
+    arith, math = ArithDomain(), MathDomain()
+    has = [HasResponsePrefix, HasAnswerFormat, HasCardTemplate, HasFactorSpace]
+    assert [isinstance(arith, p) for p in has] == [True, True, False, True]
+    assert [isinstance(math, p) for p in has] == [False, False, True, True]
+    assert isinstance(arith, Domain) and isinstance(math, Domain)
+    assert arith.needs == DomainNeeds(chat_model=False) and math.needs == DomainNeeds(chat_model=True)
+    assert response_prefix(arith) == "\\boxed{" and response_prefix(math) == ""

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
+from synco.domains.base import HasCardTemplate
+from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, protocol_mode
 from synco.core.report import ReportConfig
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
@@ -40,7 +42,7 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    domain: Literal["arith", "math"] = Field("arith", description="Task domain: arith (embedded integer-arithmetic world) or math (free-form maths for real LMs).")
+    domain: str = Field("arith", description="Task domain, a name in the domain registry (synco.domains.registry): arith (embedded integer-arithmetic world), math (free-form maths for real LMs), or one registered in code or by an installed package's 'synco.domains' entry point (docs/ADDING_A_DOMAIN.md).")
     mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
         "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
     protocol: ProtocolName = Field(
@@ -60,9 +62,9 @@ class RunConfig(BaseModel):
         "reasoner", description="Who answers for consensus: reasoner (reuse the K attempts) or checker (a separate frozen model samples consensus_m answers per valid card before the Reasoner solves it; cards it rejects get no rollouts).")
     consensus_m: int = Field(4, ge=1, description="Answers the checker samples per valid card (consensus_solver=checker); below verifier.consensus_min_attempts consensus is skipped.")
     checker: PolicyConfig | None = Field(None, description="The frozen consensus checker (consensus_solver=checker): model and sampling; trainable is forced off. None: a frozen copy of the reasoner settings and initial model (under shared_base with fresh adapters: the shared base with adapters disabled, no second copy).")
-    prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (math domain).")
+    prompts_dir: str | None = Field(None, description="Folder of prompt templates searched before $SYNCO_PROMPTS_DIR and the shipped ones (domains that read prompt files, e.g. math; checked at load by building the domain with it).")
     synth_decoding: Literal["free", "card"] = Field(
-        "free", description="How the Synthesizer samples: free (any text), or card (math domain: template-constrained decoding, synco.rollout.card_decoding: the JSON between the values is fixed, the model writes only the values, the answer in digits; sampling and GRPO log-probs both use the masked distribution). card needs synthesizer.sampling.max_new_tokens >= the template's longest card.")
+        "free", description="How the Synthesizer samples: free (any text), or card (a domain with a card template, e.g. math: template-constrained decoding, synco.rollout.card_decoding: the JSON between the values is fixed, the model writes only the values, the answer in digits; sampling and GRPO log-probs both use the masked distribution). card needs synthesizer.sampling.max_new_tokens >= the template's longest card.")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every this many steps (0: by time instead, see save_every_minutes). A checkpoint is always saved at the end and when the run is stopped with Ctrl-C.")
     save_every_minutes: float = Field(5.0, ge=0, description="With save_every=0: save a checkpoint after the first step that ends this many minutes after the last one (0: only at the end), so a killed run loses about this much work; `synco train --resume RUN_DIR` continues from it. Checkpoints never change the run's results.")
     keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep (older ones are deleted).")
@@ -93,6 +95,13 @@ class RunConfig(BaseModel):
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health checks on every step (synco.cotrain.health): Synthesizer collapse, valid rate, label agreement, rejection codes, NaN/inf skips, reward saturation; each warns (alerts.jsonl, TensorBoard, progress bar) or stops the run cleanly.")
 
+    @field_validator("domain")
+    @classmethod
+    def _known_domain(cls, name: str) -> str:
+        if name not in available_domains():
+            raise ValueError(unknown_domain_message(name))
+        return name
+
     @model_validator(mode="after")
     def _check_protocol(self) -> "RunConfig":
         self.mode = protocol_mode(self.protocol, self.mode)  # type: ignore[assignment]  # rft: static
@@ -120,10 +129,30 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _check_proposer(self) -> "RunConfig":
-        message = proposer_problem(self.evosyn, self.domain, self.mode)
+    def _check_prompts_dir(self) -> "RunConfig":
+        """A named prompt folder must exist, and hold templates the domain can use: checked here, not inside a step."""
+        message = prompts_dir_problem(self.prompts_dir, self.domain)
         if message:
             raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _check_proposer(self) -> "RunConfig":
+        """The LLM proposer needs a chat-model domain (its ``needs``, so the domain is built only when it is on)."""
+        if self.evosyn.proposer:
+            chat_model = get_domain(self.domain, domain_context(self)).needs.chat_model
+            message = proposer_problem(self.evosyn, self.domain, self.mode, chat_model)
+            if message:
+                raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _check_card_template(self) -> "RunConfig":
+        """``synth_decoding=card`` needs a domain with a card template: checked at load, before any model is built."""
+        if self.synth_decoding == "card" and not isinstance(get_domain(self.domain, domain_context(self)),
+                                                           HasCardTemplate):
+            raise ValueError(f"synth_decoding=card needs a domain with a card template (HasCardTemplate, e.g. math); "
+                             f"domain={self.domain!r} has none (use synth_decoding=free)")
         return self
 
     @model_validator(mode="after")
@@ -158,22 +187,15 @@ class RunConfig(BaseModel):
             raise ValueError("; ".join(problems) + f" (a model is {MODEL_PATH_FORMS})")
         return self
 
-    @model_validator(mode="after")
-    def _check_prompts_dir(self) -> "RunConfig":
-        """A named prompt folder must exist, and hold templates the domain can use: checked here, not inside a step."""
-        message = prompts_dir_problem(self.prompts_dir, self.domain)
-        if message:
-            raise ValueError(message)
-        return self
-
 
 def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
     """Why ``prompts_dir`` cannot serve ``domain``, naming the field and value, or None when it can (or is unset).
 
     The folder must exist for any domain (a typo must not fall back to the shipped templates
-    unnoticed). Only the math domain reads prompts: its templates are loaded and checked the
-    way a run loads them (``MathDomain``'s ``PromptError``), so a template without a placeholder
-    the domain needs fails at config load, naming the file, not inside the first step.
+    unnoticed). Then the domain is built with it, as a run builds it: a domain that reads
+    prompts (math) loads and checks its templates there and raises ``PromptError``, so a
+    template without a placeholder the domain needs fails at config load, naming the file,
+    not inside the first step. A domain that reads no prompts ignores the folder.
     """
     if prompts_dir is None:
         return None
@@ -182,16 +204,18 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
         what = "is not a folder" if folder.exists() else "does not exist"
         return (f"prompts_dir={prompts_dir!r}: {what} (relative paths are read from the current folder, "
                 f"{Path.cwd()}); point it at a folder of prompt templates, or leave it unset for the shipped ones")
-    if domain != "math":
-        return None
     from synco.core.prompts import PromptError
-    from synco.domains.math import MathDomain
 
     try:
-        MathDomain(prompts_dir=prompts_dir)
+        get_domain(domain, DomainContext(prompts_dir=prompts_dir))
     except PromptError as err:
         return f"prompts_dir={prompts_dir!r}: {err}"
     return None
+
+
+def domain_context(cfg: RunConfig) -> DomainContext:
+    """The settings of ``cfg`` a domain factory reads (synco.domains.registry)."""
+    return DomainContext(prompts_dir=cfg.prompts_dir)
 
 
 def run_input_problems(cfg: RunConfig) -> list[str]:

@@ -34,7 +34,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from synco.domains.base import HeldoutItem
+from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.evosyn.space import Cell, FactorDef, cell_key
 from synco.core.records import CARD_FIELDS, TaskCard
 
@@ -321,6 +321,8 @@ class ArithDomain:
     """Integer arithmetic with an exact oracle and eleven structural levels (see module docstring)."""
 
     name = "arith"
+    needs = DomainNeeds(chat_model=False)
+    """Tiny character models: no chat template, no instruction following (so no LLM proposer)."""
     min_problem_chars = 3
     max_problem_chars = 40
     report_budget = 64

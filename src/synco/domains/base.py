@@ -1,10 +1,19 @@
-"""What a task domain supplies to the co-training loop.
+"""What a task domain supplies to the co-training loop: the contract, its optional capabilities, its needs.
 
 A domain owns the prompts of both agents (user and system messages) and the
 knowledge that is specific to its tasks: an exact oracle when one exists
 (arithmetic), the factors that the capability report groups by, a fixed task
 generator for the ``static`` baseline and a held-out set that training must
 never touch. The loop itself is domain-free.
+
+* :class:`Domain` -- the members every domain has (checked when the registry builds one).
+* Optional capabilities, each a small protocol the loop checks with ``isinstance``:
+  :class:`HasResponsePrefix`, :class:`HasAnswerFormat`, :class:`HasCardTemplate` and
+  :class:`HasFactorSpace` (defined in ``synco.evosyn.space``, where the factor space lives).
+* :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
+
+``docs/ADDING_A_DOMAIN.md`` walks through all of it with a complete example;
+``synco.domains.registry`` maps a config's ``domain:`` name to a domain.
 """
 
 from __future__ import annotations
@@ -14,13 +23,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from synco.evosyn.space import Cell
+from synco.domains.card_template import CardTemplate
+from synco.evosyn.space import Cell, HasFactorSpace
 from synco.core.records import TaskCard
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
 
 if TYPE_CHECKING:
     from synco.core.policy import Policy
+
+
+__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasFactorSpace", "HasResponsePrefix",
+           "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
+
+
+@dataclass(frozen=True)
+class DomainNeeds:
+    """What a domain asks of a run beyond its :class:`Domain` members (``Domain.needs``).
+
+    Config validation reads it (building the domain only when a setting depends on it), so a
+    setting the domain cannot serve fails at load, naming the field, not inside the first step.
+    Whether the labels come from an exact oracle or from consensus is ``Domain.has_oracle``.
+    """
+
+    chat_model: bool = False
+    """Its prompts are instructions for chat LMs (system prompts, a chat template): a Synthesizer that can
+    follow an instruction, which the LLM factor proposer (``evosyn.proposer``) needs. False for arith's tiny
+    character models."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +63,17 @@ class HeldoutItem:
 
 @runtime_checkable
 class Domain(Protocol):
-    """The domain hooks the engine calls; see ``synco.domains.arith.ArithDomain`` for the embedded one."""
+    """The members every domain has; the loop calls nothing else without an ``isinstance`` check first.
+
+    See ``synco.domains.arith.ArithDomain`` (exact oracle, tiny char models) and
+    ``synco.domains.math.MathDomain`` (consensus labels, chat models) for the built-in ones.
+    """
 
     name: str
+    """Short name for messages and run ids (usually the name it is registered under)."""
+
+    needs: DomainNeeds
+    """What it asks of a run (:class:`DomainNeeds`)."""
 
     def synthesizer_prompt(self, report: CapabilityReport, target: Cell | None = None) -> str:
         """The Synthesizer's user prompt, built from the latest capability report; ``target`` names the
@@ -63,7 +100,9 @@ class Domain(Protocol):
         ...
 
     @property
-    def has_oracle(self) -> bool: ...
+    def has_oracle(self) -> bool:
+        """True: :meth:`oracle` labels every card; False: the loop labels by consensus of independent answers."""
+        ...
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """Categorical labels of a card (topic, level, ...) computed from the card itself."""
@@ -81,21 +120,41 @@ class Domain(Protocol):
         """Held-out problems that no training path may produce."""
         ...
 
-    # Optional attribute ``reasoner_response_prefix: str`` (see :func:`response_prefix`).
-    # Optional factor space (EvoSyn, see ``synco.evosyn``): ``factor_defs() -> list[FactorDef]`` (every
-    # factor the domain can compute from a problem), ``builtin_factors: tuple[str, ...]`` (those the space
-    # starts with; the rest are the Reflector's candidates) and ``sample_any(rng) -> str`` (a problem from
-    # the domain's generator, to find the feasible cells).
+
+@runtime_checkable
+class HasResponsePrefix(Protocol):
+    """A fixed text every Reasoner response starts with (see :func:`response_prefix`)."""
+
+    reasoner_response_prefix: str
+
+
+@runtime_checkable
+class HasAnswerFormat(Protocol):
+    """How a verified answer is written as a whole Reasoner response: what supervised rounds train on
+    (``rounds.target: reference``). Without it the card's solution followed by ``\\boxed{answer}`` is used."""
+
+    def format_reasoner_answer(self, answer: str) -> str:
+        """The Reasoner's target response for ``answer`` (response prefix included), e.g. ``\\boxed{2082}``."""
+        ...
+
+
+@runtime_checkable
+class HasCardTemplate(Protocol):
+    """A fixed card layout the Synthesizer can be made to fill in (``synth_decoding: card``)."""
+
+    def card_template(self) -> CardTemplate:
+        """The slots the model writes and the fixed JSON around them (``synco.domains.card_template``)."""
+        ...
 
 
 def response_prefix(domain: Domain) -> str:
-    """The fixed text every Reasoner response starts with (``domain.reasoner_response_prefix``; "" if none).
+    """The fixed text every Reasoner response starts with (:class:`HasResponsePrefix`; "" if none).
 
     E.g. ``\\boxed{`` in the arithmetic world: it is put at the end of the prompt
     (prefilled, so no decoding step and no gradient is spent on it) and in front
     of every completion's text before the answer is extracted, graded or stored.
     """
-    return str(getattr(domain, "reasoner_response_prefix", "") or "")
+    return str(domain.reasoner_response_prefix or "") if isinstance(domain, HasResponsePrefix) else ""
 
 
 def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) -> list[str]:

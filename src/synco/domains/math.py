@@ -69,7 +69,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from synco.domains.card_template import ANSWER_CHARSET, CardSlot, CardTemplate
-from synco.domains.base import HeldoutItem
+from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.evosyn.space import Cell, FactorDef
 from synco.grading.novelty import normalize_text
 from synco.core.prompts import PromptError, load_prompt, placeholders, render
@@ -797,6 +797,8 @@ class MathDomain:
     """Free-form maths for real LMs: no oracle, consensus-checked references (see module docstring)."""
 
     name = "math"
+    needs = DomainNeeds(chat_model=True)
+    """Instruction prompts for chat LMs: the LLM factor proposer (``evosyn.proposer``) can run."""
 
     n_examples: int = 2
     """Few-shot example cards shown by ``{{examples}}`` in ``synthesizer.txt``."""

@@ -54,10 +54,6 @@ class ReflectorConfig(BaseModel):
     min_control_cards: int = Field(200, ge=1, description="Control check: targeted valid cards a promoted factor needs before it is judged (about two steps of the arith preset).")
 
 
-PROPOSER_DOMAINS: tuple[str, ...] = ("math",)
-"""Domains whose Synthesizer is a chat LM that can write a proposal (arith's tiny char models cannot)."""
-
-
 class ProposerConfig(BaseModel):
     """How often, from what and how long the Synthesizer model proposes a keyword factor (``evosyn.proposer``)."""
 
@@ -100,13 +96,17 @@ class EvoSynConfig(BaseModel):
         return self
 
 
-def proposer_problem(evosyn: EvoSynConfig, domain: str, mode: str) -> str | None:
-    """Why ``evosyn.proposer`` cannot run with ``domain`` and ``mode``, naming the fields, or None when it can."""
+def proposer_problem(evosyn: EvoSynConfig, domain: str, mode: str, chat_model: bool) -> str | None:
+    """Why ``evosyn.proposer`` cannot run with ``domain`` and ``mode``, naming the fields, or None when it can.
+
+    ``chat_model``: whether the domain's Synthesizer is a chat LM that can write a proposal (the domain
+    says so itself, ``DomainNeeds.chat_model``; arith's tiny char models cannot).
+    """
     if not evosyn.proposer:
         return None
-    if domain not in PROPOSER_DOMAINS:
+    if not chat_model:
         return (f"evosyn.proposer=true needs a domain whose Synthesizer is a chat model "
-                f"({', '.join(PROPOSER_DOMAINS)}), got domain={domain!r}")
+                f"(DomainNeeds.chat_model, e.g. math), got domain={domain!r}")
     if mode not in ("cotrain", "frozen"):
         return (f"evosyn.proposer=true needs a mode where the Synthesizer writes tasks (cotrain, frozen), "
                 f"got mode={mode!r}")

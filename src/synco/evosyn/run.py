@@ -21,7 +21,7 @@ from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import check_control, pending
 from synco.evosyn.proposer import RAW_CHARS, ProposedFactor, parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
-from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, feasible_cells
+from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, feasible_cells
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord
 
 
@@ -53,13 +53,12 @@ class EvoState:
 
 
 def build_evo_state(domain: object, space: FactorSpace | None = None) -> EvoState | None:
-    """The domain's factor space (``space`` when resuming), or None when the domain offers no factors."""
-    defs_fn = getattr(domain, "factor_defs", None)
-    sample = getattr(domain, "sample_any", None)
-    if not callable(defs_fn) or not callable(sample):
+    """The domain's factor space (``space`` when resuming), or None when the domain has none (:class:`HasFactorSpace`)."""
+    if not isinstance(domain, HasFactorSpace):
         return None
-    defs = list(defs_fn())
-    builtin = list(getattr(domain, "builtin_factors", ()))
+    defs = list(domain.factor_defs())
+    builtin = list(domain.builtin_factors)
+    sample = domain.sample_any
     if space is None:
         space = FactorSpace.from_defs([d for d in defs if d.name in builtin])
     known = {d.name for d in defs}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -55,6 +55,27 @@ class FactorDef:
         """The problem's bucket; None when the extractor does not apply or returns an unknown bucket."""
         v = self.extract(problem)
         return v if v in self.buckets else None
+
+
+@runtime_checkable
+class HasFactorSpace(Protocol):
+    """A domain's optional factor space (a capability, checked with ``isinstance``): what EvoSyn steers by.
+
+    Defined here, where the factor space lives, so this layer needs nothing from the domains above it;
+    ``synco.domains.base`` lists it with the other capabilities. A domain without it runs without a
+    Designer or Reflector (every context gets the report-only prompt).
+    """
+
+    builtin_factors: tuple[str, ...]
+    """The factors the space starts with; the rest of :meth:`factor_defs` are the Reflector's candidates."""
+
+    def factor_defs(self) -> list[FactorDef]:
+        """Every factor the domain can compute from a problem, the built-in ones included."""
+        ...
+
+    def sample_any(self, rng: random.Random) -> str:
+        """A problem from the domain's own generator (never a held-out one): to find the feasible cells."""
+        ...
 
 
 class FactorEvidence(BaseModel):

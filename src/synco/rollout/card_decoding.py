@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from synco.domains.base import Domain, HasCardTemplate
 from synco.domains.card_template import ANSWER_CHARSET, BOXED_CLOSE, BOXED_OPEN, CardSlot, CardTemplate  # noqa: F401
 
 
@@ -382,17 +383,16 @@ def card_grammar_for(policy: Any, template: CardTemplate) -> CardGrammar:
     return CardGrammar(template, policy.tokenizer, policy.eos_ids, vocab_size=vocab)
 
 
-def constrain_synthesizer(policy: Any, domain: Any, max_new_tokens: int) -> CardGrammar:
+def constrain_synthesizer(policy: Any, domain: Domain, max_new_tokens: int) -> CardGrammar:
     """Make ``policy`` sample cards under ``domain.card_template()`` (``synth_decoding: card``); returns the grammar.
 
     Raises ValueError when the domain has no card template, or when ``max_new_tokens`` is below
     the longest card the template allows (a card cut off by the budget would not parse).
     """
-    make = getattr(domain, "card_template", None)
-    if not callable(make):
-        raise ValueError(f"synth_decoding: card needs a domain with a card template (math); "
-                         f"domain {getattr(domain, 'name', type(domain).__name__)} has none")
-    grammar = card_grammar_for(policy, make())
+    if not isinstance(domain, HasCardTemplate):
+        raise ValueError(f"synth_decoding: card needs a domain with a card template (HasCardTemplate, e.g. math); "
+                         f"domain {domain.name!r} has none")
+    grammar = card_grammar_for(policy, domain.card_template())
     if max_new_tokens < grammar.max_tokens():
         raise ValueError(f"synth_decoding: card needs synthesizer.sampling.max_new_tokens >= {grammar.max_tokens()} "
                          f"(the longest card of the template), got {max_new_tokens}")

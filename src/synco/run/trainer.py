@@ -47,8 +47,9 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel
 
 from synco.grading.answers import AnswerChecker, extract_answer
-from synco.config import RunConfig, check_runnable, dump_config
+from synco.config import RunConfig, check_runnable, domain_context, dump_config
 from synco.domains.base import Domain, HeldoutItem, solve
+from synco.domains.registry import get_domain
 from synco.cotrain.engine import CoTrainState, StepSettings, StepStats, cotrain_step
 from synco.evosyn.reflector import python_seed
 from synco.evosyn.run import (
@@ -105,15 +106,7 @@ class RunSummary(BaseModel):
 
 
 def build_domain(cfg: RunConfig) -> Domain:
-    if cfg.domain == "arith":
-        from synco.domains.arith import ArithDomain
-
-        return ArithDomain()
-    if cfg.domain == "math":
-        from synco.domains.math import MathDomain
-
-        return MathDomain(prompts_dir=cfg.prompts_dir)
-    raise ValueError(f"domain: unknown domain {cfg.domain!r}")
+    return get_domain(cfg.domain, domain_context(cfg))
 
 
 def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | None = None) -> HFPolicy | None:

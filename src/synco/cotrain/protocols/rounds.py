@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
-from synco.domains.base import Domain, reasoner_prompts, response_prefix, solve
+from synco.domains.base import Domain, HasAnswerFormat, reasoner_prompts, response_prefix, solve
 from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step, grade_group, groups_batch, request_seed
 from synco.core.policy import Policy, UpdateStats
 from synco.cotrain.protocols.config import RoundsConfig
@@ -68,12 +68,11 @@ def training_steps(step: int, cfg: RoundsConfig) -> range:
 def reference_response(domain: Domain, card: TaskCard, reference: str) -> str:
     """A task's verified answer as a whole Reasoner response (response prefix included).
 
-    The domain's ``format_reasoner_answer`` when it has one (arith: ``\\boxed{2082}``),
-    else the card's solution followed by the boxed answer.
+    The domain's ``format_reasoner_answer`` when it has one (:class:`~synco.domains.base.HasAnswerFormat`;
+    arith: ``\\boxed{2082}``), else the card's solution followed by the boxed answer.
     """
-    fmt = getattr(domain, "format_reasoner_answer", None)
-    if fmt is not None:
-        return str(fmt(reference))
+    if isinstance(domain, HasAnswerFormat):
+        return str(domain.format_reasoner_answer(reference))
     return f"{card.solution.strip()}\n\n\\boxed{{{reference}}}"
 
 
