@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from synco.grading.answers import AnswerChecker
 from synco.grading.grade import Graded, grade
 
 RESPONSES = Path(__file__).parent / "data" / "answer_responses.jsonl"
+SRC = Path(__file__).resolve().parents[2] / "src" / "synco"
 
 
 class RecordingChecker(AnswerChecker):
@@ -129,3 +131,16 @@ def test_equal_to_the_per_item_path_on_the_labelled_responses(mv_checker: Answer
                           for r in group]  # type: ignore[arg-type]
             assert [(g.extraction, g.correct) for g in graded] == one_by_one, (mode, boxed, rel_tol)
 
+
+def test_grep_finds_one_grading_function_and_one_vllm_generator() -> None:
+    """Nothing outside the grading layer extracts and checks answers for a grade, and only the rollout layer builds vLLM."""
+    def grep(pattern: str) -> set[str]:
+        out = subprocess.run(["grep", "-rlE", pattern, str(SRC), "--include=*.py"], capture_output=True, text=True)
+        return {str(Path(p).relative_to(SRC)) for p in out.stdout.split()}
+
+    assert grep(r"^def grade\(") == {"grading/grade.py"}
+    assert grep(r"\.grade\(|match_many\(") <= {"grading/answers.py", "grading/grade.py", "grading/verifier.py",
+                                               "distributed/ray_checks.py"}
+    assert grep(r"extract_answer_with_method\(") <= {"grading/answers.py", "grading/grade.py"}
+    assert grep(r"vllm\.LLM\(|\bLLM\(\*\*") == {"rollout/vllm_engine.py"}
+    assert grep(r"^class \w*VLLM\w*(Generator|Policy)\b") == {"rollout/vllm_engine.py"}
