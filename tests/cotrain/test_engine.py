@@ -316,25 +316,28 @@ class BatchOnlyChecker:
     def match(self, predicted: str, reference: str) -> bool:
         raise AssertionError("the engine should check a step's answers in one match_many call")
 
-    def match_many(self, pairs):  # noqa: ANN001, ANN201
+    def match_many(self, pairs, *, timeout=None, rel_tol=0.0):  # noqa: ANN001, ANN201
+        assert timeout is None and rel_tol == 0.0  # training rewards: the checker's bound, exact
         self.batches.append(list(pairs))
         return [p.strip() == r for p, r in pairs]
 
 
 def test_a_steps_answers_are_checked_in_one_batch_and_regrouped():
-    from synco.grading.answers import extract_answer_with_method
-    from synco.cotrain.engine import _check_attempts, _grade
+    from synco.cotrain.engine import _grade_attempts, _rollout
     from synco.core.rewards import ReasonerRewardConfig
 
+    def comp(text: str) -> Completion:
+        return Completion(text=text, prompt_ids=[1], completion_ids=[2, 3], logprobs=[-0.1, -0.2], truncated=False,
+                          finish_reason="stop")
+
     texts = [["\\boxed{7}", "no answer here", "\\boxed{8}"], ["\\boxed{ 3}", "\\boxed{3}"], []]
-    found = [[extract_answer_with_method(t) for t in group] for group in texts]
     checker = BatchOnlyChecker()
-    ok = _check_attempts(checker, found, ["7", "3", "5"])  # type: ignore[arg-type]
+    graded = _grade_attempts(checker, [[comp(t) for t in g] for g in texts], ["7", "3", "5"])  # type: ignore[arg-type]
     assert checker.batches == [[("7", "7"), ("8", "7"), ("3", "3"), ("3", "3")]]  # no answer: wrong unchecked
-    assert ok == [[True, False, False], [True, True], []]
-    assert _check_attempts(checker, [[found[0][1]]], ["7"]) == [[False]] and len(checker.batches) == 1
-    c = Completion(text="\\boxed{7}", prompt_ids=[1], completion_ids=[2, 3], logprobs=[-0.1, -0.2], truncated=False,
-                   finish_reason="stop")
-    right, wrong = (_grade(c, found[0][0], x, ReasonerRewardConfig()) for x in (True, False))
-    assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct
+    assert [[g.correct for g in group] for group in graded] == [[True, False, False], [True, True], []]
+    assert [g.method for g in graded[0]] == ["boxed", "none", "boxed"]
+    assert [[g.correct for g in group] for group in _grade_attempts(checker, [[comp("none")]], ["7"])] == [[False]]
+    assert len(checker.batches) == 1  # nothing to check: no call
+    right, wrong = (_rollout(comp("\\boxed{7}"), g, ReasonerRewardConfig()) for g in (graded[0][0], graded[0][2]))
+    assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct and wrong.answer == "8"
     assert right.reward > wrong.reward

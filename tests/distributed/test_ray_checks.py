@@ -156,6 +156,12 @@ def test_ray_answer_checks_equal_the_in_process_ones(checks):
     assert checker.match_many([]) == []
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         checker.match_many([("1", "1")], timeout=-1)
+    # a relative tolerance (synco eval's rounded references) reaches the workers' checks
+    rounded = [("1.602e-19", "1.6e-19"), ("1.7e-19", "1.6e-19")]
+    assert checker.match_many(rounded) == here.match_many(rounded) == [False, False]
+    assert checker.match_many(rounded, rel_tol=0.01) == here.match_many(rounded, rel_tol=0.01) == [True, False]
+    with pytest.raises(ValueError, match="rel_tol must be a number"):
+        checker.match_many([], rel_tol=2.0)
 
 
 def test_ray_verification_equals_the_in_process_verdicts(checks, bench):

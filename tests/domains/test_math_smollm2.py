@@ -125,7 +125,7 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
 
     calls = itertools.count()
 
-    def first_attempt_only(c, ext, correct, cfg):  # noqa: ANN001, ANN202
+    def first_attempt_only(c, graded, cfg):  # noqa: ANN001, ANN202
         ok = next(calls) == 0
         return Rollout(text=c.text, answer="42" if ok else None, method="boxed" if ok else "none", correct=ok,
                        reward=reasoner_reward(ok, ["42"] if ok else [], cfg), n_tokens=len(c.completion_ids))
@@ -136,7 +136,7 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
     (short / "synthesizer.txt").write_text("{{report}}Card:{{schema}}")
     (short / "synthesizer_system.txt").write_text("Write one task card.")
     st.domain = MathDomain(prompts_dir=short, report_budget=0)
-    monkeypatch.setattr("synco.cotrain.engine._grade", first_attempt_only)
+    monkeypatch.setattr("synco.cotrain.engine._rollout", first_attempt_only)
     st.settings = dataclasses.replace(st.settings, mode="cotrain", synth_sampling=st.settings.synth_sampling.model_copy(
         update={"max_new_tokens": 16}))
     s0, r0 = snapshot(st.synthesizer), snapshot(st.reasoner)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from synco.grading.answers import AnswerChecker, Extraction
+from synco.eval import evaluation
+from synco.grading.answers import AnswerChecker
+from synco.grading.grade import Graded, grade
 from synco.grading.benchmarks import BenchmarkItem
 from synco.eval.evaluation import (
     ACCURACY_FILE,
@@ -361,30 +363,30 @@ def test_avg_at_k_and_pass_at_k_hand_computed(tmp_path: Path, checker: AnswerChe
     assert "50.00 ± 28.87" in table and "@2 61.11" in table
 
 
-class RecordingChecker:
-    """A stand-in AnswerChecker: every answer is right; remembers the grading options of each call."""
+def test_each_benchmark_is_graded_with_its_options(tmp_path: Path, checker: AnswerChecker,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each generation batch goes through the one grading function once, with its benchmark's options."""
+    calls: list[tuple[list[str], dict]] = []
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
+    def recording_grade(chk: AnswerChecker, batch: Sequence[tuple[str, str]], **options: object) -> list[Graded]:
+        calls.append(([ref for _, ref in batch], options))
+        return grade(chk, batch, **options)  # type: ignore[arg-type]
 
-    def grade(self, response: str, reference: str, **kwargs: object) -> tuple[Extraction, bool]:
-        self.calls.append((reference, kwargs))
-        return Extraction(reference, "boxed", (reference,)), True
-
-
-def test_each_benchmark_is_graded_with_its_options(tmp_path: Path) -> None:
-    benches = {"minerva": items(TOY[:1], "minerva"), "math500": items(TOY[1:2], "math500"), "gsm8k": items(TOY[2:3], "gsm8k")}
-    fake = RecordingChecker()
+    monkeypatch.setattr(evaluation, "grade", recording_grade)
+    benches = {"minerva": items(TOY[:1], "minerva"), "math500": items(TOY[1:2], "math500"), "gsm8k": items(TOY[2:5], "gsm8k")}
     s = settings(per_benchmark={"math500": ProtocolOverride(boxed="all")})
-    evaluate(FakePolicy(fixed_script()), benches, tmp_path, s, fake, progress=False)  # type: ignore[arg-type]
-    by_ref = {ref: kw for ref, kw in fake.calls}
-    assert by_ref["4"] == {"mode": "eval", "boxed": "last", "rel_tol": 0.01}  # minerva
-    assert by_ref["6"] == {"mode": "eval", "boxed": "all", "rel_tol": 0.0}  # math500, boxed=all as asked
-    assert by_ref["7"] == {"mode": "eval", "boxed": "last", "rel_tol": 0.0}  # gsm8k: exact
+    evaluate(FakePolicy(fixed_script()), benches, tmp_path, s, checker, progress=False)
+    assert calls == [
+        (["4"], {"mode": "eval", "boxed": "last", "rel_tol": 0.01}),  # minerva
+        (["6"], {"mode": "eval", "boxed": "all", "rel_tol": 0.0}),  # math500, boxed=all as asked
+        (["7", "10"], {"mode": "eval", "boxed": "last", "rel_tol": 0.0}),  # gsm8k: exact; a batch of 2 in one call
+        (["0.5"], {"mode": "eval", "boxed": "last", "rel_tol": 0.0}),
+    ]
     assert read_json(tmp_path / "eval_config.json")["grading"]["minerva"] == {"mode": "eval", "boxed": "last", "rel_tol": 0.01}
+    assert [r.correct for r in read_raw_records(raw_path(tmp_path, "gsm8k"))] == [True, False, True]
     # records graded one way are never mixed with another grading
     with pytest.raises(EvalError, match="grading of minerva"):
-        evaluate(FakePolicy(fixed_script()), benches, tmp_path, settings(rel_tol=0.05), fake, progress=False)  # type: ignore[arg-type]
+        evaluate(FakePolicy(fixed_script()), benches, tmp_path, settings(rel_tol=0.05), checker, progress=False)
 
 
 def test_minerva_tolerance_with_the_real_checker(tmp_path: Path, checker: AnswerChecker) -> None:

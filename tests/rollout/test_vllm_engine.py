@@ -278,6 +278,28 @@ def test_generate_caps_the_budget_to_the_context(fake_vllm: Any) -> None:
         pol.generator.generate([prompt], 0, SamplingParams())
 
 
+def test_for_folder_is_frozen_on_the_folders_weights(fake_vllm: Any, tmp_path: Path) -> None:
+    """``synco eval``'s generator: no training model, stops read from the folder, nothing pushed until a model is given."""
+    tok = char_tokenizer()
+    model = tiny_llama(tok, seed=0, hidden_size=32, num_layers=2)
+    model.config.save_pretrained(tmp_path)  # no generation_config.json: the EOS the model config implies
+    tok.save_pretrained(tmp_path)
+    gen = ve.VLLMGenerator.for_folder(str(tmp_path), VLLMSettings(max_model_len=32), dtype="float32", seed=4)
+    [llm] = fake_vllm.instances
+    assert (llm.kwargs["model"], llm.kwargs["dtype"], llm.kwargs["seed"]) == (str(tmp_path), "float32", 4)
+    assert "enable_lora" not in llm.kwargs and gen.model is None and gen.eos_ids == [EOS]
+    [[a, b]] = gen.generate([[1, 5, 6]], 2, SamplingParams(max_new_tokens=5), seed=9)
+    requests, sampling, _ = [e[1] for e in llm.events if e[0] == "generate"][-1]
+    assert [s.kwargs["seed"] for s in sampling] == [derive_seed(9, "row", r) for r in range(2)]
+    assert all(s.kwargs["logprobs"] is None and s.kwargs["stop_token_ids"] == [EOS] for s in sampling)
+    assert [a.completion_ids, b.completion_ids] == [[10 + s.kwargs["seed"] % 7, 11, EOS] for s in sampling]
+    assert a.logprobs == [] and a.finish_reason == "stop" and a.prompt_ids == [1, 5, 6]
+    assert "rpc:reload_weights" not in llm.names()  # frozen: the engine serves the folder's weights
+    gen.sync_weights(model)  # a model given later is pushed before the next generate
+    gen.generate([[1, 5]], 1, SamplingParams(max_new_tokens=5))
+    assert llm.names().count("rpc:reload_weights") == 1
+
+
 # --------------------------------------------------------------------------- (a) weight sync
 
 

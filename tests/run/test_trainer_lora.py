@@ -89,13 +89,13 @@ def test_shared_base_cotrain_steps_checkpoint_and_resume(tmp_path: Path, monkeyp
     (The shared base is the Synthesizer's warm start, which cannot solve tasks: without this every
     attempt group has equal reward and the Reasoner takes no step.)
     """
-    real_grade, count = engine._grade, itertools.count()
+    real_rollout, count = engine._rollout, itertools.count()
 
-    def grade(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def rollout(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         ok = next(count) % 2 == 0
-        return real_grade(*args, **kwargs).model_copy(update={"correct": ok, "reward": 1.0 if ok else 0.0})
+        return real_rollout(*args, **kwargs).model_copy(update={"correct": ok, "reward": 1.0 if ok else 0.0})
 
-    monkeypatch.setattr(engine, "_grade", grade)
+    monkeypatch.setattr(engine, "_rollout", rollout)
     run = setup_run(cfg(tmp_path, "both", *SHARED))
     st = run.state
     s, r = st.synthesizer, st.reasoner

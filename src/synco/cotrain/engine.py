@@ -37,7 +37,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, model_serializer
 
-from synco.grading.answers import AnswerChecker, Extraction, extract_answer, extract_answer_with_method
+from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.grade import Graded, grade
 from synco.domains.base import Domain, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import factor_control
@@ -279,15 +280,15 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     #    Ray-backed checker fans them out); 5. consensus on the same attempts, reusing those checks
     #    (unless a separate checker already judged the card in 2b).
     references = [verdicts[i].reference or cards[i].final_answer for i in valid_idx]  # type: ignore[union-attr]
-    extractions = [[extract_answer_with_method(c.text) for c in group] for group in attempts]
-    correct = _check_attempts(state.checker, extractions, references)
+    marks = _grade_attempts(state.checker, attempts, references)
     rollouts: dict[int, list[Rollout]] = {}
-    for i, reference, group, found, ok in zip(valid_idx, references, attempts, extractions, correct):
-        graded = [_grade(c, ext, right, s.reasoner_rewards) for c, ext, right in zip(group, found, ok)]
+    for i, reference, group, graded in zip(valid_idx, references, attempts, marks):
+        rs = [_rollout(c, g, s.reasoner_rewards) for c, g in zip(group, graded)]
         if s.consensus and not state.domain.has_oracle and not use_checker:
-            agree = ok if verdicts[i].reference == reference else None  # checked against consensus's reference
-            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in graded], agree=agree)
-        rollouts[i] = graded
+            # the checks count as agreement when they were made against consensus's reference
+            agree = [g.correct for g in graded] if verdicts[i].reference == reference else None
+            verdicts[i] = state.verifier.apply_consensus(verdicts[i], [r.answer for r in rs], agree=agree)
+        rollouts[i] = rs
 
     # 6. Rewards: Reasoner per attempt, Synthesizer per card (a valid card that missed its requested
     #    cell, as the domain recomputes it, is penalised so RL teaches the Synthesizer to follow the Designer).
@@ -389,30 +390,30 @@ def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
     return out
 
 
-def _check_attempts(checker: AnswerChecker, extractions: Sequence[Sequence[Extraction]],
-                    references: Sequence[str]) -> list[list[bool]]:
-    """Whether each extracted answer matches its group's reference: one ``match_many`` call for all of them.
+def _grade_attempts(checker: AnswerChecker, attempts: Sequence[Sequence[Completion]],
+                    references: Sequence[str]) -> list[list[Graded]]:
+    """Every attempt graded (reward mode) against its group's reference, in ONE :func:`grade` call, regrouped.
 
-    An attempt without an answer is wrong without a check; the rest are asked in one batch, so a
-    checker that fans checks out (``synco.distributed.ray_checks``) sees the whole step at once.
+    One batch for the whole step, so a checker that fans checks out (``synco.distributed.ray_checks``)
+    sees it at once.
     """
-    pairs = [(e.answer, ref) for group, ref in zip(extractions, references) for e in group if e.answer is not None]
-    found = iter(checker.match_many(pairs) if pairs else [])
-    return [[e.answer is not None and next(found) for e in group] for group in extractions]
+    flat = grade(checker, [(c.text, ref) for group, ref in zip(attempts, references, strict=True) for c in group],
+                 mode="reward")
+    it = iter(flat)
+    return [[next(it) for _ in group] for group in attempts]
 
 
 def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: str,
                 cfg: ReasonerRewardConfig) -> list[Rollout]:
-    """Extract, check (one batch) and reward a group of Reasoner attempts at one task."""
-    found = [extract_answer_with_method(c.text) for c in group]
-    [ok] = _check_attempts(checker, [found], [reference])
-    return [_grade(c, ext, right, cfg) for c, ext, right in zip(group, found, ok)]
+    """Grade (one batch) and reward a group of Reasoner attempts at one task."""
+    [graded] = _grade_attempts(checker, [group], [reference])
+    return [_rollout(c, g, cfg) for c, g in zip(group, graded)]
 
 
-def _grade(c: Completion, ext: Extraction, correct: bool, cfg: ReasonerRewardConfig) -> Rollout:
-    """The rollout of one Reasoner attempt, from its extracted answer and whether that answer was checked right."""
-    return Rollout(text=c.text, answer=ext.answer, method=ext.method, correct=correct,
-                   reward=reasoner_reward(correct, ext.boxed, cfg), truncated=c.truncated,
+def _rollout(c: Completion, graded: Graded, cfg: ReasonerRewardConfig) -> Rollout:
+    """The rollout of one Reasoner attempt, from its grade (answer, method, boxed answers, correct) and its reward."""
+    return Rollout(text=c.text, answer=graded.answer, method=graded.method, correct=graded.correct,
+                   reward=reasoner_reward(graded.correct, graded.boxed, cfg), truncated=c.truncated,
                    n_tokens=len(c.completion_ids))
 
 

@@ -3,11 +3,11 @@
 The loop, the pool and the report stay in the driver, and ``cotrain_step`` does not change: it asks its
 checker and its verifier through two batch seams, which the classes here implement on Ray.
 
-* :class:`RayAnswerChecker` is an :class:`~synco.grading.answers.AnswerChecker` whose ``match_many`` (the step's
-  answer checks in one call: every attempt's extracted answer against its card's reference, and the
-  consensus checker's answers) cuts the pairs into chunks of ``ray.checks.answers_per_task`` and sends
-  each chunk as one task to a check worker. Every single call (``match``, ``understands``: held-out
-  evaluation, grouping consensus answers, a chunk checked here) runs in the driver, as in process.
+* :class:`RayAnswerChecker` is an :class:`~synco.grading.answers.AnswerChecker` whose ``match_many`` (every
+  batch :func:`synco.grading.grade.grade` checks in one call: a step's attempts against their cards'
+  references, a held-out batch; and the consensus checker's answers) cuts the pairs into chunks of
+  ``ray.checks.answers_per_task`` and sends each chunk as one task to a check worker. Every single call
+  (``match``, ``understands``: grouping consensus answers, a chunk checked here) runs in the driver, as in process.
 * :class:`RayTaskVerifier` is a :class:`~synco.grading.verifier.TaskVerifier` whose first phase
   (:meth:`~synco.grading.verifier.TaskVerifier.check_cards`: parse, schema, problem checks, answer consistency
   with its checker calls, the domain's oracle, each card alone within ``verifier.card_timeout``) runs on
@@ -114,8 +114,8 @@ class CheckWorker:
 
         return os.getpid()
 
-    def match_many(self, pairs: list[tuple[str, str]], timeout: float | None) -> list[bool]:
-        return self.checker.match_many(pairs, timeout=timeout)
+    def match_many(self, pairs: list[tuple[str, str]], timeout: float | None, rel_tol: float = 0.0) -> list[bool]:
+        return self.checker.match_many(pairs, timeout=timeout, rel_tol=rel_tol)
 
     def check_cards(self, raws: list[str], first_slot: int) -> list[CardCheck]:
         return self.verifier.check_cards(raws, first_slot)
@@ -214,15 +214,18 @@ class RayAnswerChecker(AnswerChecker):
         self.pool = pool
         self.answers_per_task = answers_per_task
 
-    def match_many(self, pairs: Sequence[tuple[str, str]], *, timeout: float | None = None) -> list[bool]:
+    def match_many(self, pairs: Sequence[tuple[str, str]], *, timeout: float | None = None,
+                   rel_tol: float = 0.0) -> list[bool]:
         """As :meth:`AnswerChecker.match_many`, ``answers_per_task`` pairs per Ray task."""
         bound = self._call_timeout(timeout)  # validated here: a bad timeout is the caller's error, not a worker's
+        AnswerChecker.match_many(self, [], rel_tol=rel_tol)  # likewise a bad tolerance (refused for no pairs)
         parts = chunks(pairs, self.answers_per_task)
-        return self.pool.run("match_many", [(part, timeout) for part in parts], [len(p) for p in parts], bound,
-                             self._local_match_many)
+        return self.pool.run("match_many", [(part, timeout, rel_tol) for part in parts], [len(p) for p in parts],
+                             bound, self._local_match_many)
 
-    def _local_match_many(self, pairs: list[tuple[str, str]], timeout: float | None) -> list[bool]:
-        return AnswerChecker.match_many(self, pairs, timeout=timeout)
+    def _local_match_many(self, pairs: list[tuple[str, str]], timeout: float | None,
+                          rel_tol: float = 0.0) -> list[bool]:
+        return AnswerChecker.match_many(self, pairs, timeout=timeout, rel_tol=rel_tol)
 
     def close_remote(self) -> None:
         """Stop the check workers (the verifier's too: they share them) and this checker's math-verify worker."""

@@ -82,7 +82,10 @@ other      1        0.6          0.95   4096    1             0
 The evaluation core (:func:`evaluate`) takes any object with ``format_prompt``
 and ``generate`` (:class:`EvalPolicy`), so it is tested with a scripted fake.
 Backends: ``hf`` (:class:`~synco.core.policy.HFPolicy`, batched ``model.generate``
-without per-token log-probs) and ``vllm`` (imported only when asked for).
+without per-token log-probs) and ``vllm`` (the rollout layer's
+:class:`~synco.rollout.vllm_engine.VLLMGenerator`, frozen on the model folder, behind
+:class:`GeneratorPolicy`; vLLM is imported only when asked for). Grading is
+:func:`synco.grading.grade.grade` in ``eval`` mode, one call per generation batch.
 """
 
 from __future__ import annotations
@@ -100,12 +103,16 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from synco.grading.answers import AnswerChecker
+from synco.grading.grade import grade
 from synco.grading.benchmarks import BENCHMARK_NAMES, BenchmarkError, BenchmarkItem, discover_benchmarks, load_benchmark
 from synco.eval.metrics import BenchmarkMetrics, average_stderr, benchmark_metrics
 from synco.learn.models import ModelNotAvailable
 from synco.core.prompts import PromptError, build_prompt, load_prompt, render
 from synco.core.records import ExtractionMethod
+from synco.core.policy import Generator
+from synco.core.rollout_config import VLLMSettings
 from synco.core.sampling import Completion, SamplingParams
+from synco.core.tokens import encode_prompt
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
 """Where ``synco data`` writes the benchmark files and ``synco eval`` looks for them."""
@@ -403,13 +410,6 @@ def _write_json(path: Path, obj: Any) -> None:
 # --------------------------------------------------------------------------- grading and summaries
 
 
-def grade(completion: Completion, reference: str, checker: AnswerChecker,
-          protocol: BenchmarkProtocol = FALLBACK_PROTOCOL) -> tuple[str | None, ExtractionMethod, bool]:
-    """(extracted answer, extraction method, correct) of one completion, graded as ``protocol`` says."""
-    ext, correct = checker.grade(completion.text, reference, mode="eval", boxed=protocol.boxed, rel_tol=protocol.rel_tol)
-    return ext.answer, ext.method, bool(correct)
-
-
 def limited(items: Sequence[BenchmarkItem], limit: int | None) -> list[BenchmarkItem]:
     """The first ``limit`` items (all when ``limit`` is None)."""
     return list(items[:limit] if limit else items)
@@ -615,15 +615,17 @@ def evaluate_benchmark(
             outputs = policy.generate(prompts, 1, params)
             if len(outputs) != len(batch) or any(len(o) != 1 for o in outputs):
                 raise EvalError(f"the policy returned {len(outputs)} groups for {len(batch)} prompts (1 completion each expected)")
-            records = []
-            for (item_id, sample), prompt, (comp,) in zip(batch, prompts, outputs, strict=True):
-                reference = by_id[item_id].answer
-                answer, method, correct = grade(comp, reference, checker, protocol)
-                records.append(EvalRecord(
-                    id=item_id, sample=sample, prompt=prompt, completion=comp.text, reference=reference,
-                    answer=answer, method=method, correct=correct, finish_reason=comp.finish_reason,
+            # the batch graded in one call, with the benchmark's grading options (eval mode, boxed, rel_tol)
+            graded = grade(checker, [(comp.text, by_id[i].answer) for (i, _), (comp,) in zip(batch, outputs)],
+                           **protocol.grading())
+            records = [
+                EvalRecord(
+                    id=item_id, sample=sample, prompt=prompt, completion=comp.text, reference=by_id[item_id].answer,
+                    answer=g.answer, method=g.method, correct=g.correct, finish_reason=comp.finish_reason,
                     n_tokens=len(comp.completion_ids),
-                ))  # fmt: skip
+                )
+                for (item_id, sample), prompt, (comp,), g in zip(batch, prompts, outputs, graded, strict=True)
+            ]  # fmt: skip
             append_records(path, records)
             bar.update(len(batch))
     finally:
@@ -762,24 +764,19 @@ def chat_prompt(tokenizer: Any, user_text: str, system: str | None, thinking: Th
     return build_prompt(tokenizer, user_text, system or None, enable_thinking=thinking_switch(tokenizer, thinking))
 
 
-class VLLMPolicy:
-    """An :class:`EvalPolicy` on vLLM (``pip install vllm``; imported only here).
+class GeneratorPolicy:
+    """An :class:`EvalPolicy` over a token-id :class:`~synco.core.policy.Generator` and its tokenizer.
 
-    Prompts are tokenized like :class:`~synco.core.policy.HFPolicy` does (no special
-    tokens added, BOS prepended when the tokenizer has one and the text lacks
-    it) and passed as token ids, so a chat template's own BOS is never doubled.
-    Every completion gets its own request seed derived from the batch seed.
+    The vLLM backend is the rollout layer's :class:`~synco.rollout.vllm_engine.VLLMGenerator` on the
+    model folder (the one vLLM path training uses too) behind this. Prompts go through the chat template
+    (:func:`chat_prompt`, ``thinking`` as given) and are tokenized as the HF learner tokenizes them
+    (:func:`synco.core.tokens.encode_prompt`: BOS once); each generate call samples from the seed
+    :meth:`set_seed` set last (the generator derives every row's own seed from it).
     """
 
-    def __init__(self, model_path: str, dtype: str = "auto", seed: int = 0, thinking: ThinkingMode = "auto",
-                 **llm_kwargs: Any) -> None:
-        try:
-            import vllm
-        except ImportError as err:
-            raise EvalError("--backend vllm needs vLLM, which is not installed (pip install vllm)") from err
-        self._vllm = vllm
-        self.llm = vllm.LLM(model=model_path, dtype=dtype, seed=seed, **llm_kwargs)
-        self.tokenizer = self.llm.get_tokenizer()
+    def __init__(self, generator: Generator, tokenizer: Any, seed: int = 0, thinking: ThinkingMode = "auto") -> None:
+        self.generator = generator
+        self.tokenizer = tokenizer
         self.seed = seed
         self.thinking = thinking
 
@@ -789,37 +786,26 @@ class VLLMPolicy:
     def format_prompt(self, user_text: str, system: str | None = None) -> str:
         return chat_prompt(self.tokenizer, user_text, system, self.thinking)
 
-    def _encode(self, text: str) -> list[int]:
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        bos = getattr(self.tokenizer, "bos_token_id", None)
-        if bos is not None and (not ids or ids[0] != bos):
-            ids = [int(bos)] + ids
-        return ids
-
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
-        params = params or SamplingParams()
-        encoded = [self._encode(p) for p in prompts]
-        requests, sampling = [], []
-        for i, ids in enumerate(encoded):
-            kwargs: dict[str, Any] = {"n": n, "max_tokens": params.max_new_tokens, "seed": (self.seed + i) % 2**31}
-            if params.greedy:
-                kwargs.update(temperature=0.0)
-            else:
-                kwargs.update(temperature=params.temperature, top_p=params.top_p)
-                if params.top_k > 0:
-                    kwargs["top_k"] = params.top_k
-            requests.append({"prompt_token_ids": ids})
-            sampling.append(self._vllm.SamplingParams(**kwargs))
-        results = self.llm.generate(requests, sampling, use_tqdm=False)
-        out: list[list[Completion]] = []
-        for ids, res in zip(encoded, results, strict=True):
-            group = []
-            for o in res.outputs:
-                cut = o.finish_reason == "length"
-                group.append(Completion(text=o.text, prompt_ids=ids, completion_ids=list(o.token_ids), logprobs=[],
-                                        truncated=cut, finish_reason="length" if cut else "stop"))
-            out.append(group)
-        return out
+        ids = [encode_prompt(self.tokenizer, p) for p in prompts]
+        return self.generator.generate(ids, n, params or SamplingParams(), seed=self.seed)
+
+
+EVAL_VLLM_SETTINGS = VLLMSettings(gpu_memory_utilization=0.9)
+"""The eval engine's settings: vLLM's own GPU memory share (the whole GPU is the eval's: no training model beside it)."""
+
+
+def load_vllm_policy(model_path: str, dtype: str = "auto", seed: int = 0, thinking: ThinkingMode = "auto",
+                     settings: VLLMSettings = EVAL_VLLM_SETTINGS) -> GeneratorPolicy:
+    """A :class:`GeneratorPolicy` on the rollout layer's frozen vLLM generator for ``model_path`` (vLLM imported here)."""
+    from synco.rollout.vllm_engine import VLLMGenerator, VLLMUnavailable
+
+    try:
+        generator = VLLMGenerator.for_folder(model_path, settings, dtype=dtype, seed=seed)
+    except VLLMUnavailable as err:
+        raise EvalError(f"--backend vllm needs vLLM, which does not import here ({err.__cause__}): "
+                        "pip install synco[vllm] (CUDA), or use --backend hf") from err
+    return GeneratorPolicy(generator, generator.tokenizer, seed=seed, thinking=thinking)
 
 
 def load_policy(model: str, backend: str = "hf", device: str = "auto", dtype: str = "auto",
@@ -833,7 +819,7 @@ def load_policy(model: str, backend: str = "hf", device: str = "auto", dtype: st
     if backend == "vllm":
         if device == "cpu":
             raise EvalError("--backend vllm runs on a GPU; use --backend hf for --device cpu")
-        return VLLMPolicy(path, dtype=dtype, seed=seed, thinking=thinking)
+        return load_vllm_policy(path, dtype=dtype, seed=seed, thinking=thinking)
     raise EvalError(f"unknown backend {backend!r} (hf or vllm)")
 
 

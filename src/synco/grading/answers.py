@@ -1800,14 +1800,17 @@ class AnswerChecker:
         deadline = time.monotonic() + self._call_timeout(timeout)
         return self._match_until(predicted, reference, deadline, tol)
 
-    def match_many(self, pairs: Sequence[tuple[str, str]], *, timeout: float | None = None) -> list[bool]:
+    def match_many(self, pairs: Sequence[tuple[str, str]], *, timeout: float | None = None,
+                   rel_tol: float = 0.0) -> list[bool]:
         """:meth:`match` of every ``(predicted, reference)`` pair, in order: one call per batch of checks.
 
-        Here a plain loop (each pair gets its own ``timeout``, as one :meth:`match` call would); it is the
-        seam a checker that fans the checks out elsewhere overrides (``synco.distributed.ray_checks``),
-        so a step asks once for all its checks and gets the same answers either way.
+        Here a plain loop (each pair gets its own ``timeout``, as one :meth:`match` call would, and the
+        same ``rel_tol``); it is the seam a checker that fans the checks out elsewhere overrides
+        (``synco.distributed.ray_checks``), so a step asks once for all its checks and gets the same
+        answers either way.
         """
-        return [self.match(predicted, reference, timeout=timeout) for predicted, reference in pairs]
+        _valid_rel_tol(rel_tol)  # a bad tolerance is refused for an empty batch too
+        return [self.match(predicted, reference, timeout=timeout, rel_tol=rel_tol) for predicted, reference in pairs]
 
     def grade(
         self,

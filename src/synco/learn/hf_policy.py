@@ -28,6 +28,7 @@ from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.sft import IGNORE, SFTExample, completion_loss
 from synco.core.prompts import build_prompt
 from synco.core.sampling import Completion, Experience, SamplingParams
+from synco.core.tokens import encode_prompt, eos_token_ids as stop_ids
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """Torch dtype of each ``PolicyConfig.dtype`` name."""
@@ -66,19 +67,7 @@ def resolve_device(device: str) -> torch.device:
 
 def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
     """Every token id that ends a completion: the tokenizer's EOS plus the model's generation-config EOS ids."""
-    ids: list[int] = []
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    gen_cfg = getattr(model, "generation_config", None)
-    extra = getattr(gen_cfg, "eos_token_id", None) if gen_cfg is not None else None
-    if isinstance(extra, int):
-        extra = [extra]
-    for i in extra or []:
-        if int(i) not in ids:
-            ids.append(int(i))
-    if not ids:
-        raise ValueError("the tokenizer and the model define no EOS token")
-    return ids
+    return stop_ids(tokenizer, getattr(model, "generation_config", None))
 
 
 def _cut_at_eos(ids: list[int], eos: set[int]) -> tuple[list[int], bool]:
@@ -428,17 +417,7 @@ class HFPolicy:
 
     def encode_prompt(self, text: str) -> list[int]:
         """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        bos = self.tokenizer.bos_token_id
-        add = self.config.add_bos
-        if add is None:
-            add = bos is not None
-        if add and bos is not None and (not ids or ids[0] != bos):
-            ids = [int(bos)] + ids
-        limit = self.config.max_prompt_tokens
-        if limit is not None and len(ids) > limit:
-            ids = ids[-limit:]
-        return ids
+        return encode_prompt(self.tokenizer, text, add_bos=self.config.add_bos, max_tokens=self.config.max_prompt_tokens)
 
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
                  seed: int | None = None) -> list[list[Completion]]:

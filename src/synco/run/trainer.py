@@ -46,7 +46,8 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.answers import AnswerChecker
+from synco.grading.grade import grade
 from synco.config import RunConfig, check_runnable, domain_context, dump_config
 from synco.domains.base import Domain, HeldoutItem, solve
 from synco.domains.registry import get_domain
@@ -218,10 +219,9 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
             chunk = items[start:start + batch_size]
             outs = solve(policy, domain, [it.problem for it in chunk], n, params,
                          derive_seed(seed, "heldout", start) if seed_per_request else None)
+            marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group]))
             for it, group in zip(chunk, outs):
-                for c in group:
-                    ans = extract_answer(c.text)
-                    correct.setdefault(it.group, []).append(ans is not None and checker.match(ans, it.answer))
+                correct.setdefault(it.group, []).extend(next(marks).correct for _ in group)
     return {g: sum(v) / len(v) for g, v in sorted(correct.items(), key=lambda kv: _group_key(kv[0]))}
 
 
