@@ -8,7 +8,7 @@ import torch
 from synco.config import load_config
 from synco.cotrain.protocols.alternating import alternating_step, phase_of
 from synco.cotrain.protocols.config import AlternatingConfig
-from synco.run.trainer import setup_run
+from synco.run.setup import setup_run
 
 
 def test_phases_alternate_from_the_first_learner() -> None:
