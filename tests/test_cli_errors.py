@@ -27,10 +27,10 @@ def test_config_prints_a_paper_preset_without_the_benchmark_folder(tmp_path: Pat
 
 def test_train_of_a_paper_preset_without_the_benchmark_folder_fails_before_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import synco.run.trainer
+    import synco.run.loop
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(synco.run.trainer, "train", lambda *a, **k: pytest.fail("the run must not start"))
+    monkeypatch.setattr(synco.run.loop, "train", lambda *a, **k: pytest.fail("the run must not start"))
     assert main(["train", "--preset", "paper", f"runs_dir={tmp_path / 'runs'}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("synco train: invalid configuration:\n  verifier.benchmark_paths: 'data/benchmarks' not found")

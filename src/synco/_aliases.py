@@ -1,7 +1,7 @@
 """Old module paths (before the layered packages of 0.2) as aliases of their new homes, for one release.
 
-``import synco.grading.answers`` still works and gives the very module object of ``synco.grading.answers``
-(so ``mock.patch("synco.run.trainer.x")`` patches the real module). A meta-path finder resolves them on
+``import synco.answers`` still works and gives the very module object of ``synco.grading.answers``
+(so ``mock.patch("synco.answers.x")`` patches the real module). A meta-path finder resolves them on
 demand, so nothing is imported until an old path is asked for; ``docs/CHANGELOG.md`` lists them.
 """
 
@@ -14,49 +14,49 @@ import sys
 from types import ModuleType
 
 MOVED: dict[str, str] = {
-    "synco.core.records": "synco.core.records",
-    "synco.core.sampling": "synco.core.sampling",
-    "synco.core.policy": "synco.core.policy",
-    "synco.core.prompts": "synco.core.prompts",
-    "synco.core.threads": "synco.core.threads",
-    "synco.core.pool": "synco.core.pool",
-    "synco.core.report": "synco.core.report",
-    "synco.core.rewards": "synco.core.rewards",
-    "synco.core.seeds": "synco.core.seeds",
-    "synco.core.rollout_config": "synco.core.rollout_config",
-    "synco.grading.answers": "synco.grading.answers",
-    "synco.grading.cards": "synco.grading.cards",
-    "synco.grading.verifier": "synco.grading.verifier",
-    "synco.grading.novelty": "synco.grading.novelty",
-    "synco.grading.contamination": "synco.grading.contamination",
-    "synco.grading.benchmarks": "synco.grading.benchmarks",
-    "synco.domains.base": "synco.domains.base",
-    "synco.domains.arith": "synco.domains.arith",
-    "synco.domains.math": "synco.domains.math",
-    "synco.learn.charlm": "synco.learn.charlm",
-    "synco.rollout.card_decoding": "synco.rollout.card_decoding",
-    "synco.learn.grpo": "synco.learn.grpo",
-    "synco.learn.hf_policy": "synco.learn.hf_policy",
-    "synco.learn.precision": "synco.learn.precision",
-    "synco.learn.shared_base": "synco.learn.shared_base",
-    "synco.learn.fsdp": "synco.learn.fsdp",
-    "synco.learn.sft": "synco.learn.sft",
-    "synco.learn.models": "synco.learn.models",
-    "synco.learn.merge": "synco.learn.merge",
-    "synco.learn.pretrain": "synco.learn.pretrain",
-    "synco.cotrain.engine": "synco.cotrain.engine",
-    "synco.cotrain.health": "synco.cotrain.health",
-    "synco.cotrain.protocols": "synco.cotrain.protocols",
-    "synco.cotrain.protocols.config": "synco.cotrain.protocols.config",
-    "synco.cotrain.protocols.rounds": "synco.cotrain.protocols.rounds",
-    "synco.cotrain.protocols.alternating": "synco.cotrain.protocols.alternating",
-    "synco.run.steps": "synco.run.steps",
-    "synco.eval.labels": "synco.eval.labels",
-    "synco.eval.evaluation": "synco.eval.evaluation",
-    "synco.eval.metrics": "synco.eval.metrics",
-    "synco.eval.data": "synco.eval.data",
-    "synco.run.trainer": "synco.run.trainer",
-    "synco.config.ray": "synco.config.ray",
+    "synco.records": "synco.core.records",
+    "synco.sampling": "synco.core.sampling",
+    "synco.policy": "synco.core.policy",
+    "synco.prompts": "synco.core.prompts",
+    "synco.threads": "synco.core.threads",
+    "synco.pool": "synco.core.pool",
+    "synco.report": "synco.core.report",
+    "synco.rewards": "synco.core.rewards",
+    "synco.distributed.seeds": "synco.core.seeds",
+    "synco.rollout.config": "synco.core.rollout_config",
+    "synco.answers": "synco.grading.answers",
+    "synco.cards": "synco.grading.cards",
+    "synco.verifier": "synco.grading.verifier",
+    "synco.novelty": "synco.grading.novelty",
+    "synco.contamination": "synco.grading.contamination",
+    "synco.benchmarks": "synco.grading.benchmarks",
+    "synco.domain": "synco.domains.base",
+    "synco.worlds.arith": "synco.domains.arith",
+    "synco.worlds.math": "synco.domains.math",
+    "synco.worlds.charlm": "synco.learn.charlm",
+    "synco.card_decoding": "synco.rollout.card_decoding",
+    "synco.grpo": "synco.learn.grpo",
+    "synco.hf_policy": "synco.learn.hf_policy",
+    "synco.precision": "synco.learn.precision",
+    "synco.shared_base": "synco.learn.shared_base",
+    "synco.distributed.fsdp": "synco.learn.fsdp",
+    "synco.protocols.sft": "synco.learn.sft",
+    "synco.models": "synco.learn.models",
+    "synco.merge": "synco.learn.merge",
+    "synco.pretrain": "synco.learn.pretrain",
+    "synco.engine": "synco.cotrain.engine",
+    "synco.health": "synco.cotrain.health",
+    "synco.protocols": "synco.cotrain.protocols",
+    "synco.protocols.config": "synco.cotrain.protocols.config",
+    "synco.protocols.rounds": "synco.cotrain.protocols.rounds",
+    "synco.protocols.alternating": "synco.cotrain.protocols.alternating",
+    "synco.protocols.steps": "synco.run.steps",
+    "synco.labels": "synco.eval.labels",
+    "synco.evaluation": "synco.eval.evaluation",
+    "synco.eval_metrics": "synco.eval.metrics",
+    "synco.data": "synco.eval.data",
+    "synco.trainer": "synco.run.trainer",
+    "synco.distributed.ray_config": "synco.config.ray",
 }
 """Old module path -> new module path."""
 
@@ -89,6 +89,8 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Put the alias finder on ``sys.meta_path`` (once); real modules are always found first."""
+    """Put the alias finder first on ``sys.meta_path`` (once). It answers only for the old paths, none of which
+    exists as a module any more; first, because ``synco/prompts/`` (the template folder) would otherwise be
+    found as an empty namespace package for ``synco.prompts``."""
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
-        sys.meta_path.append(_AliasFinder())
+        sys.meta_path.insert(0, _AliasFinder())

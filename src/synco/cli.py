@@ -114,7 +114,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_runnable(cfg)  # missing benchmark files fail here, before torch is even imported (setup_run checks again)
 
     from synco.core.pool import PoolError
-    from synco.run.trainer import RunError, RunInterrupted, format_summary, train
+    from synco.run.loop import train
+    from synco.run.stopping import RunError, RunInterrupted
+    from synco.run.summary import format_summary
 
     try:
         summary = train(cfg, resume=args.resume)

@@ -86,7 +86,7 @@ def test_with_seed_per_request_a_step_depends_only_on_the_run_seed(tmp_path, one
     """Moving the global torch RNG between setup and the step changes nothing when seeds flow per request."""
     from synco.config import load_config
     from synco.cotrain.engine import cotrain_step
-    from synco.run.trainer import setup_run
+    from synco.run.setup import setup_run
 
     def step(run_id, noise, per_request):
         cfg = load_config("arith", overrides=["n_cards=6", "k=2", "heldout_per_group=0", "progress=false",

@@ -6,7 +6,7 @@ import torch
 from synco.config import load_config
 from synco.cotrain.engine import cotrain_step
 from synco.core.policy import Completion
-from synco.run.trainer import setup_run
+from synco.run.setup import setup_run
 from synco.domains.arith import ArithDomain
 
 

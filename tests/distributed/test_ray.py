@@ -137,7 +137,9 @@ def clean(stats) -> dict:
 @pytest.mark.slow
 def test_ray_run_records_the_in_process_run_and_survives_a_killed_rollout_worker(tmp_path, local_ray, one_thread):
     from synco.cotrain.engine import cotrain_step
-    from synco.run.trainer import close_policies, save_checkpoint, setup_run
+    from synco.run.checkpoints import save_checkpoint
+    from synco.run.loop import close_policies
+    from synco.run.setup import setup_run
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
         return setup_run(load_config("arith", overrides=[*TINY, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra]),
@@ -232,7 +234,7 @@ def test_ray_run_records_the_in_process_run_on_the_rounds_protocol(tmp_path, loc
 
 
 def test_a_run_asking_for_more_than_the_cluster_has_fails_before_starting_actors(tmp_path, monkeypatch):
-    from synco.run.trainer import setup_run
+    from synco.run.setup import setup_run
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)  # a joined cluster of 2 CPUs, no GPU
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "memory": 1e9})

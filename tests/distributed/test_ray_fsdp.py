@@ -56,7 +56,7 @@ def test_learners_is_validated_and_counted():
 
 
 def test_sharding_needs_full_fine_tuning_without_kl_and_fails_before_any_actor(tmp_path, monkeypatch):
-    from synco.run.trainer import setup_run
+    from synco.run.setup import setup_run
 
     lora = load_config("arith", overrides=["reasoner.lora.rank=4"]).reasoner
     assert "reasoner.lora is set" in sharding_problem("reasoner", lora, 2)
@@ -130,7 +130,9 @@ def assert_same_weights(ours_run, theirs_run) -> None:  # noqa: ANN001
 @pytest.mark.slow
 def test_a_sharded_reasoner_records_the_one_learner_run(tmp_path, local_ray, one_thread):
     from synco.cotrain.engine import cotrain_step
-    from synco.run.trainer import close_policies, save_checkpoint, setup_run
+    from synco.run.checkpoints import save_checkpoint
+    from synco.run.loop import close_policies
+    from synco.run.setup import setup_run
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
         return setup_run(load_config("arith", overrides=[*TINY, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra]),

@@ -295,7 +295,7 @@ def test_prefilled_answers_are_the_answers_the_warm_start_writes_itself(one_thre
     from synco.core.policy import PolicyConfig
     from synco.learn.hf_policy import HFPolicy
     from synco.core.sampling import SamplingParams
-    from synco.run.trainer import resolve_model_path
+    from synco.learn.build import resolve_model_path
 
     policy = HFPolicy.from_config(PolicyConfig(model_path=resolve_model_path("builtin:arith/reasoner")))
     items = DOMAIN.heldout(6, seed=3)

@@ -20,7 +20,9 @@ from synco.core.prompts import PROMPTS_ENV, PromptError, load_prompt
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord, Verdict
 from synco.core.report import CapabilityReport, ReasonCount, build_report
 from synco.cotrain.engine import StepStats
-from synco.run.trainer import build_consensus_checker, build_domain, progress_postfix, resolve_model_path
+from synco.learn.build import resolve_model_path
+from synco.run.build import build_consensus_checker, build_domain
+from synco.run.loop import progress_postfix
 from synco.grading.verifier import TaskVerifier, VerifierConfig
 from synco.domains.arith import ArithDomain
 from synco.domains.math import (
@@ -362,7 +364,7 @@ def test_consensus_reusing_the_reasoner_attempts(tmp_path: Path, checker: Answer
 
 def test_checker_is_built_only_when_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
     built = []
-    monkeypatch.setattr("synco.run.trainer.build_policy", lambda cfg, model_path=None: built.append(cfg) or "policy")
+    monkeypatch.setattr("synco.run.build.build_policy", lambda cfg, model_path=None: built.append(cfg) or "policy")
     math_cfg = load_config("smollm2", overrides=["consensus_solver=checker", "consensus_m=3"])
     assert build_consensus_checker(load_config("smollm2"), MathDomain()) is None
     assert build_consensus_checker(load_config("arith", overrides=["consensus_solver=checker"]), ArithDomain()) is None

@@ -23,7 +23,8 @@ from synco.cotrain.engine import cotrain_step
 from synco.learn.models import unavailable_reason
 from synco.core.records import Rollout
 from synco.core.rewards import reasoner_reward
-from synco.run.trainer import _Loggers, setup_run
+from synco.run.logs import Loggers
+from synco.run.setup import setup_run
 from synco.domains.math import MathDomain
 
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
 
         policy.generate = recording
 
-    loggers = _Loggers(run)
+    loggers = Loggers(run)
     all_stats = []
     try:
         for step, mode in ((0, "cotrain"), (1, "static")):

@@ -408,8 +408,8 @@ def card_text(problem: str, answer: str) -> str:
 def test_a_math_run_with_the_proposer_logs_a_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       one_thread) -> None:
     import synco.rollout.card_decoding
-    import synco.run.trainer
-    from synco.run.trainer import train
+    import synco.run.build
+    from synco.run.loop import train
 
     counter = iter(range(10_000))
 
@@ -430,7 +430,7 @@ def test_a_math_run_with_the_proposer_logs_a_proposal(tmp_path: Path, monkeypatc
         return "\\boxed{999}"  # every percent problem fails
 
     synthesizer, reasoner = ScriptedPolicy(synth), ScriptedPolicy(reason)
-    monkeypatch.setattr(synco.run.trainer, "build_policies", lambda cfg, ckpt=None: (synthesizer, reasoner))
+    monkeypatch.setattr(synco.run.build, "build_policies", lambda cfg, ckpt=None: (synthesizer, reasoner))
     monkeypatch.setattr(synco.rollout.card_decoding, "constrain_synthesizer",
                         lambda policy, domain, n: policy.set_token_constraint("card-grammar"))
     cfg = load_config("smollm2", overrides=[

@@ -140,7 +140,7 @@ def _lines(path: Path) -> list[dict]:
 def test_resume_restores_the_factor_space_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread) -> None:
     from synco.cli import main
     from synco.config import load_config
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     # Start from an empty space (one cell): with the 11 level cells built in, the few tasks of a tiny run are
     # spread so thin that no shuffle within a cell can move the CMI (p = 1) and nothing is ever promoted.

@@ -296,7 +296,7 @@ def test_base_view_is_the_initial_model_without_a_copy() -> None:
 def test_consensus_checker_under_shared_base_is_the_base_view() -> None:
     from synco.config import load_config
     from synco.learn.shared_base import BaseView
-    from synco.run.trainer import build_consensus_checker
+    from synco.run.build import build_consensus_checker
     from synco.domains.math import MathDomain
 
     sb = make_shared()

@@ -85,7 +85,8 @@ def test_smollm2_cards_under_the_card_template_parse_and_score_as_sampled(one_th
     from synco.core.records import CARD_FIELDS
     from synco.core.report import build_report
     from synco.core.sampling import Experience
-    from synco.run.trainer import build_domain, build_policy
+    from synco.learn.build import build_policy
+    from synco.run.build import build_domain
     from synco.rollout.card_decoding import constrain_synthesizer
 
     cfg = load_config("smollm2")

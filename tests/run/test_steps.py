@@ -15,7 +15,8 @@ from synco.cli import main
 from synco.config import load_config
 from synco.cotrain.engine import _PROTOCOL_ONLY, ONLINE, StepPlan, StepStats, cotrain_step
 from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan
-from synco.run.trainer import format_summary, train
+from synco.run.loop import train
+from synco.run.summary import format_summary
 
 TINY = ["n_cards=8", "k=2", "heldout_per_group=1", "heldout_samples=0", "progress=false", "tensorboard=false",
         "threads=1", "report_refresh_every=2"]

@@ -7,7 +7,8 @@ import pytest
 
 from synco.cli import main
 from synco.config import load_config
-from synco.run.trainer import format_summary, train
+from synco.run.loop import train
+from synco.run.summary import format_summary
 
 TINY = ["n_cards=8", "k=2", "heldout_per_group=4", "progress=false", "report_refresh_every=2",
         "synthesizer.sampling.max_new_tokens=320"]
@@ -113,7 +114,7 @@ def test_resume_of_a_directory_without_a_run_is_a_clear_error(tmp_path, capsys):
 
 
 def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
-    from synco.run.trainer import RunSummary
+    from synco.run.summary import RunSummary
 
     s = RunSummary(run_dir="r", steps=1, heldout_before={"L1": 0.5, "combinatorics": 0.25},
                    heldout_after={"L1": 0.75, "combinatorics": 0.25},
@@ -136,7 +137,7 @@ def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
 
 def test_progress_bar_shows_the_alert_count_once_one_fired():
     from synco.cotrain.engine import StepStats
-    from synco.run.trainer import progress_postfix
+    from synco.run.loop import progress_postfix
 
     stats = StepStats(step=3, mode="cotrain", valid_rate=0.5)
     assert "alerts" not in progress_postfix(stats) and progress_postfix(stats, alerts=2)["alerts"] == "2"
@@ -239,9 +240,9 @@ def test_valid_tasks_carry_the_verified_reference_and_survive_kill_9(tmp_path, c
 
 def _no_models(monkeypatch):
     """Loading a model fails the test: a bad runs_dir must be reported before."""
-    import synco.run.trainer
+    import synco.run.build
 
-    monkeypatch.setattr(synco.run.trainer, "build_policies", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(synco.run.build, "build_policies", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 def test_runs_dir_under_a_file_is_one_clear_error_before_any_model(tmp_path, monkeypatch, capsys):
@@ -275,7 +276,7 @@ def test_unwritable_runs_dir_is_one_clear_error_before_any_model(tmp_path, monke
 
 def test_setup_run_checks_the_benchmark_files_before_creating_anything(tmp_path, monkeypatch):
     from synco.config import ConfigError
-    from synco.run.trainer import setup_run
+    from synco.run.setup import setup_run
 
     _no_models(monkeypatch)
     cfg = tiny_config(tmp_path, "nobench", "threads=null", f"verifier.benchmark_paths=[{tmp_path / 'gone'}]")
@@ -289,7 +290,9 @@ def test_resume_restores_the_thread_count_before_any_model_is_built(tmp_path, mo
     (and under Ray their actors, which copy the driver's count) are built, so CPU results stay bit-identical."""
     import torch
 
-    import synco.run.trainer as trainer
+    import synco.run.build
+    import synco.run.loop
+    import synco.run.setup
 
     before = torch.get_num_threads()
     try:
@@ -300,15 +303,15 @@ def test_resume_restores_the_thread_count_before_any_model_is_built(tmp_path, mo
         state["threads"] = 2  # as if the run had started on an idle machine
         torch.save(state, state_file)
         seen = []
-        real = trainer.build_policies
-        monkeypatch.setattr(trainer, "build_policies", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+        real = synco.run.build.build_policies
+        monkeypatch.setattr(synco.run.build, "build_policies", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
         monkeypatch.setattr("synco.core.threads.apply_threads", lambda _: type("R", (), {"describe": lambda self: ""})())
-        run = trainer.setup_run(tiny_config(tmp_path, "run", "steps=2", "threads=auto", "heldout_per_group=0"),
-                                resume=tmp_path / "run", log=lambda _: None)
+        run = synco.run.setup.setup_run(tiny_config(tmp_path, "run", "steps=2", "threads=auto", "heldout_per_group=0"),
+                                        resume=tmp_path / "run", log=lambda _: None)
         try:
             assert seen == [2] and torch.get_num_threads() == 2
         finally:
             run.state.pool.close()
-            trainer.close_policies(run.state)
+            synco.run.loop.close_policies(run.state)
     finally:
         torch.set_num_threads(before)

@@ -12,7 +12,9 @@ from synco.cotrain import engine
 from synco.config import load_config
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.shared_base import AdapterPolicy
-from synco.run.trainer import build_policies, save_checkpoint, setup_run
+from synco.run.build import build_policies
+from synco.run.checkpoints import save_checkpoint
+from synco.run.setup import setup_run
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,8 @@ from fsutil import read_only
 from synco.cli import main
 from synco.config import load_config
 from synco.core.pool import TaskPool
-from synco.run.trainer import checkpoint_due, checkpoint_problem, usable_checkpoint, _truncate_metrics
+from synco.run.checkpoints import checkpoint_due, checkpoint_problem, usable_checkpoint
+from synco.run.logs import truncate_metrics
 
 # A small run with the default checkpoint settings (time-based: none within these few seconds).
 SMALL = ["steps=4", "n_cards=16", "k=4", "heldout_per_group=2", "heldout_every=0", "progress=false",
@@ -68,15 +69,15 @@ def test_torn_last_metrics_line_is_dropped_and_a_bad_middle_line_is_an_error(tmp
     torn = rows[3].encode()[:-9]  # a kill while writing step 3, in the middle of a UTF-8 character
     path.write_bytes(("\n".join(rows[:3]) + "\n").encode() + torn)
     said: list[str] = []
-    _truncate_metrics(path, 1, said.append)
+    truncate_metrics(path, 1, said.append)
     assert [json.loads(ln)["step"] for ln in path.read_text().splitlines()] == [0, 1]
     assert len(said) == 1 and "torn last line" in said[0] and str(path) in said[0]
 
-    from synco.run.trainer import RunError
+    from synco.run.stopping import RunError
 
     path.write_text(rows[0] + "\n{oops\n" + rows[2] + "\n")
     with pytest.raises(RunError, match="line 2"):
-        _truncate_metrics(path, 5, said.append)
+        truncate_metrics(path, 5, said.append)
 
 
 def fake_checkpoint(root: Path, step: int) -> Path:
@@ -125,16 +126,16 @@ def test_damaged_checkpoints_fall_back_to_the_previous_intact_one(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_finishes_the_step_saves_it_and_prints_the_resume_command(tmp_path, capsys, monkeypatch, one_thread):
-    import synco.run.trainer as trainer
+    import synco.run.loop as loop
 
-    real_step = trainer.cotrain_step
+    real_step = loop.cotrain_step
 
     def step_with_ctrl_c(state, step):
         if step == 1:
             os.kill(os.getpid(), signal.SIGINT)  # arrives mid-step
         return real_step(state, step)
 
-    monkeypatch.setattr(trainer, "cotrain_step", step_with_ctrl_c)
+    monkeypatch.setattr(loop, "cotrain_step", step_with_ctrl_c)
     handler = signal.getsignal(signal.SIGINT)
     assert main(start_run(tmp_path, "stop")) == 130
     run = tmp_path / "stop"
@@ -144,7 +145,7 @@ def test_ctrl_c_finishes_the_step_saves_it_and_prints_the_resume_command(tmp_pat
     assert metric_steps(run) == [0, 1] and (run / "checkpoints" / "step_1" / "trainer_state.pt").is_file()
     assert signal.getsignal(signal.SIGINT) is handler  # the handler is put back
 
-    monkeypatch.setattr(trainer, "cotrain_step", real_step)
+    monkeypatch.setattr(loop, "cotrain_step", real_step)
     assert main(["train", "--resume", str(run)]) == 0
     assert "resuming" in capsys.readouterr().out
     assert_each_step_once(run, 4)
@@ -280,7 +281,7 @@ class _FakeCuda:
 def test_cuda_rng_states_join_the_resume_state(monkeypatch):
     import torch
 
-    from synco.run.trainer import rng_state, set_rng_state
+    from synco.run.rng import rng_state, set_rng_state
 
     gpu = _FakeCuda(2)
     monkeypatch.setattr(torch, "cuda", gpu)

@@ -9,7 +9,7 @@ from synco.config import load_config
 from synco.cotrain.engine import StepPlan
 from synco.cotrain.protocols.alternating import alternating_step, phase_of, phase_plan
 from synco.cotrain.protocols.config import AlternatingConfig
-from synco.run.trainer import setup_run
+from synco.run.setup import setup_run
 
 
 def test_phases_alternate_from_the_first_learner() -> None:

@@ -1,0 +1,113 @@
+"""What a run is built from its config: the domain, the two agents (and the consensus checker), the verifier and
+the step's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from synco.config import RunConfig, domain_context
+from synco.cotrain.engine import StepSettings
+from synco.domains.base import Domain
+from synco.domains.registry import get_domain
+from synco.grading.answers import AnswerChecker
+from synco.grading.verifier import TaskVerifier
+from synco.learn.build import build_policy, resolve_model_path
+from synco.learn.hf_policy import HFPolicy
+from synco.core.policy import Policy
+
+
+def build_domain(cfg: RunConfig) -> Domain:
+    """The run's domain, looked up by name in the registry (built-ins and the ``synco.domains`` entry points)."""
+    return get_domain(cfg.domain, domain_context(cfg))
+
+
+def step_settings(cfg: RunConfig) -> StepSettings:
+    """The per-step knobs of ``cotrain_step``, read from the run config (the one place that maps the two).
+
+    The protocol fields (``update_*``, ``protocol``, ``round``, ``phase``) keep their online defaults: the
+    protocol's step function sets them per step.
+    """
+    return StepSettings(
+        mode=cfg.mode, n_cards=cfg.n_cards, n_contexts=cfg.n_contexts, k=cfg.k, group_factor=cfg.group_factor,
+        synth_sampling=cfg.synthesizer.sampling, reasoner_sampling=cfg.reasoner.sampling,
+        reasoner_rewards=cfg.reasoner_rewards, synth_rewards=cfg.synth_rewards,
+        synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
+        reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
+        consensus_m=cfg.consensus_m, checker_sampling=(cfg.checker or cfg.reasoner).sampling,
+        evosyn=cfg.evosyn, window=cfg.report.window, seed_per_request=cfg.seed_per_request,
+    )
+
+
+def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | None = None) -> HFPolicy | None:
+    """The frozen consensus checker when ``consensus_solver=checker`` applies (no oracle, consensus on), else None.
+
+    ``cfg.checker`` (default: the reasoner's settings and initial model) with ``trainable`` forced off;
+    its sampling parameters are the checker's ``sampling``. Under ``shared_base`` without a ``checker``
+    section and with fresh adapters, the initial Reasoner is the shared base itself: the checker is a
+    view of it with adapters disabled (no second copy in memory).
+    """
+    if cfg.consensus_solver != "checker" or not cfg.consensus or domain.has_oracle:
+        return None
+    fresh = cfg.reasoner.lora is None or cfg.reasoner.lora.adapter_path is None
+    if cfg.checker is None and cfg.shared_base and fresh and hasattr(reasoner, "shared"):
+        from synco.learn.shared_base import BaseView
+
+        return BaseView(reasoner.shared, cfg.reasoner)  # type: ignore[union-attr]
+    base = cfg.checker if cfg.checker is not None else cfg.reasoner.model_copy(update={"lora": None})
+    return build_policy(base.model_copy(update={"trainable": False}))
+
+
+def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[Policy, Policy]:
+    """(synthesizer, reasoner): two HFPolicy, two adapter views of one shared base when ``cfg.shared_base``,
+    or two Ray agents (``synco.distributed.ray_backend.RayPolicy``) when ``cfg.backend == "ray"``.
+
+    With ``ckpt`` the weights (or adapters) come from ``ckpt/{synthesizer,reasoner}``;
+    optimizer states are loaded by the caller. Under ``seed_per_request`` each agent is built from its own
+    seed (``agent_seed``; e.g. its fresh LoRA adapters), as a Ray actor builds it.
+    """
+    dirs = (None, None) if ckpt is None else (str(ckpt / "synthesizer"), str(ckpt / "reasoner"))
+    if cfg.backend == "ray":
+        from synco.distributed.ray_backend import build_ray_policies
+
+        return build_ray_policies(cfg, dirs)
+    if cfg.seed_per_request and not cfg.shared_base:
+        from synco.core.seeds import agent_seed
+        from synco.learn.hf_policy import seeded_rng
+
+        built = []
+        for role, folder in zip(("synthesizer", "reasoner"), dirs):
+            with seeded_rng(agent_seed(cfg.seed, role)):
+                built.append(build_policy(getattr(cfg, role), folder))
+        return built[0], built[1]
+    if cfg.shared_base:
+        from synco.learn.shared_base import SharedBase
+
+        shared = SharedBase.from_configs(cfg.synthesizer, cfg.reasoner,
+                                         model_path=resolve_model_path(cfg.synthesizer.model_path), adapter_dirs=dirs)
+        return shared.synthesizer, shared.reasoner
+    return build_policy(cfg.synthesizer, dirs[0]), build_policy(cfg.reasoner, dirs[1])
+
+
+def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tuple[Policy, Policy]:
+    """The two agents ready to train: built (from ``ckpt`` when resuming), the Synthesizer's decoding constrained
+    to the card format under ``synth_decoding=card``, and their optimizer states loaded from ``ckpt``."""
+    synthesizer, reasoner = build_policies(cfg, ckpt)
+    if cfg.synth_decoding == "card":
+        from synco.rollout.card_decoding import constrain_synthesizer
+
+        constrain_synthesizer(synthesizer, domain, cfg.synthesizer.sampling.max_new_tokens)
+    if ckpt is not None:
+        synthesizer.load_state(ckpt / "synthesizer_state")
+        reasoner.load_state(ckpt / "reasoner_state")
+    return synthesizer, reasoner
+
+
+def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
+    """(answer checker, task verifier): in process, or as Ray tasks when ``backend=ray`` with check workers
+    (then the checker returned is the Ray one)."""
+    oracle = domain.oracle if domain.has_oracle else None
+    if cfg.backend == "ray" and cfg.ray.checks.workers:  # answer checks and per-card verification as Ray tasks
+        from synco.distributed.ray_checks import build_ray_checks
+
+        return build_ray_checks(cfg.ray, cfg.verifier, oracle, checker)
+    return checker, TaskVerifier(cfg.verifier, checker=checker, oracle=oracle)

@@ -1,0 +1,85 @@
+"""Setting a run up: its directory and pool, the models, the verifier and the state the step works on,
+restored from the latest checkpoint when resuming.
+
+Run directory::
+
+    runs/<run_id>/config.yaml        resolved config
+                  pool.sqlite        every card, verdict, attempt and reward
+                  valid_tasks.jsonl  the synthesized dataset: one JSON object per valid task, appended as
+                                     each step is recorded (a killed run keeps it; resuming rewrites it
+                                     from the pool); columns ``synco.core.pool.EXPORT_COLUMNS``: task_id, step,
+                                     the nine card fields with final_answer = the VERIFIED reference (the
+                                     answer the Reasoner was graded against), synthesizer_answer (the
+                                     card's own claim), answer_corrected (the oracle replaced it), factors,
+                                     success_rate, quality, reliability
+                  metrics.jsonl      one line per step
+                  alerts.jsonl       one line per health alert (synco.cotrain.health.Alert: step, check, value,
+                                     threshold, action, message)
+                  reports/step_N.txt every capability report as rendered
+                  checkpoints/step_N/{synthesizer,reasoner}/  HF format (the adapter only under LoRA)
+                  checkpoints/step_N/trainer_state.pt          step, RNG states, report
+                  checkpoints/damaged-step_N/  a checkpoint found truncated on resume, set aside
+                  summary.json       before/after held-out accuracy and run statistics
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Callable
+
+from synco.config import RunConfig, check_runnable
+from synco.core.report import build_report
+from synco.cotrain.engine import CoTrainState
+from synco.evosyn.run import build_evo_state, write_space
+from synco.grading.answers import AnswerChecker
+from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
+from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
+from synco.run.rng import seed_everything, set_rng_state
+from synco.run.rundir import open_pool, open_run_dir
+from synco.run.state import Run
+
+
+def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print) -> Run:
+    """Create (or reopen, for ``resume``) the run directory and everything the loop needs.
+
+    Resuming continues after the latest intact checkpoint, or restarts from step 0 when
+    there is none; either way what the run recorded after that point is dropped (``rewind_run``).
+    The order is part of the run's numbers: seeding, then the domain and held-out set, the models,
+    the verifier, the restored RNG states, and last the consensus checker.
+    """
+    from synco.core.threads import apply_threads
+
+    check_runnable(cfg)  # inputs on disk (benchmark files) before anything is created or loaded
+    log(apply_threads(cfg.threads).describe())
+    run_dir, ckpt = open_run_dir(cfg, resume, log)
+    pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
+
+    seed_everything(cfg.seed)
+    rng = random.Random(cfg.seed)
+    domain = build_domain(cfg)
+    checker = AnswerChecker()
+    heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
+    trainer_state = load_trainer_state(cfg, ckpt, log)
+    synthesizer, reasoner = build_agents(cfg, domain, ckpt)
+    checker, verifier = build_verifier(cfg, domain, checker)
+
+    point = ResumePoint(start_step=0, report=build_report([], cfg.report, step=0))
+    if ckpt is not None:
+        point = restore_records(cfg, run_dir, ckpt, trainer_state, pool, log)
+        verifier.load_pool(pool.valid_problems())
+        set_rng_state(trainer_state["rng"], rng)
+    elif resume is not None:
+        restart_records(run_dir, pool, log)
+    pool.export_jsonl(run_dir / "valid_tasks.jsonl")  # from the pool as it now stands; each step then appends its rows
+
+    evo = build_evo_state(domain, point.space)
+    if evo is not None:
+        write_space(evo, run_dir)
+    # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
+    corpus = (domain.static_cards(random.Random(f"static-corpus:{cfg.seed}"), cfg.static_corpus_size)
+              if cfg.mode == "static" else None)
+    state = CoTrainState(settings=step_settings(cfg), domain=domain, synthesizer=synthesizer, reasoner=reasoner,
+                         verifier=verifier, checker=checker, pool=pool, report=point.report, rng=rng,
+                         consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus)
+    return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout)

@@ -1,0 +1,31 @@
+"""The live run: its config, directory, the state the step works on, and where it starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from synco.config import RunConfig
+from synco.cotrain.engine import CoTrainState
+from synco.domains.base import HeldoutItem
+
+
+@dataclass
+class Run:
+    """A live run: its directory, config and the state the step function works on."""
+
+    cfg: RunConfig
+    dir: Path
+    state: CoTrainState
+    start_step: int
+    heldout: list[HeldoutItem]
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.dir / "checkpoints"
+
+
+def new_run_id(cfg: RunConfig) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{cfg.domain}-{cfg.mode if cfg.protocol == 'online' else cfg.protocol}-s{cfg.seed}-{stamp}"
