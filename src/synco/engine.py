@@ -389,10 +389,14 @@ def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: 
 
 
 def _grade(c: Completion, ext: Extraction, correct: bool, cfg: ReasonerRewardConfig) -> Rollout:
-    """The rollout of one Reasoner attempt, from its extracted answer and whether that answer was checked right."""
+    """The rollout of one Reasoner attempt, from its extracted answer and whether that answer was checked right.
+
+    It keeps the sampled ids, so a supervised update on the attempt (``synco.protocols.rounds``) trains the
+    tokens that were sampled and scored, not a re-tokenisation of the decoded text.
+    """
     return Rollout(text=c.text, answer=ext.answer, method=ext.method, correct=correct,
                    reward=reasoner_reward(correct, ext.boxed, cfg), truncated=c.truncated,
-                   n_tokens=len(c.completion_ids))
+                   n_tokens=len(c.completion_ids), completion_ids=list(c.completion_ids))
 
 
 def _advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
