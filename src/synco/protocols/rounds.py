@@ -141,7 +141,7 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
         examples = sft_examples(records, state.reasoner, state.domain, cfg)
         n_data = len(examples)
         for batch in _minibatches(examples, cfg, rng):
-            updates.append(state.reasoner.sft_update(batch, cfg.lr))
+            updates.append(state.reasoner.sft_update(batch, cfg.sft_lr))
     else:
         tasks = grpo_tasks(records)
         n_data = len(tasks)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from synco.engine import CoTrainState, StepStats, cotrain_step
 from synco.protocols import alternating, rounds
+from synco.protocols.config import legacy_rounds
 
 if TYPE_CHECKING:
     from synco.config import RunConfig
@@ -59,7 +60,9 @@ def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:
     if saved["protocol"] != cfg.protocol:
         return f"protocol={cfg.protocol!r} but the run was trained with protocol={saved['protocol']!r}"
     now = _settings(cfg)
-    before = saved.get("settings") or {}
+    before = dict(saved.get("settings") or {})
+    if isinstance(before.get("rounds"), dict):  # a checkpoint written before rounds.lr became rounds.sft_lr
+        before["rounds"] = legacy_rounds(before["rounds"])
     changed = [f"{section}.{k}={v!r} (was {before.get(section, {}).get(k)!r})"
                for section, values in now.items() for k, v in values.items() if before.get(section, {}).get(k) != v]
     if changed:
