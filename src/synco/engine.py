@@ -105,6 +105,7 @@ class StepStats(BaseModel):
     round_updates: int | None = None  # optimizer steps the round's training took
     round_loss: float | None = None  # their mean loss
     round_rollouts: int | None = None  # fresh Reasoner attempts the round's GRPO update sampled (0 for SFT)
+    round_retokenized: int | None = None  # SFT attempts without stored sampled ids (an old pool's): text re-tokenised
 
     @model_serializer(mode="wrap")
     def _omit_unused_protocol_fields(self, handler: Any) -> dict[str, Any]:
@@ -116,7 +117,8 @@ class StepStats(BaseModel):
         return data
 
 
-_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts")
+_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts",
+                  "round_retokenized")
 
 
 @dataclass

@@ -3,8 +3,8 @@
 One implementation for every supervised update in synco: the arith warm start
 (``synco.pretrain.train_sft``) and :meth:`synco.hf_policy.HFPolicy.sft_update`,
 which the ``rounds`` and ``rft`` protocols call, both go through
-:func:`completion_loss`. Prompt and padding positions carry :data:`IGNORE` and
-add nothing to the loss or its normaliser.
+:func:`completion_loss`, which takes token ids (the targets), never text. Prompt and
+padding positions carry :data:`IGNORE` and add nothing to the loss or its normaliser.
 
 torch is imported inside the functions, so :class:`SFTExample` loads torch-free
 (the :class:`~synco.policy.Policy` contract names it).
@@ -24,14 +24,31 @@ IGNORE = -100
 
 @dataclass(frozen=True)
 class SFTExample:
-    """One supervised example: the formatted prompt (as ``generate`` gets it) and the completion text to learn.
+    """One supervised example: the formatted prompt (as ``generate`` gets it) and the completion to learn.
 
-    The policy encodes ``prompt`` exactly as it encodes a prompt for sampling and
-    appends EOS to the completion's tokens, so the model also learns to stop.
+    The policy encodes ``prompt`` exactly as it encodes a prompt for sampling, so the
+    prompt ids are the ones generation conditioned on. The completion's target ids are
+    ``completion_ids`` when given: the ids a rollout sampled, trained as they are (EOS
+    included exactly when it was sampled). Decoding them and tokenising the text again
+    can give other ids with a BPE tokenizer (another split of the same characters,
+    ``" ,"`` cleaned to ``","``, special tokens dropped by the decoder), and a supervised
+    update must train the tokens that were sampled and scored. Without ids (a reference
+    answer the policy never sampled, or an attempt from a pool written before ids were
+    kept) the policy tokenises ``completion`` and appends EOS, so the model also learns
+    to stop. ``completion`` is the decoded text either way (for de-duplication and reading).
     """
 
     prompt: str
     completion: str
+    completion_ids: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.completion_ids is None:
+            return
+        if not self.completion_ids:
+            raise ValueError(f"SFTExample.completion_ids is empty for completion {self.completion[:40]!r} "
+                             f"(None: tokenise the text instead)")
+        object.__setattr__(self, "completion_ids", tuple(int(t) for t in self.completion_ids))  # hashable
 
 
 def completion_loss(logits: torch.Tensor, targets: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:

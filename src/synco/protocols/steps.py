@@ -71,9 +71,10 @@ def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:
 
 
 def round_training(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts."""
+    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts, retokenized."""
     return [{"step": r["step"], "round": r.get("round"), "examples": r["round_examples"],
-             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts")}
+             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts"),
+             "retokenized": r.get("round_retokenized")}
             for r in rows if r.get("round_examples") is not None]
 
 
@@ -89,6 +90,8 @@ def describe(protocol: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     for t in round_training(rows):
         loss = "-" if t["loss"] is None else f"{t['loss']:.4f}"
         extra = f", {t['rollouts']} fresh rollouts" if t.get("rollouts") else ""
+        if t.get("retokenized"):
+            extra += f", {t['retokenized']} attempts re-tokenised from text (no stored ids)"
         unit = "tasks (GRPO)" if t.get("rollouts") else "examples (SFT)"
         out.append(f"  round {t['round']} (step {t['step']}): {t['examples']} {unit}, {t['updates']} updates, "
                    f"loss {loss}{extra}")
