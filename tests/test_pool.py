@@ -283,6 +283,24 @@ def test_export_carries_the_verified_reference_as_final_answer(pool: TaskPool, t
     assert ds["final_answer"] == ["978", "1/2"] and ds["answer_corrected"] == [True, False]
 
 
+def test_a_corrected_row_leaves_out_the_solution_that_argues_for_the_wrong_answer(pool: TaskPool,
+                                                                                  tmp_path: Path) -> None:
+    pool.record_step(0, [corrected_record(0, 0, claimed="989", truth="978"), make_record(0, 1)])
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.export_jsonl(out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["answer_corrected"], r["solution"]) for r in rows] == [(True, None), (False, "solution of problem s0 k1")]
+    assert list(rows[0]) == list(EXPORT_COLUMNS)  # the key is there, null: a reader sees there is no solution
+    ds = pool.to_hf_dataset()
+    assert ds["solution"] == [None, "solution of problem s0 k1"]
+    appended = tmp_path / "appended.jsonl"
+    pool.append_step_jsonl(appended, 0)
+    assert appended.read_text() == out.read_text()
+    # the pool itself keeps the Synthesizer's card whole
+    stored = pool.get(1)
+    assert stored is not None and stored.card is not None and stored.card.solution == "solution of 0+0"
+
+
 def test_append_step_jsonl_grows_the_export_by_whole_steps(pool: TaskPool, tmp_path: Path) -> None:
     out = tmp_path / "valid_tasks.jsonl"
     pool.record_step(0, [make_record(0, 0), make_record(0, 1, valid=False), corrected_record(0, 2, "5", "6")])

@@ -116,8 +116,10 @@ EXPORT_COLUMNS: tuple[str, ...] = (
 ``final_answer`` is the VERIFIED reference: the answer the Reasoner was graded against
 (the domain oracle's answer, or without an oracle the card's own answer that passed the
 answer and consensus checks). ``synthesizer_answer`` is what the card claimed, and
-``answer_corrected`` says the oracle replaced it (the card's ``solution`` is the
-Synthesizer's and may then not lead to ``final_answer``).
+``answer_corrected`` says the oracle replaced it. ``solution`` is the Synthesizer's worked
+solution, and None on a corrected row: there it argues for ``synthesizer_answer``, which the
+oracle found wrong, so a model trained on it would learn a wrong derivation (the pool's
+``card_json`` still holds it).
 """
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
@@ -491,8 +493,9 @@ class TaskPool:
         """Write the valid tasks as JSON lines (e.g. ``valid_tasks.jsonl``); return how many.
 
         Each line holds ``EXPORT_COLUMNS``: task_id, step, the nine card fields with
-        ``final_answer`` the verified reference, synthesizer_answer, answer_corrected,
-        factors, success_rate, quality, reliability. The file is replaced whole.
+        ``final_answer`` the verified reference (and ``solution`` null where ``answer_corrected``),
+        synthesizer_answer, answer_corrected, factors, success_rate, quality, reliability.
+        The file is replaced whole.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -612,18 +615,20 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
 
 
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:
-    """Flatten one valid task into its export object: ``final_answer`` is the verified reference."""
+    """Flatten one valid task into its export object: ``final_answer`` is the verified reference,
+    ``solution`` None where the oracle corrected the card's answer (the solution contradicts it)."""
     card = TaskCard.from_json(row["card_json"])
     codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
     reference = row["reference"]
+    corrected = "reference_corrected" in codes
     out: dict[str, Any] = {
         "task_id": int(row["task_id"]),
         "step": int(row["step"]),
         "problem": card.problem,
-        "solution": card.solution,
+        "solution": None if corrected else card.solution,
         "final_answer": reference if reference is not None else card.final_answer,
         "synthesizer_answer": card.final_answer,
-        "answer_corrected": "reference_corrected" in codes,
+        "answer_corrected": corrected,
     }
     for name in CARD_FIELDS:
         out.setdefault(name, getattr(card, name))
