@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--reuse", type=Path, default=None,
                     help="an earlier protocols.json: arm/seed results found there are taken from it, not rerun "
                          "(the same steps, layout and overrides are assumed)")
-    ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run (e.g. rounds.lr=1e-4)")
+    ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run (e.g. rounds.sft_lr=1e-4)")
     args = ap.parse_args()
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-protocols-"))

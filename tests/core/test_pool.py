@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticSerializationError
 
-from synco.core.pool import EXPORT_COLUMNS, SCHEMA_VERSION, PoolError, TaskPool
+from synco.core.pool import EXPORT_COLUMNS, SCHEMA_VERSION, PoolError, TaskPool, pack_token_ids, unpack_token_ids
 from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
 
 
@@ -283,6 +283,24 @@ def test_export_carries_the_verified_reference_as_final_answer(pool: TaskPool, t
     assert ds["final_answer"] == ["978", "1/2"] and ds["answer_corrected"] == [True, False]
 
 
+def test_a_corrected_row_leaves_out_the_solution_that_argues_for_the_wrong_answer(pool: TaskPool,
+                                                                                  tmp_path: Path) -> None:
+    pool.record_step(0, [corrected_record(0, 0, claimed="989", truth="978"), make_record(0, 1)])
+    out = tmp_path / "valid_tasks.jsonl"
+    pool.export_jsonl(out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["answer_corrected"], r["solution"]) for r in rows] == [(True, None), (False, "solution of problem s0 k1")]
+    assert list(rows[0]) == list(EXPORT_COLUMNS)  # the key is there, null: a reader sees there is no solution
+    ds = pool.to_hf_dataset()
+    assert ds["solution"] == [None, "solution of problem s0 k1"]
+    appended = tmp_path / "appended.jsonl"
+    pool.append_step_jsonl(appended, 0)
+    assert appended.read_text() == out.read_text()
+    # the pool itself keeps the Synthesizer's card whole
+    stored = pool.get(1)
+    assert stored is not None and stored.card is not None and stored.card.solution == "solution of 0+0"
+
+
 def test_append_step_jsonl_grows_the_export_by_whole_steps(pool: TaskPool, tmp_path: Path) -> None:
     out = tmp_path / "valid_tasks.jsonl"
     pool.record_step(0, [make_record(0, 0), make_record(0, 1, valid=False), corrected_record(0, 2, "5", "6")])
@@ -357,3 +375,70 @@ def test_a_pool_written_before_the_designer_gets_the_new_columns(tmp_path: Path)
         assert old.target is None and old.on_target is None and old.card is not None
         p.record_step(1, [make_record(1, 0).model_copy(update={"target": "level=L1", "on_target": True})])
         assert [(r.target, r.on_target) for r in p.by_step(1)] == [("level=L1", True)]
+
+
+# --------------------------------------------------------------------------- sampled token ids
+
+
+def test_token_ids_pack_into_two_or_four_bytes_each() -> None:
+    assert pack_token_ids([1, 258, 65535]) == bytes([2, 1, 0, 2, 1, 255, 255])  # little-endian uint16
+    assert pack_token_ids([65536, 7]) == bytes([4, 0, 0, 1, 0, 7, 0, 0, 0])  # one id above 2**16: uint32
+    assert pack_token_ids([]) == bytes([2])
+    for ids in ([], [0], [1, 258, 65535], [151_935, 0, 2], [2**32 - 1]):
+        assert unpack_token_ids(pack_token_ids(ids)) == ids
+    with pytest.raises(ValueError, match="token id -1 is outside"):
+        pack_token_ids([3, -1])
+    with pytest.raises(ValueError, match="token id 4294967296 is outside"):
+        pack_token_ids([2**32])
+    with pytest.raises(ValueError, match=re.escape("width byte b'\\x03' is not 2 or 4")):
+        unpack_token_ids(bytes([3, 0, 0, 0]))
+    with pytest.raises(ValueError, match="3 id bytes are not a multiple of the width 2"):
+        unpack_token_ids(bytes([2, 1, 0, 5]))
+    with pytest.raises(ValueError, match="width byte b'' is not 2 or 4"):
+        unpack_token_ids(b"")
+
+
+def with_ids(rec: TaskRecord, ids: list[list[int] | None]) -> TaskRecord:
+    return rec.model_copy(update={"rollouts": [r.model_copy(update={"completion_ids": i})
+                                               for r, i in zip(rec.rollouts, ids, strict=True)]})
+
+
+def test_sampled_ids_round_trip_and_are_loaded_only_when_asked(pool: TaskPool) -> None:
+    rec = with_ids(make_record(0, 0, correct=(True, False, True)), [[5, 17, 2], [70_000, 3], None])
+    pool.record_step(0, [rec])
+    [back] = pool.by_step(0, token_ids=True)
+    assert back == rec and pool.get(1, token_ids=True) == rec
+    assert [r.completion_ids for r in back.rollouts] == [[5, 17, 2], [70_000, 3], None]
+    assert [r.completion_ids for r in pool.by_step(0)[0].rollouts] == [None, None, None]  # not loaded by default
+    assert [r.completion_ids for r in pool.recent()[0].rollouts] == [None, None, None]
+
+
+def test_damaged_token_ids_are_a_pool_error_naming_the_attempt(tmp_path: Path) -> None:
+    path = tmp_path / "pool.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [with_ids(make_record(0, 0), [[5, 6], [7]])])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE rollouts SET token_ids = X'0205' WHERE idx = 1")
+    with TaskPool(path) as p:
+        assert len(p.by_step(0)) == 1  # the ids are not read unless asked for
+        with pytest.raises(PoolError, match=r"rollouts.token_ids of task 1 attempt 1 is damaged"):
+            p.by_step(0, token_ids=True)
+
+
+def test_a_pool_written_before_token_ids_gets_the_column_and_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with TaskPool(path) as p:
+        p.record_step(0, [make_record(0, 0)])
+        p.record_step(1, [make_record(1, 0)])
+    with sqlite3.connect(path) as db:  # what a pool of the previous release looks like
+        db.execute("ALTER TABLE rollouts DROP COLUMN token_ids")
+        assert "token_ids" not in {row[1] for row in db.execute("PRAGMA table_info(rollouts)")}
+    with TaskPool(path) as p:
+        p.check_integrity()
+        [old] = p.by_step(0, token_ids=True)
+        assert [r.completion_ids for r in old.rollouts] == [None, None]  # unknown: SFT re-tokenises these
+        assert p.truncate_after(0) == 1  # resume from step 0's checkpoint
+        p.record_step(1, [with_ids(make_record(1, 0), [[9, 2], [8, 8, 2]])])
+        assert [r.completion_ids for r in p.by_step(1, token_ids=True)[0].rollouts] == [[9, 2], [8, 8, 2]]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM rollouts WHERE token_ids IS NULL").fetchone()[0] == 2

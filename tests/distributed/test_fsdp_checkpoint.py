@@ -56,8 +56,10 @@ def _free_port() -> int:
 def _sft_batch(pol):  # noqa: ANN001, ANN202
     from synco.learn.sft import SFTExample
 
-    # 3 rows, micro-batches of 2: rank 0 gets row 0, rank 1 rows 1-2 (uneven shares, one micro-batch each)
-    return [SFTExample(pol.format_prompt("7+5="), "12"), SFTExample(pol.format_prompt("40-1="), "39"),
+    # 3 rows, micro-batches of 2: rank 0 gets row 0, rank 1 rows 1-2 (uneven shares, one micro-batch each);
+    # row 1 carries sampled ids (as a rounds attempt does), trained as they are on every rank
+    sampled = (*pol.tokenizer("39", add_special_tokens=False)["input_ids"], pol.eos_ids[0])
+    return [SFTExample(pol.format_prompt("7+5="), "12"), SFTExample(pol.format_prompt("40-1="), "39", sampled),
             SFTExample(pol.format_prompt("6*6="), "a long completion 36")]
 
 

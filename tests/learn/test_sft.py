@@ -128,6 +128,35 @@ def test_sft_update_is_the_completion_loss_with_eos_and_moves_every_weight() -> 
     assert unpadded_loss(pol, BATCH) < expected - 0.5
 
 
+def test_sampled_ids_are_trained_as_they_are() -> None:
+    pol = make_policy()
+    tok = pol.tokenizer
+    sampled = tuple(tok("15}", add_special_tokens=False)["input_ids"]) + (EOS,)
+    # a completion sampled with a token its decoded text drops (the pad id, 0): tokenising the text again cannot
+    # give these ids back, so the example trains them as they are, and no second EOS is appended
+    odd = (sampled[0], 0, *sampled[1:])
+    assert tok.decode(list(odd), skip_special_tokens=True) == "15}"
+    for ids in (sampled, odd):
+        row = pol.encode_sft(SFTExample("Q:12+3\nA:\\boxed{", "15}", ids))
+        assert row.prompt_ids == pol.encode_prompt("Q:12+3\nA:\\boxed{") and row.completion_ids == list(ids)
+    unstopped = pol.encode_sft(SFTExample("Q:12+3\nA:\\boxed{", "15}", sampled[:-1]))
+    assert unstopped.completion_ids == list(sampled[:-1])  # EOS exactly as sampled: none here
+    batch = [SFTExample("Q:12+3\nA:\\boxed{", "15}", odd), BATCH[1]]
+    expected = unpadded_loss(pol, batch)
+    stats = pol.sft_update(batch)
+    assert stats.n_tokens == len(odd) + len(pol.encode_sft(BATCH[1]).completion_ids)
+    assert stats.loss == pytest.approx(expected, rel=1e-5)
+    # the same text without ids is another example: its loss is over other tokens
+    assert unpadded_loss(pol, [SFTExample(batch[0].prompt, "15}")]) != pytest.approx(unpadded_loss(pol, batch[:1]))
+
+
+def test_an_example_validates_its_ids() -> None:
+    assert SFTExample("p", "c", [3, 4]).completion_ids == (3, 4)  # a list becomes a tuple: examples stay hashable
+    assert len({SFTExample("p", "c", [3, 4]), SFTExample("p", "c", (3, 4))}) == 1
+    with pytest.raises(ValueError, match="completion_ids is empty for completion 'c'"):
+        SFTExample("p", "c", ())
+
+
 def test_micro_batches_change_memory_not_the_step() -> None:
     one, all_at_once = make_policy(micro=1), make_policy(micro=16)
     s1, s2 = one.sft_update(BATCH), all_at_once.sft_update(BATCH)

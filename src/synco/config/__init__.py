@@ -24,7 +24,7 @@ from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate
 from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
-from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, protocol_mode
+from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
@@ -311,9 +311,21 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Set each dotted override in a nested dict (creating sub-dicts as needed)."""
+    """Set each dotted override in a nested dict (creating sub-dicts as needed).
+
+    A setting's former name is set under today's (``rounds.lr`` -> ``rounds.sft_lr``), so it overrides
+    what the layers below set under either name.
+    """
     for item in overrides:
         path, value = parse_override(item)
+        if path == ["rounds", "lr"]:
+            rounds = data.get("rounds")
+            update = rounds.get("update", "sft") if isinstance(rounds, dict) else "sft"
+            try:
+                legacy_rounds({"lr": value, "update": update})  # its checks: a rate, for update=sft
+            except ValueError as e:
+                raise ConfigError(f"override {item!r}: {e}") from None
+            path = ["rounds", "sft_lr"]
         node = data
         for part in path[:-1]:
             child = node.get(part)
@@ -343,6 +355,17 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping at the top level, got {type(data).__name__}")
+    return _today_names(data, str(p))
+
+
+def _today_names(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """One config layer with former setting names read as today's (``rounds.lr`` -> ``rounds.sft_lr``), so
+    a later layer's value wins whichever name either layer used; ConfigError naming ``source`` on a clash."""
+    if isinstance(data.get("rounds"), dict):
+        try:
+            data["rounds"] = legacy_rounds(data["rounds"])
+        except ValueError as e:
+            raise ConfigError(f"config file {source}: {e}") from None
     return data
 
 

@@ -6,6 +6,12 @@ run can trust it. The schema is normalised (tasks, rollouts, factors, per-step
 metrics) so the pool can also be inspected with plain SQL from outside. Task ids
 come from an AUTOINCREMENT key: unique over the run, never reused, even after
 ``truncate_after`` or a reopen.
+
+Each rollout keeps the token ids its completion was sampled as (``rollouts.token_ids``,
+packed by :func:`pack_token_ids`), so a supervised update on an attempt trains exactly
+the tokens that were sampled and scored; decoding and re-tokenising the text can give
+other tokens with a BPE tokenizer. Pools written before the column existed get it on
+opening (NULL for their old rollouts).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -71,6 +78,7 @@ CREATE TABLE IF NOT EXISTS rollouts (
     reward    REAL NOT NULL,
     truncated INTEGER NOT NULL,
     n_tokens  INTEGER NOT NULL,
+    token_ids BLOB,
     PRIMARY KEY (task_id, idx)
 );
 CREATE TABLE IF NOT EXISTS task_factors (
@@ -108,8 +116,10 @@ EXPORT_COLUMNS: tuple[str, ...] = (
 ``final_answer`` is the VERIFIED reference: the answer the Reasoner was graded against
 (the domain oracle's answer, or without an oracle the card's own answer that passed the
 answer and consensus checks). ``synthesizer_answer`` is what the card claimed, and
-``answer_corrected`` says the oracle replaced it (the card's ``solution`` is the
-Synthesizer's and may then not lead to ``final_answer``).
+``answer_corrected`` says the oracle replaced it. ``solution`` is the Synthesizer's worked
+solution, and None on a corrected row: there it argues for ``synthesizer_answer``, which the
+oracle found wrong, so a model trained on it would learn a wrong derivation (the pool's
+``card_json`` still holds it).
 """
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
@@ -152,11 +162,13 @@ class TaskPool:
     # ------------------------------------------------------------------ setup
 
     def _add_missing_columns(self) -> None:
-        """Pools written before the Designer existed lack ``target`` / ``on_target``: add them (NULL)."""
-        have = {row[1] for row in self._conn.execute("PRAGMA table_info(tasks)")}
-        for name, kind in (("target", "TEXT"), ("on_target", "INTEGER")):
+        """Add the columns older pools lack, as NULL: ``target`` / ``on_target`` (before the Designer),
+        ``rollouts.token_ids`` (before sampled ids were kept; those attempts are re-tokenised for SFT)."""
+        for table, name, kind in (("tasks", "target", "TEXT"), ("tasks", "on_target", "INTEGER"),
+                                  ("rollouts", "token_ids", "BLOB")):
+            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
             if name not in have:
-                self._conn.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
+                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def _check_schema_version(self) -> None:
         """Stamp a new pool with SCHEMA_VERSION; refuse a pool written by another version."""
@@ -283,9 +295,10 @@ class TaskPool:
         task_id = int(cursor.lastrowid or 0)
         self._conn.executemany(
             "INSERT INTO rollouts(task_id, idx, text, answer, method, correct, reward, truncated, "
-            "n_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "n_tokens, token_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (task_id, i, r.text, r.answer, r.method, int(r.correct), r.reward, int(r.truncated), r.n_tokens)
+                (task_id, i, r.text, r.answer, r.method, int(r.correct), r.reward, int(r.truncated), r.n_tokens,
+                 None if r.completion_ids is None else pack_token_ids(r.completion_ids))
                 for i, r in enumerate(record.rollouts)
             ],
         )
@@ -338,28 +351,30 @@ class TaskPool:
 
     # ------------------------------------------------------------------ reading
 
-    def _load(self, where: str, params: Sequence[Any], suffix: str = "") -> list[TaskRecord]:
-        """Rebuild the records selected by ``where`` (SQL over tasks) in task_id order."""
+    def _load(self, where: str, params: Sequence[Any], suffix: str = "", token_ids: bool = False) -> list[TaskRecord]:
+        """Rebuild the records selected by ``where`` (SQL over tasks) in task_id order (rollout ids if ``token_ids``)."""
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT {_TASK_COLUMNS} FROM tasks WHERE {where} {suffix}", tuple(params)
             ).fetchall()
-            rollouts = self._rollouts_for([int(r["task_id"]) for r in rows])
+            rollouts = self._rollouts_for([int(r["task_id"]) for r in rows], token_ids)
         records = [_row_to_record(row, rollouts.get(int(row["task_id"]), [])) for row in rows]
         records.sort(key=lambda rec: rec.task_id)
         return records
 
-    def _rollouts_for(self, task_ids: list[int]) -> dict[int, list[Rollout]]:
-        """Rollouts of the given tasks, in attempt order (caller holds the lock)."""
+    def _rollouts_for(self, task_ids: list[int], token_ids: bool = False) -> dict[int, list[Rollout]]:
+        """Rollouts of the given tasks, in attempt order (caller holds the lock); with ``token_ids``, their sampled ids."""
         out: dict[int, list[Rollout]] = {}
+        ids_column = ", idx, token_ids" if token_ids else ""
         for start in range(0, len(task_ids), _BATCH):
             chunk = task_ids[start : start + _BATCH]
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                "SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens FROM rollouts "
+                f"SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens{ids_column} FROM rollouts "
                 f"WHERE task_id IN ({marks}) ORDER BY task_id, idx",
                 chunk,
             ):
+                packed = row["token_ids"] if token_ids else None
                 out.setdefault(int(row["task_id"]), []).append(
                     Rollout(
                         text=row["text"],
@@ -369,13 +384,22 @@ class TaskPool:
                         reward=row["reward"],
                         truncated=bool(row["truncated"]),
                         n_tokens=row["n_tokens"],
+                        completion_ids=None if packed is None else self._unpack(packed, row),
                     )
                 )
         return out
 
-    def get(self, task_id: int) -> TaskRecord | None:
-        """The record with this id, or None if there is none."""
-        found = self._load("task_id = ?", (task_id,))
+    def _unpack(self, packed: Any, row: sqlite3.Row) -> list[int]:
+        """A rollout's stored ids; PoolError naming the file, task and attempt when the cell is not packed ids."""
+        try:
+            return unpack_token_ids(packed)
+        except ValueError as e:
+            raise PoolError(f"pool {self.path}: rollouts.token_ids of task {row['task_id']} attempt {row['idx']} "
+                            f"is damaged ({e})") from e
+
+    def get(self, task_id: int, token_ids: bool = False) -> TaskRecord | None:
+        """The record with this id, or None if there is none; ``token_ids``: with its rollouts' sampled ids."""
+        found = self._load("task_id = ?", (task_id,), token_ids=token_ids)
         return found[0] if found else None
 
     def recent(self, n: int = 500) -> list[TaskRecord]:
@@ -384,9 +408,14 @@ class TaskPool:
             return []
         return self._load("1", (), f"ORDER BY task_id DESC LIMIT {int(n)}")
 
-    def by_step(self, step: int) -> list[TaskRecord]:
-        """All records of one step, by id."""
-        return self._load("step = ?", (step,), "ORDER BY task_id")
+    def by_step(self, step: int, token_ids: bool = False) -> list[TaskRecord]:
+        """All records of one step, by id.
+
+        ``token_ids``: also load each rollout's sampled ids (``Rollout.completion_ids``; None for attempts
+        of a pool written before they were kept). Off by default: only supervised updates need them, and
+        they are the bulk of a long-completion pool.
+        """
+        return self._load("step = ?", (step,), "ORDER BY task_id", token_ids=token_ids)
 
     def by_validity(self, valid: bool, limit: int | None = None) -> list[TaskRecord]:
         """Valid (or invalid) records by id; with ``limit``, the latest ``limit`` of them."""
@@ -464,8 +493,9 @@ class TaskPool:
         """Write the valid tasks as JSON lines (e.g. ``valid_tasks.jsonl``); return how many.
 
         Each line holds ``EXPORT_COLUMNS``: task_id, step, the nine card fields with
-        ``final_answer`` the verified reference, synthesizer_answer, answer_corrected,
-        factors, success_rate, quality, reliability. The file is replaced whole.
+        ``final_answer`` the verified reference (and ``solution`` null where ``answer_corrected``),
+        synthesizer_answer, answer_corrected, factors, success_rate, quality, reliability.
+        The file is replaced whole.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -524,6 +554,31 @@ class TaskPool:
         return datasets.Dataset.from_dict(columns, features=features)
 
 
+_WIDTHS = {2: "H", 4: "I"}  # bytes per id -> struct code (unsigned, little-endian)
+
+
+def pack_token_ids(ids: Sequence[int]) -> bytes:
+    """Token ids as a compact blob: one byte with the width (2 when every id is below 65,536, else 4),
+    then each id little-endian unsigned. 2 bytes per token for vocabularies up to 65,536 (SmolLM2:
+    49,152), 4 above (Qwen3: 151,936); ValueError naming an id outside [0, 2**32)."""
+    bad = next((t for t in ids if not 0 <= t < 1 << 32), None)
+    if bad is not None:
+        raise ValueError(f"token id {bad} is outside [0, 2**32)")
+    width = 2 if all(t < 1 << 16 for t in ids) else 4
+    return bytes([width]) + struct.pack(f"<{len(ids)}{_WIDTHS[width]}", *ids)
+
+
+def unpack_token_ids(blob: bytes) -> list[int]:
+    """The ids :func:`pack_token_ids` packed; ValueError naming the width or length when ``blob`` is not such a blob."""
+    data = bytes(blob)
+    if not data or data[0] not in _WIDTHS:
+        raise ValueError(f"width byte {data[:1]!r} is not 2 or 4")
+    width = data[0]
+    if (len(data) - 1) % width:
+        raise ValueError(f"{len(data) - 1} id bytes are not a multiple of the width {width}")
+    return list(struct.unpack(f"<{(len(data) - 1) // width}{_WIDTHS[width]}", data[1:]))
+
+
 def _is_damage(error: sqlite3.OperationalError) -> bool:
     """True for the OperationalErrors that mean a damaged file rather than e.g. a read-only one."""
     text = str(error).lower()
@@ -560,18 +615,20 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
 
 
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:
-    """Flatten one valid task into its export object: ``final_answer`` is the verified reference."""
+    """Flatten one valid task into its export object: ``final_answer`` is the verified reference,
+    ``solution`` None where the oracle corrected the card's answer (the solution contradicts it)."""
     card = TaskCard.from_json(row["card_json"])
     codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
     reference = row["reference"]
+    corrected = "reference_corrected" in codes
     out: dict[str, Any] = {
         "task_id": int(row["task_id"]),
         "step": int(row["step"]),
         "problem": card.problem,
-        "solution": card.solution,
+        "solution": None if corrected else card.solution,
         "final_answer": reference if reference is not None else card.final_answer,
         "synthesizer_answer": card.final_answer,
-        "answer_corrected": "reference_corrected" in codes,
+        "answer_corrected": corrected,
     }
     for name in CARD_FIELDS:
         out.setdefault(name, getattr(card, name))

@@ -92,7 +92,14 @@ class Verdict(BaseModel):
 
 
 class Rollout(BaseModel):
-    """One Reasoner attempt at a task, graded."""
+    """One Reasoner attempt at a task, graded.
+
+    ``text`` is the whole response (the domain's prefilled response prefix included);
+    ``completion_ids`` are the token ids that were sampled after the prompt (prefix excluded,
+    EOS included when one was sampled), the tokens a supervised update on this attempt trains.
+    None: not known (an attempt stored by a pool written before ids were kept, or a pool read
+    without them: ``TaskPool.by_step(..., token_ids=True)`` loads them).
+    """
 
     text: str
     answer: str | None = None
@@ -101,6 +108,7 @@ class Rollout(BaseModel):
     reward: float = 0.0
     truncated: bool = False
     n_tokens: int = 0
+    completion_ids: list[int] | None = None
 
 
 class SynthReward(BaseModel):

@@ -69,11 +69,28 @@ class Completion:
 
 @dataclass(frozen=True)
 class SFTExample:
-    """One supervised example: the formatted prompt (as ``generate`` gets it) and the completion text to learn.
+    """One supervised example: the formatted prompt (as ``generate`` gets it) and the completion to learn.
 
-    The policy encodes ``prompt`` exactly as it encodes a prompt for sampling and
-    appends EOS to the completion's tokens, so the model also learns to stop.
+    The policy encodes ``prompt`` exactly as it encodes a prompt for sampling, so the
+    prompt ids are the ones generation conditioned on. The completion's target ids are
+    ``completion_ids`` when given: the ids a rollout sampled, trained as they are (EOS
+    included exactly when it was sampled). Decoding them and tokenising the text again
+    can give other ids with a BPE tokenizer (another split of the same characters,
+    ``" ,"`` cleaned to ``","``, special tokens dropped by the decoder), and a supervised
+    update must train the tokens that were sampled and scored. Without ids (a reference
+    answer the policy never sampled, or an attempt from a pool written before ids were
+    kept) the policy tokenises ``completion`` and appends EOS, so the model also learns
+    to stop. ``completion`` is the decoded text either way (for de-duplication and reading).
     """
 
     prompt: str
     completion: str
+    completion_ids: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.completion_ids is None:
+            return
+        if not self.completion_ids:
+            raise ValueError(f"SFTExample.completion_ids is empty for completion {self.completion[:40]!r} "
+                             f"(None: tokenise the text instead)")
+        object.__setattr__(self, "completion_ids", tuple(int(t) for t in self.completion_ids))  # hashable

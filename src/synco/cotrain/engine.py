@@ -110,6 +110,7 @@ class StepStats(BaseModel):
     round_updates: int | None = None  # optimizer steps the round's training took
     round_loss: float | None = None  # their mean loss
     round_rollouts: int | None = None  # fresh Reasoner attempts the round's GRPO update sampled (0 for SFT)
+    round_retokenized: int | None = None  # SFT attempts without stored sampled ids (an old pool's): text re-tokenised
 
     @model_serializer(mode="wrap")
     def _omit_unused_protocol_fields(self, handler: Any) -> dict[str, Any]:
@@ -121,7 +122,8 @@ class StepStats(BaseModel):
         return data
 
 
-_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts")
+_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts",
+                  "round_retokenized")
 
 
 @dataclass(frozen=True)
@@ -411,10 +413,14 @@ def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: 
 
 
 def _rollout(c: Completion, graded: Graded, cfg: ReasonerRewardConfig) -> Rollout:
-    """The rollout of one Reasoner attempt, from its grade (answer, method, boxed answers, correct) and its reward."""
+    """The rollout of one Reasoner attempt, from its grade (answer, method, boxed answers, correct) and its reward.
+
+    It keeps the sampled ids, so a supervised update on the attempt (``synco.cotrain.protocols.rounds``) trains
+    the tokens that were sampled and scored, not a re-tokenisation of the decoded text.
+    """
     return Rollout(text=c.text, answer=graded.answer, method=graded.method, correct=graded.correct,
                    reward=reasoner_reward(graded.correct, graded.boxed, cfg), truncated=c.truncated,
-                   n_tokens=len(c.completion_ids))
+                   n_tokens=len(c.completion_ids), completion_ids=list(c.completion_ids))
 
 
 def advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:

@@ -669,14 +669,21 @@ class HFPolicy:
         return True
 
     def encode_sft(self, example: SFTExample) -> Experience:
-        """The token rows of one SFT example: the prompt as ``generate`` encodes it, the completion's tokens + EOS."""
-        completion = list(self.tokenizer(example.completion, add_special_tokens=False)["input_ids"])
-        return Experience(self.encode_prompt(example.prompt), completion + [self.eos_ids[0]], 0.0)
+        """The token rows of one SFT example: the prompt as ``generate`` encodes it (the ids sampling
+        conditioned on), then the sampled ``completion_ids`` as they are, or, for an example without ids
+        (a reference answer), the completion text's tokens + EOS."""
+        if example.completion_ids is not None:
+            completion = list(example.completion_ids)
+        else:
+            completion = list(self.tokenizer(example.completion, add_special_tokens=False)["input_ids"])
+            completion.append(self.eos_ids[0])
+        return Experience(self.encode_prompt(example.prompt), completion, 0.0)
 
     def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
         """One supervised optimizer step: the completion-only loss (:func:`~synco.learn.sft.completion_loss`).
 
-        The loss is the mean over every completion token of the batch (EOS included), computed in micro-batches
+        Each example trains its sampled ids when it carries them (:meth:`encode_sft`). The loss is the mean
+        over every completion token of the batch (EOS included), computed in micro-batches
         of ``grpo.micro_batch_size`` rows against that global token count, then the same optimizer, scheduler
         and fp32-master path as :meth:`update` (``lr`` replaces the scheduled rate for this step). Never raises
         on bad numbers: a non-finite loss or gradient norm skips the step (``nan_skipped``).

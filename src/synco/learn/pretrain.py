@@ -31,6 +31,12 @@ float bits.
 
 Prompts are tokenized with the tokenizer's defaults (the char tokenizer adds no
 BOS); the completion ends with EOS so generation stops by itself.
+
+Unlike the ``rounds`` / ``rft`` updates (which train attempts on the ids they were
+sampled as, see :class:`synco.learn.sft.SFTExample`), nothing here was sampled:
+the warm start trains on ground-truth texts it writes itself, so tokenising them
+*defines* the targets and there is no sampled tokenisation to preserve (and the
+char-level tokenizers split every text one way only).
 """
 
 from __future__ import annotations
@@ -356,7 +362,10 @@ def synthesizer_pair(domain: ArithDomain, rng: random.Random, catalog: CellCatal
 
 
 def encode_pairs(tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair]) -> tuple[torch.Tensor, ...]:
-    """Right-padded ``input_ids, attention_mask, labels`` with labels only on completion + EOS."""
+    """Right-padded ``input_ids, attention_mask, labels`` with labels only on completion + EOS.
+
+    The pairs are generated ground truth, not sampled text, so tokenising them is the target itself.
+    """
     import torch
 
     prompts = tokenizer([p for p, _ in pairs], add_special_tokens=False)["input_ids"]

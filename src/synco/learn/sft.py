@@ -3,8 +3,8 @@
 One implementation for every supervised update in synco: the arith warm start
 (``synco.learn.pretrain.train_sft``) and :meth:`synco.learn.hf_policy.HFPolicy.sft_update`,
 which the ``rounds`` and ``rft`` protocols call, both go through
-:func:`completion_loss`. Prompt and padding positions carry :data:`IGNORE` and
-add nothing to the loss or its normaliser.
+:func:`completion_loss`, which takes token ids (the targets), never text. Prompt and
+padding positions carry :data:`IGNORE` and add nothing to the loss or its normaliser.
 
 torch is imported inside the functions. :class:`~synco.core.sampling.SFTExample`, the record an update takes,
 lives torch-free with the other sampling records.

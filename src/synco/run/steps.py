@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from synco.cotrain.engine import ONLINE, CoTrainState, StepPlan, StepStats, cotrain_step
 from synco.cotrain.protocols import alternating, rounds
+from synco.cotrain.protocols.config import legacy_rounds
 
 if TYPE_CHECKING:
     from synco.config import RunConfig
@@ -67,7 +68,9 @@ def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:
     if saved["protocol"] != cfg.protocol:
         return f"protocol={cfg.protocol!r} but the run was trained with protocol={saved['protocol']!r}"
     now = _settings(cfg)
-    before = saved.get("settings") or {}
+    before = dict(saved.get("settings") or {})
+    if isinstance(before.get("rounds"), dict):  # a checkpoint written before rounds.lr became rounds.sft_lr
+        before["rounds"] = legacy_rounds(before["rounds"])
     changed = [f"{section}.{k}={v!r} (was {before.get(section, {}).get(k)!r})"
                for section, values in now.items() for k, v in values.items() if before.get(section, {}).get(k) != v]
     if changed:
@@ -76,9 +79,10 @@ def resume_problem(saved: dict[str, Any] | None, cfg: RunConfig) -> str | None:
 
 
 def round_training(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts."""
+    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts, retokenized."""
     return [{"step": r["step"], "round": r.get("round"), "examples": r["round_examples"],
-             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts")}
+             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts"),
+             "retokenized": r.get("round_retokenized")}
             for r in rows if r.get("round_examples") is not None]
 
 
@@ -94,6 +98,8 @@ def describe(protocol: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     for t in round_training(rows):
         loss = "-" if t["loss"] is None else f"{t['loss']:.4f}"
         extra = f", {t['rollouts']} fresh rollouts" if t.get("rollouts") else ""
+        if t.get("retokenized"):
+            extra += f", {t['retokenized']} attempts re-tokenised from text (no stored ids)"
         unit = "tasks (GRPO)" if t.get("rollouts") else "examples (SFT)"
         out.append(f"  round {t['round']} (step {t['step']}): {t['examples']} {unit}, {t['updates']} updates, "
                    f"loss {loss}{extra}")

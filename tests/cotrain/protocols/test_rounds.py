@@ -5,16 +5,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import sqlite3
+from types import SimpleNamespace
 
 import pytest
 
+import torch
+
 from synco.grading.answers import AnswerChecker
-from synco.domains.base import reasoner_prompts
-from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings
-from synco.core.policy import Completion, UpdateStats
+from synco.config import load_config
+from synco.domains.base import reasoner_prompts, solve
+from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings, grade_group
+from synco.learn.grpo import GRPOConfig
+from synco.learn.hf_policy import HFPolicy
+from synco.learn.models import unavailable_reason
+from synco.core.policy import Completion, Experience, PolicyConfig, SamplingParams, UpdateStats
 from synco.core.pool import TaskPool
-from synco.cotrain.protocols.config import RoundsConfig
+from synco.cotrain.protocols.config import SFT_LR, RoundsConfig
 from synco.cotrain.protocols.rounds import (
+    SFTCompletion,
     reference_response,
     round_ends,
     round_of,
@@ -24,12 +33,16 @@ from synco.cotrain.protocols.rounds import (
     sft_examples,
     training_steps,
 )
-from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
+from synco.learn.sft import SFTExample
+from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
 from synco.core.report import build_report
+from synco.core.rewards import ReasonerRewardConfig
 from synco.grading.verifier import TaskVerifier, VerifierConfig
 from synco.domains.arith import ArithDomain
+from synco.learn.charlm import tiny_llama
 
 DOMAIN = ArithDomain()
+_SMOL = unavailable_reason("smollm2")
 
 
 def _stats(**kw: object) -> UpdateStats:
@@ -91,13 +104,16 @@ class DrawLog(random.Random):
         return value
 
 
-def fixed_corpus_state(tmp_path, seed: int = 0, seed_per_request: bool = False) -> CoTrainState:  # noqa: ANN001
-    """An rft-style state: 4 cards a step from a fixed corpus of 10, solved 4 times each; no models."""
+def fixed_corpus_state(tmp_path, seed: int = 0, seed_per_request: bool = False, reasoner: object = None,  # noqa: ANN001
+                       settings: StepSettings | None = None) -> CoTrainState:
+    """An rft-style state: 4 cards a step from a fixed corpus of 10, solved 4 times each; no models by default."""
     checker = AnswerChecker(use_math_verify=False)
+    default_reasoner = SeedRecordingReasoner() if seed_per_request else HalfRightReasoner()
     return CoTrainState(
-        settings=StepSettings(mode="static", n_cards=4, k=4, seed_per_request=seed_per_request), domain=DOMAIN,
+        settings=settings or StepSettings(mode="static", n_cards=4, k=4, seed_per_request=seed_per_request),
+        domain=DOMAIN,
         synthesizer=None,  # type: ignore[arg-type]
-        reasoner=SeedRecordingReasoner() if seed_per_request else HalfRightReasoner(),  # type: ignore[arg-type]
+        reasoner=reasoner or default_reasoner,  # type: ignore[arg-type]
         verifier=TaskVerifier(VerifierConfig(max_problem_chars=40), checker=checker, oracle=DOMAIN.oracle),
         checker=checker, pool=TaskPool(tmp_path / f"pool-{seed}.sqlite"), report=build_report([]),
         rng=DrawLog(seed) if seed_per_request else random.Random(seed), corpus=DOMAIN.static_cards(random.Random(1), 10))
@@ -145,24 +161,52 @@ def _card(problem: str) -> TaskCard:
     return TaskCard.model_validate_json(DOMAIN.format_card(problem, "L1", DOMAIN.answer(problem)))
 
 
-def _record(problem: str, texts: list[tuple[str, bool, bool]], valid: bool = True) -> TaskRecord:
-    rollouts = [Rollout(text=t, correct=ok, truncated=cut) for t, ok, cut in texts]
+def _record(problem: str, texts: list[tuple[str, bool, bool]], valid: bool = True,
+            ids: list[list[int] | None] | None = None) -> TaskRecord:
+    ids = ids or [None] * len(texts)
+    rollouts = [Rollout(text=t, correct=ok, truncated=cut, completion_ids=i) for (t, ok, cut), i in zip(texts, ids)]
     return TaskRecord(step=0, slot=0, raw="", card=_card(problem), rollouts=rollouts,
                       verdict=Verdict(valid=valid, reference=DOMAIN.answer(problem)))
+
+
+def texts(completions: list[SFTCompletion]) -> list[str]:
+    return [c.text for c in completions]
 
 
 def test_sft_completions_keep_distinct_correct_untruncated_attempts_without_the_prefix() -> None:
     rec = _record("15+43", [("\\boxed{57}", False, False), ("\\boxed{58}", True, False), ("\\boxed{58}", True, False),
                             ("\\boxed{58}}}}", True, True),  # truncated: left out even though it was graded correct
                             ("\\boxed{ 58}", True, False), ("58", True, False)])  # no prefix: not a continuation
-    assert sft_completions(rec, DOMAIN, RoundsConfig()) == ["58}"]
-    assert sft_completions(rec, DOMAIN, RoundsConfig(per_task=5)) == ["58}", " 58}"]
-    assert sft_completions(rec, DOMAIN, RoundsConfig(target="reference")) == ["58}"]
+    assert texts(sft_completions(rec, DOMAIN, RoundsConfig())) == ["58}"]
+    assert texts(sft_completions(rec, DOMAIN, RoundsConfig(per_task=5))) == ["58}", " 58}"]
+    assert sft_completions(rec, DOMAIN, RoundsConfig(target="reference")) == [SFTCompletion("58}", None)]
     wrong_only = _record("15+43", [("\\boxed{57}", False, False)])
     assert sft_completions(wrong_only, DOMAIN, RoundsConfig()) == []
-    assert sft_completions(wrong_only, DOMAIN, RoundsConfig(target="reference")) == ["58}"]  # the verified answer
+    assert texts(sft_completions(wrong_only, DOMAIN, RoundsConfig(target="reference"))) == ["58}"]  # verified answer
     invalid = _record("15+43", [("\\boxed{58}", True, False)], valid=False)
     assert sft_completions(invalid, DOMAIN, RoundsConfig(target="reference")) == []
+
+
+def test_sft_completions_carry_the_ids_the_attempt_was_sampled_as() -> None:
+    # the same text sampled twice as different ids: the first attempt's ids go with the text
+    rec = _record("15+43", [("\\boxed{57}", False, False), ("\\boxed{58}", True, False), ("\\boxed{58}", True, False),
+                            ("\\boxed{ 58}", True, False)],
+                  ids=[[9, 9, 2], [40, 41, 42, 2], [40, 99, 2], None])  # the last: stored without ids (old pool)
+    assert sft_completions(rec, DOMAIN, RoundsConfig(per_task=5)) == [SFTCompletion("58}", (40, 41, 42, 2)),
+                                                                     SFTCompletion(" 58}", None)]
+
+
+def test_a_corrected_cards_solution_is_no_reference_response() -> None:
+    """target=reference on a domain that builds the response from the card's solution: where the oracle corrected
+    the card's answer that solution argues for the wrong one, so the task contributes nothing."""
+    plain = SimpleNamespace(reasoner_response_prefix="")  # no format_reasoner_answer
+    rec = _record("15+43", [("58", True, False)])
+    corrected = rec.model_copy(update={"verdict": rec.verdict.model_copy(
+        update={"reasons": ["reference_corrected: card=57 oracle=58"]})})
+    assert texts(sft_completions(rec, plain, RoundsConfig(target="reference"))) == [  # type: ignore[arg-type]
+        rec.card.solution.strip() + "\n\n\\boxed{58}"]
+    assert sft_completions(corrected, plain, RoundsConfig(target="reference")) == []  # type: ignore[arg-type]
+    assert texts(sft_completions(corrected, DOMAIN, RoundsConfig(target="reference"))) == ["58}"]  # answer only
 
 
 def test_reference_response_uses_the_domains_answer_format_else_solution_and_box() -> None:
@@ -181,6 +225,10 @@ def test_sft_examples_are_distinct_and_prompted_as_solve_prompts() -> None:
                                                             ("Q:623*7\nA:\\boxed{", "4361}")]
     solve_prompts = reasoner_prompts(reasoner, DOMAIN, ["15+43", "623*7"])  # type: ignore[arg-type]
     assert [e.prompt for e in examples] == solve_prompts
+    sampled = [_record("15+43", [("\\boxed{58}", True, False)], ids=[[7, 8, 2]]),
+               _record("15+43", [("\\boxed{58}", True, False)], ids=[[7, 3, 8, 2]])]  # the same pair again: first kept
+    assert [(e.completion, e.completion_ids) for e in sft_examples(sampled, reasoner, DOMAIN, RoundsConfig())] == [
+        ("58}", (7, 8, 2))]  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- rounds on a fixed corpus
@@ -196,6 +244,8 @@ def test_rounds_accumulate_data_as_configured(tmp_path, accumulate: bool) -> Non
     assert [(s.round, s.phase) for s in stats] == [(0, "collect"), (0, "train"), (1, "collect"), (1, "train")]
     assert [s.round_examples is not None for s in stats] == [False, True, False, True]
     assert len(reasoner.sft) == 2 and all(lr == 0.01 for _, lr in reasoner.sft)
+    assert all(e.completion_ids == (5, 6) for batch, _ in reasoner.sft for e in batch)  # the sampled ids, from the pool
+    assert [s.round_retokenized for s in stats] == [None, 0, None, 0]
     first, second = ({(e.prompt, e.completion) for e in batch} for batch, _ in reasoner.sft)
     assert first == expected_pairs(state, range(0, 2)) and first
     assert second == expected_pairs(state, range(0 if accumulate else 2, 4))
@@ -207,6 +257,27 @@ def test_rounds_accumulate_data_as_configured(tmp_path, accumulate: bool) -> Non
     assert [m for _, m in state.pool.steps_metrics()] == [{"protocol": "rft", "round": r, "phase": p} for r, p in layout]
     line = json.loads(stats[3].model_dump_json())
     assert (line["protocol"], line["round"], line["phase"], line["round_updates"]) == ("rft", 1, "train", 1)
+
+
+def test_the_sft_rate_is_rounds_sft_lr(tmp_path) -> None:  # noqa: ANN001
+    state = fixed_corpus_state(tmp_path)
+    rounds_step(state, 0, RoundsConfig(steps_per_round=1), total_steps=2, seed=0)
+    rounds_step(state, 1, RoundsConfig(steps_per_round=1, sft_lr=None), total_steps=2, seed=0)
+    assert [lr for _, lr in state.reasoner.sft] == [SFT_LR, None]  # None: the policy's scheduled (GRPO) rate
+
+
+def test_attempts_of_a_pool_without_ids_are_re_tokenised_counted_and_warned(tmp_path) -> None:  # noqa: ANN001
+    state = fixed_corpus_state(tmp_path)
+    cfg = RoundsConfig(steps_per_round=2, batch_size=1000)
+    rounds_step(state, 0, cfg, total_steps=2, seed=0, protocol="rft")  # step 0 collects
+    with sqlite3.connect(state.pool.path) as db:  # as a pool written before ids were kept would hold them
+        db.execute("UPDATE rollouts SET token_ids = NULL")
+    with pytest.warns(UserWarning, match=r"round 0: \d+ of \d+ SFT attempts have no stored token ids"):
+        stats = rounds_step(state, 1, cfg, total_steps=2, seed=0, protocol="rft")
+    [(batch, _)] = state.reasoner.sft
+    old = {e.completion for e in batch if e.completion_ids is None}
+    assert old and stats.round_retokenized == len(old) < len(batch)  # step 1's attempts still have their ids
+    assert {e.completion_ids for e in batch if e.completion_ids is not None} == {(5, 6)}
 
 
 def test_epochs_and_batches_are_shuffled_from_the_seed_and_the_round(tmp_path) -> None:  # noqa: ANN001
@@ -283,3 +354,156 @@ def test_a_protocol_leaves_the_runs_settings_as_they_were(tmp_path) -> None:  # 
     assert state.settings is before and state.settings == copy
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.settings.k = 2  # type: ignore[misc]
+# --------------------------------------------------------------------------- SFT trains the sampled ids (real policies)
+
+
+def spy_on(policy: HFPolicy) -> tuple[list[Completion], list[Experience]]:
+    """Record every completion ``policy`` samples and every row its ``sft_update`` trains (the real methods run)."""
+    sampled: list[Completion] = []
+    trained: list[Experience] = []
+    generate, sft_update = policy.generate, policy.sft_update
+
+    def recording_generate(prompts, n, params=None, seed=None):  # noqa: ANN001, ANN202
+        out = generate(prompts, n, params, seed=seed)
+        sampled.extend(c for group in out for c in group)
+        return out
+
+    def recording_sft_update(batch, lr=None):  # noqa: ANN001, ANN202
+        trained.extend(policy.encode_sft(e) for e in batch)
+        return sft_update(batch, lr)
+
+    policy.generate, policy.sft_update = recording_generate, recording_sft_update  # type: ignore[method-assign]
+    return sampled, trained
+
+
+@pytest.mark.slow
+def test_a_round_trains_the_ids_the_default_worlds_reasoner_sampled(tmp_path, one_thread) -> None:  # noqa: ANN001
+    from synco.run.trainer import build_policy
+
+    cfg = load_config("arith")
+    reasoner = build_policy(cfg.reasoner)
+    sampled, trained = spy_on(reasoner)
+    settings = StepSettings(mode="static", n_cards=8, k=4, reasoner_sampling=cfg.reasoner.sampling)
+    state = fixed_corpus_state(tmp_path, reasoner=reasoner, settings=settings)
+    [stats] = run_rounds(state, RoundsConfig(steps_per_round=1, per_task=4, sft_lr=cfg.rounds.sft_lr), steps=1)
+    assert stats.round_updates == 1 and stats.round_retokenized == 0 and stats.round_examples == len(trained) > 0
+    pairs = {(tuple(c.prompt_ids), tuple(c.completion_ids)) for c in sampled if not c.truncated}
+    assert all((tuple(r.prompt_ids), tuple(r.completion_ids)) in pairs for r in trained)  # exactly as sampled
+    assert all(r.completion_ids[-1] in reasoner.eos_ids for r in trained)  # with the EOS that stopped it
+    # the prefilled "\boxed{" is the prompt's: the trained completion starts after it
+    assert all(reasoner.tokenizer.decode(r.prompt_ids).endswith("\\boxed{") for r in trained)
+
+
+def _smollm2_tokenizer():  # noqa: ANN202
+    """SmolLM2's BPE tokenizer alone: the converted folder when cached, else read from the package's GGUF
+    (~7 s; converting the weights as well would take 15-80 s)."""
+    from transformers import AutoTokenizer
+
+    from synco.learn.models import find_gguf, preset_cache_dir
+
+    cached = preset_cache_dir("smollm2")
+    if (cached / "config.json").is_file():
+        return AutoTokenizer.from_pretrained(str(cached))
+    gguf = find_gguf("smollm2")
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+@pytest.fixture(scope="module")
+def smol_tokenizer():  # noqa: ANN201
+    return _smollm2_tokenizer()
+
+
+@pytest.fixture()
+def smol_policy(smol_tokenizer) -> HFPolicy:  # noqa: ANN001
+    """A tiny random Llama over SmolLM2's real tokenizer and chat template: the tokenisation is the real model's."""
+    tok = smol_tokenizer
+    model = tiny_llama(tok, seed=0, hidden_size=16, num_layers=1, num_heads=2)
+    return HFPolicy(model, tok, PolicyConfig(model_path="smollm2-tokenizer", device="cpu", grpo=GRPOConfig(lr=1e-3)))
+
+
+ROUGH_TEXTS = (
+    "x = 3 , y = 4 .",  # spaces before punctuation: " ," and " ." are tokens of their own
+    "The answer is 1234567 , not 12 345.",  # digits
+    "\\frac{12}{34} + \\sqrt{2} = \\boxed{1.5}",  # LaTeX
+    "<think>\nLet me think . 2 + 2 = 4\n</think>\n\\boxed{4}",  # a think block (no special tokens in SmolLM2)
+)
+
+
+def rough_samples(tok) -> list[list[int]]:  # noqa: ANN001
+    """Completions a BPE model can sample that are not the canonical tokenisation of their own decoded text."""
+    canon = [tok(t, add_special_tokens=False)["input_ids"] for t in ROUGH_TEXTS]
+    im_end, im_start, endoftext = tok.convert_tokens_to_ids(["<|im_end|>", "<|im_start|>", "<|endoftext|>"])
+    per_char = [[i for ch in t for i in tok(ch, add_special_tokens=False)["input_ids"]] + [im_end] for t in ROUGH_TEXTS]
+    with_special = [c[:3] + [im_start] + c[3:] + [im_end] for c in canon]  # a special token the decoder drops
+    other_eos = [c + [endoftext] for c in canon]  # stopped at another EOS id than the one re-tokenising appends
+    return per_char + with_special + other_eos
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_SMOL is not None, reason=f"SmolLM2 tokenizer unavailable: {_SMOL}")
+def test_sft_on_a_bpe_tokenizer_trains_the_sampled_ids_not_a_re_tokenisation(tmp_path, smol_policy, one_thread) -> None:  # noqa: ANN001, E501
+    from synco.domains.math import MathDomain
+
+    pol, tok, domain = smol_policy, smol_policy.tokenizer, MathDomain()
+    samples = rough_samples(tok)
+    texts_ = [tok.decode(ids, skip_special_tokens=True) for ids in samples]  # as the generator stores the text
+    assert texts_ == list(ROUGH_TEXTS) * 3  # each decodes to its text exactly...
+    retok = [tok(t, add_special_tokens=False)["input_ids"] + [pol.eos_ids[0]] for t in texts_]
+    assert all(r != ids for r, ids in zip(retok, samples))  # ...and tokenising that text again gives other ids
+    # one task per sample (the same text samples apart), its attempt correct and stopped, through the pool
+    records = []
+    for i, ids in enumerate(samples):
+        card = TaskCard(**{name: f"{name} {i}" for name in CARD_FIELDS})
+        records.append(TaskRecord(step=0, slot=i, raw="", card=card, verdict=Verdict(valid=True, reference="4"),
+                                  rollouts=[Rollout(text=texts_[i], correct=True, n_tokens=len(ids),
+                                                    completion_ids=ids)]))
+    with TaskPool(tmp_path / "pool.sqlite") as pool:
+        pool.record_step(0, records)
+        back = pool.by_step(0, token_ids=True)
+    examples = sft_examples(back, pol, domain, RoundsConfig())
+    rows = [pol.encode_sft(e) for e in examples]
+    assert [r.completion_ids for r in rows] == samples  # the SFT batch holds the sampled ids
+    assert [pol.encode_sft(SFTExample(e.prompt, e.completion)).completion_ids for e in examples] == retok  # not these
+    # the prompt ids are the ones sampling conditioned on: generate encodes the same prompt text the same way
+    [[c]] = solve(pol, domain, [records[0].card.problem], 1, SamplingParams(max_new_tokens=1), seed=0)
+    assert rows[0].prompt_ids == c.prompt_ids and tok.decode(c.prompt_ids).startswith("<|im_start|>system")
+    # and the update's loss is the NLL of exactly those ids
+    before = nll(pol, rows)
+    stats = pol.sft_update(examples)
+    assert stats.stepped and stats.n_tokens == sum(map(len, samples))
+    assert stats.loss == pytest.approx(before, rel=1e-5)
+    assert before != pytest.approx(nll(pol, [pol.encode_sft(SFTExample(e.prompt, e.completion)) for e in examples]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_SMOL is not None, reason=f"SmolLM2 tokenizer unavailable: {_SMOL}")
+def test_sampled_bpe_ids_reach_the_pool_unchanged(tmp_path, smol_policy, one_thread) -> None:  # noqa: ANN001
+    """Natural sampling over a BPE vocabulary produces id sequences that are not their text's tokenisation;
+    the attempt the engine grades keeps them, and the pool gives them back."""
+    from synco.domains.math import MathDomain
+
+    pol, tok = smol_policy, smol_policy.tokenizer
+    [group] = solve(pol, MathDomain(), ["What is 2 + 2?"], 8, SamplingParams(max_new_tokens=12), seed=3)
+    eos = set(pol.eos_ids)
+    assert any(tok(c.text, add_special_tokens=False)["input_ids"] != [t for t in c.completion_ids if t not in eos]
+               for c in group)  # a random model's samples: several are not canonical
+    rollouts = grade_group(AnswerChecker(use_math_verify=False), group, "4", ReasonerRewardConfig())
+    assert [r.completion_ids for r in rollouts] == [c.completion_ids for c in group]
+    card = TaskCard(**{name: name for name in CARD_FIELDS})
+    with TaskPool(tmp_path / "pool.sqlite") as pool:
+        pool.record_step(0, [TaskRecord(step=0, slot=0, raw="", card=card, rollouts=rollouts,
+                                        verdict=Verdict(valid=True, reference="4"))])
+        [back] = pool.by_step(0, token_ids=True)
+    assert [r.completion_ids for r in back.rollouts] == [c.completion_ids for c in group]
+
+
+def nll(policy: HFPolicy, rows: list[Experience]) -> float:
+    """Token-mean NLL of each row's completion ids after its prompt ids, from plain one-row forward passes."""
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for r in rows:
+            ids = torch.tensor([r.prompt_ids + r.completion_ids])
+            logp = torch.log_softmax(policy.model(input_ids=ids).logits[0, :-1].float(), -1)
+            lp = logp.gather(-1, ids[0, 1:, None])[:, 0][len(r.prompt_ids) - 1:]
+            total, n = total - lp.sum().item(), n + len(r.completion_ids)
+    return total / n

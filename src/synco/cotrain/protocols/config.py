@@ -18,12 +18,40 @@ rft            rejection-sampling fine-tuning: rounds on the fixed corpus of ``m
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ProtocolName = Literal["online", "rounds", "alternating", "rft"]
 PROTOCOLS: tuple[str, ...] = ("online", "rounds", "alternating", "rft")
+
+SFT_LR = 1e-5
+"""Default peak learning rate of a round's supervised steps (``rounds.sft_lr``): of the order of the rates
+used for full-weight supervised fine-tuning of 1-8B-parameter LMs (5e-6 to 2e-5), ten times the paper's GRPO
+rate (1e-6), which an SFT step has no reason to share: it follows the plain NLL gradient of every token of a
+correct attempt, not a clipped, advantage-weighted ratio. Not tuned on any run here. LoRA wants about ten
+times more (the paper-1gpu preset sets 1e-4); the tiny arith models set their own (the arith preset)."""
+
+
+def legacy_rounds(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``rounds`` section in today's names: ``lr`` (before ``sft_lr`` existed) becomes ``sft_lr``.
+
+    ``lr: null`` meant "the Reasoner's GRPO rate" and maps to ``sft_lr: null``, which still means that, so
+    a config or checkpoint written before keeps its numbers. ValueError naming both when both are given,
+    or naming ``rounds.lr`` when its value cannot be a rate.
+    """
+    if "lr" not in data:
+        return data
+    out = {k: v for k, v in data.items() if k != "lr"}
+    lr = data["lr"]
+    if "sft_lr" in data:
+        raise ValueError(f"rounds.lr={lr!r} is the old name of rounds.sft_lr={data['sft_lr']!r}: give only sft_lr")
+    if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
+        raise ValueError(f"rounds.lr={lr!r} must be a number > 0 (or null: the GRPO rate); it is now rounds.sft_lr")
+    if lr is not None and data.get("update", "sft") != "sft":
+        raise ValueError(f"rounds.lr={lr} applies to rounds.update=sft only (update=grpo uses reasoner.grpo.lr)")
+    out["sft_lr"] = lr
+    return out
 
 
 class RoundsConfig(BaseModel):
@@ -38,13 +66,12 @@ class RoundsConfig(BaseModel):
     per_task: int = Field(1, ge=1, description="target=attempts: at most this many distinct correct attempts per task.")
     epochs: int = Field(1, ge=1, description="Passes over the round's training data.")
     batch_size: int = Field(64, ge=1, description="SFT examples (update=sft) or tasks (update=grpo) per optimizer step; the policy still splits them into micro-batches of grpo.micro_batch_size rows.")
-    lr: float | None = Field(None, gt=0, description="update=sft: learning rate of the round's SFT steps; None: the Reasoner's scheduled grpo.lr (update=grpo always uses it). The optimizer (AdamW state, scheduler) is the Reasoner's own either way.")
+    sft_lr: float | None = Field(SFT_LR, gt=0, description="update=sft: peak learning rate of the round's SFT steps, its own setting (1e-5: a usual full-weight SFT rate; LoRA wants ~10x; see synco.cotrain.protocols.config.SFT_LR); null: the Reasoner's scheduled grpo.lr, as before this setting existed. update=grpo ignores it (it uses reasoner.grpo.lr). The optimizer (AdamW state, scheduler) is the Reasoner's own either way. rounds.lr, its former name, is still read as sft_lr.")
 
-    @model_validator(mode="after")
-    def _lr_is_for_sft(self) -> "RoundsConfig":
-        if self.lr is not None and self.update != "sft":
-            raise ValueError(f"rounds.lr={self.lr} applies to rounds.update=sft only (update=grpo uses reasoner.grpo.lr)")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy_lr(cls, data: Any) -> Any:
+        return legacy_rounds(data) if isinstance(data, dict) else data
 
 
 class AlternatingConfig(BaseModel):

@@ -12,13 +12,18 @@ Everything a round trains on is read back from the pool, and the shuffling is se
 the run seed and the round, so a run resumed mid-round rebuilds exactly the same data:
 nothing of a round is pickled into a checkpoint. The fresh attempts of ``update=grpo``
 draw their request seeds as the step's own requests do (:func:`~synco.cotrain.engine.request_seed`),
-so with ``seed_per_request`` a Ray run records the same round as the in-process one.
+so with ``seed_per_request`` a Ray run records the same round as the in-process one. An attempt is
+trained on the token ids it was sampled as (the pool keeps them), not on its text tokenised again:
+with a BPE tokenizer the two can differ, and the update must raise the probability of what was
+sampled and graded. Attempts of a pool written before the ids were kept are tokenised from their
+text (counted in ``round_retokenized``, with a warning).
 """
 
 from __future__ import annotations
 
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
@@ -34,12 +39,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RoundTraining:
-    """What a round's training did: examples (or tasks), optimizer steps, mean loss, fresh rollouts."""
+    """What a round's training did: examples (or tasks), optimizer steps, mean loss, fresh rollouts, and how
+    many attempt examples had no stored ids and were tokenised from their text (an old pool's)."""
 
     examples: int
     updates: int
     loss: float | None
     rollouts: int
+    retokenized: int = 0
+
+
+@dataclass(frozen=True)
+class SFTCompletion:
+    """One completion a task contributes to SFT: its text without the prefilled response prefix, and the ids
+    that were sampled after the prompt (None for a reference answer, or an attempt stored without ids)."""
+
+    text: str
+    ids: tuple[int, ...] | None = None
 
 
 def round_of(step: int, cfg: RoundsConfig) -> int:
@@ -76,30 +92,45 @@ def reference_response(domain: Domain, card: TaskCard, reference: str) -> str:
     return f"{card.solution.strip()}\n\n\\boxed{{{reference}}}"
 
 
-def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> list[str]:
+def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> list[SFTCompletion]:
     """The completions one task contributes to SFT, without the prefilled response prefix.
 
-    Valid tasks only. ``attempts``: up to ``per_task`` distinct correct, untruncated attempts, in
-    attempt order; ``reference``: the verified answer as a response. A text that does not start
-    with the prefix the prompt ends with cannot be a continuation of it and is left out.
+    Valid tasks only. ``attempts``: up to ``per_task`` distinct correct, untruncated attempts (distinct
+    by text; the first attempt's sampled ids), in attempt order; ``reference``: the verified answer as a
+    response, except where the oracle corrected the card's answer and the domain builds the response
+    from the card's solution, which argues for the wrong answer (nothing then). A text that does not
+    start with the prefix the prompt ends with cannot be a continuation of it and is left out.
     """
     if not record.valid or record.card is None:
         return []
+    found: dict[str, tuple[int, ...] | None] = {}
     if cfg.target == "reference":
-        texts = [reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)]
+        if "reference_corrected" in record.verdict.reason_codes and getattr(domain, "format_reasoner_answer", None) is None:
+            return []
+        found[reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)] = None
     else:
-        texts = [r.text for r in record.rollouts if r.correct and not r.truncated]
+        for r in record.rollouts:
+            if r.correct and not r.truncated and r.text not in found:
+                found[r.text] = None if not r.completion_ids else tuple(r.completion_ids)
     prefix = response_prefix(domain)
-    return [t[len(prefix):] for t in dict.fromkeys(texts) if t.startswith(prefix)][:cfg.per_task]
+    return [SFTCompletion(t[len(prefix):], ids) for t, ids in found.items() if t.startswith(prefix)][:cfg.per_task]
 
 
 def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig) -> list[SFTExample]:
-    """The round's SFT data: distinct (problem, completion) pairs, prompts exactly as :func:`~synco.domains.base.solve`
-    builds them (so SFT trains the tokens a rollout would have sampled)."""
-    pairs = list(dict.fromkeys((r.card.problem, c) for r in records if r.card is not None
-                               for c in sft_completions(r, domain, cfg)))
+    """The round's SFT data: distinct (problem, completion text) pairs, prompts exactly as
+    :func:`~synco.domains.base.solve` builds them, completions as the ids that were sampled.
+
+    The policy encodes a prompt text the same way for sampling and for SFT, so the prompt ids are the
+    ones sampling conditioned on (the prefilled prefix belongs to the prompt); the completion ids are
+    the stored sampled ids, so SFT trains exactly the tokens a rollout sampled and was graded on.
+    """
+    pairs: dict[tuple[str, str], tuple[int, ...] | None] = {}
+    for r in records:
+        if r.card is not None:
+            for c in sft_completions(r, domain, cfg):
+                pairs.setdefault((r.card.problem, c.text), c.ids)
     prompts = reasoner_prompts(policy, domain, [p for p, _ in pairs])
-    return [SFTExample(prompt, completion) for prompt, (_, completion) in zip(prompts, pairs)]
+    return [SFTExample(prompt, text, ids) for prompt, ((_, text), ids) in zip(prompts, pairs.items())]
 
 
 def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
@@ -139,15 +170,22 @@ def _minibatches(data: Sequence[T], cfg: RoundsConfig, rng: random.Random) -> li
 
 def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) -> RoundTraining:
     """Train the Reasoner on the pool's records of the round that ``step`` closes (see :func:`training_steps`)."""
-    records = [rec for s in training_steps(step, cfg) for rec in state.pool.by_step(s)]
+    sft = cfg.update == "sft"
+    records = [rec for s in training_steps(step, cfg) for rec in state.pool.by_step(s, token_ids=sft)]
     rng = random.Random(f"rounds:{seed}:{round_of(step, cfg)}")
     updates: list[UpdateStats] = []
-    rollouts = 0
-    if cfg.update == "sft":
+    rollouts = retokenized = 0
+    if sft:
         examples = sft_examples(records, state.reasoner, state.domain, cfg)
         n_data = len(examples)
+        if cfg.target == "attempts":
+            retokenized = sum(e.completion_ids is None for e in examples)
+        if retokenized:
+            warnings.warn(f"round {round_of(step, cfg)}: {retokenized} of {n_data} SFT attempts have no stored "
+                          f"token ids (a pool written before they were kept) and are re-tokenised from their text, "
+                          f"which a BPE tokenizer may split otherwise than it was sampled", stacklevel=2)
         for batch in _minibatches(examples, cfg, rng):
-            updates.append(state.reasoner.sft_update(batch, cfg.lr))
+            updates.append(state.reasoner.sft_update(batch, cfg.sft_lr))
     else:
         tasks = grpo_tasks(records)
         n_data = len(tasks)
@@ -158,7 +196,7 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
                 updates.append(upd)
     stepped = [u for u in updates if u.stepped]
     loss = sum(u.loss for u in stepped) / len(stepped) if stepped else None
-    return RoundTraining(examples=n_data, updates=len(stepped), loss=loss, rollouts=rollouts)
+    return RoundTraining(examples=n_data, updates=len(stepped), loss=loss, rollouts=rollouts, retokenized=retokenized)
 
 
 def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
@@ -172,4 +210,5 @@ def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: 
     done = train_round(state, step, cfg, seed)
     return stats.model_copy(update={"t_train": stats.t_train + time.perf_counter() - t,
                                     "round_examples": done.examples, "round_updates": done.updates,
-                                    "round_loss": done.loss, "round_rollouts": done.rollouts})
+                                    "round_loss": done.loss, "round_rollouts": done.rollouts,
+                                    "round_retokenized": done.retokenized})
