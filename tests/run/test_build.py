@@ -7,10 +7,9 @@ from dataclasses import fields
 from synco.config import load_config
 from synco.cotrain.engine import StepSettings
 from synco.grading.answers import AnswerChecker
-from synco.run.build import build_domain, build_verifier, step_settings
-
-PROTOCOL_FIELDS = {"update_synthesizer", "update_reasoner", "protocol", "round", "phase"}
-
+from synco.config import RunConfig
+from synco.cotrain.engine import ONLINE, StepPlan
+from synco.run.build import STEP_SETTINGS_FROM, build_domain, build_verifier, step_settings
 
 def test_step_settings_read_every_knob_from_the_config():
     cfg = load_config("arith", overrides=[
@@ -25,16 +24,17 @@ def test_step_settings_read_every_knob_from_the_config():
     assert s.group_factor == cfg.group_factor and s.evosyn is cfg.evosyn
     assert s.reasoner_rewards is cfg.reasoner_rewards and s.synth_rewards is cfg.synth_rewards
     assert s.checker_sampling is cfg.reasoner.sampling  # no checker section: the Reasoner's sampling
-    # the protocol's fields keep the online defaults: the protocol's step sets them
-    assert (s.update_synthesizer, s.update_reasoner, s.protocol, s.round, s.phase) == (True, True, "online", None, None)
+    # what a protocol changes per step is its StepPlan, not a setting
+    assert not {f.name for f in fields(StepPlan)} & {f.name for f in fields(StepSettings)}
+    assert (ONLINE.update_synthesizer, ONLINE.update_reasoner, ONLINE.protocol) == (True, True, "online")
 
 
-def test_every_step_setting_is_mapped_or_left_to_the_protocol():
-    """A new StepSettings field must be added to ``step_settings`` (or to the protocol's fields) on purpose."""
-    mapped = {"mode", "n_cards", "n_contexts", "k", "group_factor", "synth_sampling", "reasoner_sampling",
-              "reasoner_rewards", "synth_rewards", "synth_scale_by_std", "reasoner_scale_by_std", "consensus",
-              "consensus_m", "checker_sampling", "evosyn", "window", "seed_per_request"}
-    assert {f.name for f in fields(StepSettings)} == mapped | PROTOCOL_FIELDS
+def test_every_step_setting_comes_from_a_config_field():
+    """A StepSettings field is the RunConfig field of its name, or says in STEP_SETTINGS_FROM where it lives."""
+    names = {f.name for f in fields(StepSettings)}
+    assert set(STEP_SETTINGS_FROM) <= names
+    assert names - set(STEP_SETTINGS_FROM) <= set(RunConfig.model_fields)
+    assert not set(STEP_SETTINGS_FROM) & set(RunConfig.model_fields)  # no shadowing of a same-name field
 
 
 def test_build_verifier_in_process_keeps_the_checker_and_the_domains_oracle():

@@ -3,7 +3,9 @@ the step's settings."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
+from typing import Any, Callable
 
 from synco.config import RunConfig, domain_context
 from synco.cotrain.engine import StepSettings
@@ -21,21 +23,27 @@ def build_domain(cfg: RunConfig) -> Domain:
     return get_domain(cfg.domain, domain_context(cfg))
 
 
-def step_settings(cfg: RunConfig) -> StepSettings:
-    """The per-step knobs of ``cotrain_step``, read from the run config (the one place that maps the two).
+STEP_SETTINGS_FROM: dict[str, Callable[[RunConfig], Any]] = {
+    "synth_sampling": lambda cfg: cfg.synthesizer.sampling,
+    "reasoner_sampling": lambda cfg: cfg.reasoner.sampling,
+    "synth_scale_by_std": lambda cfg: cfg.synthesizer.grpo.scale_adv_by_std,
+    "reasoner_scale_by_std": lambda cfg: cfg.reasoner.grpo.scale_adv_by_std,
+    "checker_sampling": lambda cfg: (cfg.checker or cfg.reasoner).sampling,
+    "window": lambda cfg: cfg.report.window,
+}
+"""The ``StepSettings`` fields that live elsewhere in the config; every other field is the ``RunConfig`` field of
+the same name."""
 
-    The protocol fields (``update_*``, ``protocol``, ``round``, ``phase``) keep their online defaults: the
-    protocol's step function sets them per step.
+
+def step_settings(cfg: RunConfig) -> StepSettings:
+    """The per-step knobs of ``cotrain_step``, derived from the run config (the one place that maps the two).
+
+    Each field is read by name from ``RunConfig`` unless :data:`STEP_SETTINGS_FROM` says where it lives, so a new
+    ``StepSettings`` field with a config field of its name needs no edit here (and one without fails loudly).
+    What a protocol changes per step is not here: it is the protocol's ``StepPlan``.
     """
-    return StepSettings(
-        mode=cfg.mode, n_cards=cfg.n_cards, n_contexts=cfg.n_contexts, k=cfg.k, group_factor=cfg.group_factor,
-        synth_sampling=cfg.synthesizer.sampling, reasoner_sampling=cfg.reasoner.sampling,
-        reasoner_rewards=cfg.reasoner_rewards, synth_rewards=cfg.synth_rewards,
-        synth_scale_by_std=cfg.synthesizer.grpo.scale_adv_by_std,
-        reasoner_scale_by_std=cfg.reasoner.grpo.scale_adv_by_std, consensus=cfg.consensus,
-        consensus_m=cfg.consensus_m, checker_sampling=(cfg.checker or cfg.reasoner).sampling,
-        evosyn=cfg.evosyn, window=cfg.report.window, seed_per_request=cfg.seed_per_request,
-    )
+    return StepSettings(**{f.name: STEP_SETTINGS_FROM[f.name](cfg) if f.name in STEP_SETTINGS_FROM
+                           else getattr(cfg, f.name) for f in fields(StepSettings)})
 
 
 def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | None = None) -> HFPolicy | None:
