@@ -105,7 +105,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
         return []
     found: dict[str, tuple[int, ...] | None] = {}
     if cfg.target == "reference":
-        if "reference_corrected" in record.verdict.reason_codes and getattr(domain, "format_reasoner_answer", None) is None:
+        if "reference_corrected" in record.verdict.reason_codes and not isinstance(domain, HasAnswerFormat):
             return []
         found[reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)] = None
     else:
