@@ -380,18 +380,34 @@ _MATH_SPAN = re.compile(
 """A maths span: ``$$..$$``, ``$..$`` (an escaped ``\\$`` inside is a dollar sign), ``\\(..\\)``, ``\\[..\\]``; bounded length."""
 _MATH_CONTENT = re.compile(r"[0-9A-Za-z\\]")
 """What a maths span must contain to be an answer (``$$$`` or ``$ , $`` is not one)."""
-_LOOSE_NUMBER = re.compile(
-    r"(?<![\w.^_])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?)%?(?![\w])"
+_RUN_TOKEN = re.compile(
+    r"(?P<cmd>\\[A-Za-z]+)|(?P<esc>\\[^A-Za-z\s])|(?P<word>[A-Za-z]+)|(?P<num>\d+)|(?P<open>\{)"
+    r"|(?P<op>[-+*/^_=<>!|()\[\].,%'&:\u2212\u00d7\u00f7\u00b7\u22c5\u2264\u2265\u2260\u00b1\u00b0"
+    r"\u00b2\u00b3\u00b9\u2070-\u209f\u20ac\u00a3\u00a5])"
+    r"|(?P<core>[\u03c0\u221a\u221e])|(?P<space>[ \t\u00a0\u2009\u202f]+)|(?P<other>.)",
+    re.DOTALL,
 )
-"""A number in running text: ``18``, ``-3``, ``1,250.50``, ``3/4``, ``25%`` (not an exponent, subscript or part of a word)."""
+"""Tokens of running text for :func:`_math_runs`: commands, escapes, words, digits, braced groups, maths symbols."""
+_LETTER_BEFORE = frozenset("=<>+-*/^_(|[\u2212\u00d7\u00b7")
+_LETTER_AFTER = frozenset("=<>+-*/^_)|]!'\u2212\u00d7\u00b7")
+_NON_CORE_CMDS = frozenset(
+    "quad qquad text textbf textit textrm mathrm mbox left right displaystyle textstyle hspace enspace "
+    "thinspace and or".split()
+)
+"""Commands that are spacing or text wrappers: on their own they make no maths answer."""
+_RUN_NAMES = frozenset(
+    "pi sqrt cbrt sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln lg exp".split()
+)
+"""Function names that continue a maths run in running text (not "to", "in", "min": English words too)."""
+_CHOICE_RUN = re.compile(r"\(\s*[A-J]\s*\)")
+_HEDGE_GAP = re.compile(r"(?i)[\s,]*(?:or|either|maybe|perhaps)[\s,:]*")
+"""What separates two candidates that are alternatives ("5 or 6"): a hedge, not an answer."""
 _FIRST_LINE = re.compile("[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
 """Up to the first line break (any that ``str.splitlines`` knows)."""
 _GSM8K_MARK = re.compile(r"(?<!#)####(?!#)[ \t]*")
 """GSM8K's final-answer marker ``#### 72`` (exactly four hashes; what follows must start like maths)."""
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _MAX_MARKS_PER_LINE = 3
 _MAX_MARKER_TRIES = 16
-_MAX_TAIL_SENTENCES = 6
 _TAIL_CHARS = 4000
 
 
@@ -431,28 +447,202 @@ def _all_boxed(boxes: tuple[str, ...]) -> tuple[str, ExtractionMethod]:
     return ", ".join(form for form, _, _ in kept), "boxed_all"
 
 
-def _rhs(text: str) -> str:
-    """The part after the last top-level ``=`` of a chain like ``3 + 4 = 7`` (the text itself when there is none)."""
-    parts = _split_top(text, "=")
-    if parts is None or len(parts) < 2 or not parts[-1].strip():
-        return text.strip()
-    return parts[-1].strip()
+_RELATION_MARK = re.compile(
+    r"[<>]|!=|\\(?:le|ge|leq|geq|leqslant|geqslant|lt|gt|ne|neq|in|notin|approx|subset|subseteq|supset|to)(?![A-Za-z])"
+)
+
+
+def _final_side(text: str) -> str:
+    """The part of a maths answer that states the result: the value after worked arithmetic, else the whole.
+
+    ``3 + 4 = 7`` -> ``7`` and ``\\binom{4}{2} \\cdot 2 = 12`` -> ``12`` (a constant left side is
+    working); ``x = 2 + 3 = 5`` -> ``x = 5``. An assignment (``x = 5``), an equation with variables on
+    the right (``7 = 11a + c``, ``y = 2x + 3``) or with an expression on the left (``m + n = 80``), a
+    relation (``x \\ge 5``) and a system (``x = 1, y = 2``) are kept whole, so what they state reaches
+    the comparison: the gold ``7 = 11a + c`` is never cut down to ``11a + c``.
+    """
+    s = text.strip()
+    if _RELATION_MARK.search(s):
+        return s
+    parts = _split_top(s, "=")
+    if parts is None or len(parts) < 2:
+        return s
+    parts = [p.strip() for p in parts]
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part or items is None or len(items) > 1:
+            return s
+    lhs, rhs = parts[0], parts[-1]
+    rhs_letters = _free_letters(rhs)
+    if rhs_letters is None or rhs_letters:
+        return s
+    lhs_letters = _free_letters(lhs)
+    if lhs_letters is not None and not lhs_letters:
+        return rhs
+    return s if len(parts) == 2 else f"{lhs} = {rhs}"
+
+
+def _math_letter(text: str, start: int, end: int, after_command: bool) -> bool:
+    """Whether the one-letter word ``text[start:end]`` is a variable (``x = 5``, ``2x``, ``\\cdot y``), not English ("a", "I")."""
+    if after_command or (start > 0 and (text[start - 1].isdigit() or text[start - 1] in "})\\")):
+        return True
+    if end < len(text) and (text[end].isdigit() or text[end] in "^_({'"):
+        return True
+    i = start - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    if i >= 0 and text[i] in _LETTER_BEFORE:
+        return True
+    j = end
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return j < len(text) and text[j] in _LETTER_AFTER
+
+
+def _is_unit_word(word: str) -> bool:
+    """A unit written as a word after a number ("cm", "kg", "dollars", "grams"), for :func:`_math_runs`."""
+    w = word.lower()
+    if w in _SHORT_UNITS or w in _UNIT_SYNONYMS:
+        return True
+    return len(w) > 3 and w.endswith("s") and w[:-1] in _UNIT_SYNONYMS
+
+
+def _trim_run(text: str, start: int, end: int) -> tuple[int, int]:
+    """A maths run without punctuation or unmatched brackets at its ends (``(see 2)`` -> ``2``, ``5,`` -> ``5``)."""
+    while True:
+        before = (start, end)
+        while start < end and text[start] in " \t,.;:'!)]%":
+            start += 1
+        while end > start and text[end - 1] in " \t,.;:'([":
+            end -= 1
+        piece = text[start:end]
+        if end > start and text[end - 1] in ")]" and piece.count("(") + piece.count("[") < piece.count(")") + piece.count("]"):
+            end -= 1
+        if end > start and text[start] in "([" and piece.count("(") + piece.count("[") > piece.count(")") + piece.count("]"):
+            start += 1
+        if (start, end) == before:
+            return start, end
+
+
+def _math_runs(text: str) -> list[tuple[int, int]]:
+    """Spans of maths written without delimiters in running text, in order (linear in ``len(text)``).
+
+    A run is made of numbers, commands with their braced arguments, operators and brackets, with
+    variables (one letter next to an operator or a number: ``x = 5``, ``2x``) and unit words after a
+    number (``12 500 dollars``, ``60 km/h``); an ordinary word, ``$``, ``;`` or a sentence end stops
+    it. Only runs with a number, a maths command or a choice label ``(A)`` count: ``She walks
+    3\\frac{1}{2} miles.`` gives ``3\\frac{1}{2} miles``, never the ``2`` of the fraction; ``5_{2}``
+    stays whole, so a subscript is never read as the answer.
+    """
+    pairs = _brace_pairs(text)
+    runs: list[tuple[int, int]] = []
+    start = last = -1
+    core = False
+    prev_kind = ""
+    pos, n = 0, len(text)
+
+    def close() -> None:
+        nonlocal start, last, core
+        if start >= 0:
+            a, b = _trim_run(text, start, last)
+            if b > a and (core or _CHOICE_RUN.fullmatch(text, a, b)):
+                runs.append((a, b))
+        start, last, core = -1, -1, False
+
+    while pos < n:
+        m = _RUN_TOKEN.match(text, pos)
+        assert m is not None  # the last alternative matches any character
+        kind, tok, end = m.lastgroup or "other", m.group(), m.end()
+        is_math, is_core = True, False
+        if kind == "space":
+            pos = end
+            continue
+        if kind == "cmd":
+            is_core = tok[1:] not in _NON_CORE_CMDS
+        elif kind in ("num", "core"):
+            is_core = True
+        elif kind == "esc":
+            pass  # \\, \{ \% \$: part of the maths
+        elif kind == "open":
+            close_at = pairs.get(pos, -1)
+            if close_at < 0:
+                is_math = False
+            else:
+                end = close_at + 1
+                is_core = prev_kind == "cmd" or any(c.isdigit() for c in text[pos:end])
+        elif kind == "word":
+            if len(tok) == 1:
+                is_math = _math_letter(text, pos, end, prev_kind == "cmd")
+            elif tok.lower() in _RUN_NAMES:
+                is_core = True
+            else:
+                is_math = start >= 0 and prev_kind in ("num", "open") and _is_unit_word(tok)
+        elif kind == "op":
+            if tok == "." and (end >= n or text[end].isspace()):
+                is_math = False  # a sentence ends
+            elif tok == ":" and not (pos > 0 and text[pos - 1].isdigit() and end < n and text[end].isdigit()):
+                is_math = False  # "Total: 64"; a ratio 3:4 stays
+        else:
+            is_math = False
+        if is_math:
+            if start < 0:
+                start = pos
+            last, core = end, core or is_core
+        else:
+            close()
+        prev_kind = kind if is_math else ""
+        pos = end
+    close()
+    return runs
+
+
+def _candidates(text: str) -> list[tuple[int, int, str]]:
+    """Answer candidates of running text in order: maths spans (their stated side) and undelimited maths runs.
+
+    A ``$..$`` span that reads as prose is two dollar amounts, not maths: its text is scanned for runs instead.
+    """
+    found: list[tuple[int, int, str]] = []
+    pos = 0
+    for m in _MATH_SPAN.finditer(text):
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if not _MATH_CONTENT.search(inner) or _is_prose(inner):
+            continue
+        found.extend((pos + a, pos + b, text[pos + a : pos + b]) for a, b in _math_runs(text[pos : m.start()]))
+        found.append((m.start(), m.end(), inner))
+        pos = m.end()
+    found.extend((pos + a, pos + b, text[pos + a : pos + b]) for a, b in _math_runs(text[pos:]))
+    return found
 
 
 def _last_candidate(text: str) -> str | None:
-    """The last maths span (``$..$``, ``\\(..\\)``; its right-hand side) or number in ``text``, whichever ends last.
+    """The last maths span or maths run in ``text`` (its stated side, :func:`_final_side`); None for a hedge.
 
-    A ``$..$`` span that reads as prose is two dollar amounts, not maths, and is skipped.
+    Two different answers offered as alternatives at the end ("5 or 6", "(A) or (B)") are no answer.
     """
-    best: tuple[int, str] | None = None
-    for m in _MATH_SPAN.finditer(text):
-        inner = next(g for g in m.groups() if g is not None).strip()
-        if _MATH_CONTENT.search(inner) and not _is_prose(inner):
-            best = (m.end(), _rhs(inner))
-    for m in _LOOSE_NUMBER.finditer(text):
-        if best is None or m.end() > best[0]:  # a number inside a kept span never ends after it
-            best = (m.end(), m.group(0))
-    return best[1] if best is not None else None
+    found = _candidates(text)
+    if not found:
+        return None
+    last = found[-1]
+    if len(found) > 1:
+        prev = found[-2]
+        if _HEDGE_GAP.fullmatch(text, prev[1], last[0]) and prev[2].strip() != last[2].strip():
+            return None
+    return _final_side(last[2])
+
+
+def _bare_answer(text: str) -> str | None:
+    """The whole text when it is one line of maths and nothing else (``\\frac{10}{9}``, ``1 000``, ``x >= 5``,
+    ``7 = 11a+c``, ``2,74 $``): a gold answer or a bare prediction, kept whole rather than cut to its last number.
+
+    Words are allowed only inside ``\\text{..}``, as function names or as units (``60km/h``).
+    """
+    s = _clean_line_answer(text)
+    if not s or len(s) > MAX_ANSWER_CHARS or any(c in s for c in "\n\r") or not _MATH_CONTENT.search(s):
+        return None
+    t = re.sub(r"\\[A-Za-z]+", " ", _TEXT_GROUP.sub(" ", s))
+    if any(w.lower() not in _MATH_NAMES and not _is_unit_word(w) for w in re.findall(r"[A-Za-z]{2,}", t)):
+        return None
+    return _final_side(s)
 
 
 @dataclass(frozen=True)
@@ -487,7 +677,7 @@ def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
     if m is not None:  # may run over several lines (a display block below a heading)
         inner = next(g for g in m.groups() if g is not None).strip()
         if _MATH_CONTENT.search(inner) and not _is_prose(inner):
-            return inner, True
+            return _final_side(inner), True
     s = _FIRST_LINE.match(s).group()  # type: ignore[union-attr]  # always matches (possibly empty)
     cut = _EXPLANATION_BREAK.search(s)
     answer = _clean_line_answer(s[: cut.start()] if cut is not None else s)
@@ -502,7 +692,7 @@ def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
     if _is_prose(answer):
         found = _last_candidate(answer)
         return (found, False) if found else None
-    return answer, True
+    return _final_side(answer), True
 
 
 def _line_starts(lines: list[str]) -> list[int]:
@@ -578,17 +768,16 @@ def _gsm8k_answer(text: str) -> _Marked | None:
 
 
 def _last_sentence_answer(text: str) -> str | None:
-    """Eval-mode fallback: the last number or maths span of the last sentence that has one (``... 18 apples left.`` -> 18).
+    """Eval-mode fallback: the whole text when it is bare maths, else its last maths span or run.
 
-    Looks at most :data:`_MAX_TAIL_SENTENCES` sentences back in the last :data:`_TAIL_CHARS` characters.
+    ``\\frac{10}{9}`` stays ``\\frac{10}{9}`` (not ``9``), ``1 000`` stays one thousand, ``7 = 11a+c``
+    stays an equation; ``... so she has 18 apples left.`` gives 18. Reads the last :data:`_TAIL_CHARS` characters.
     """
     tail = text[-_TAIL_CHARS:]
-    sentences = [s for s in _SENTENCE_SPLIT.split(tail) if s.strip()]
-    for sentence in reversed(sentences[-_MAX_TAIL_SENTENCES:]):
-        found = _last_candidate(sentence)
-        if found:
-            return found
-    return None
+    bare = _bare_answer(tail)
+    if bare is not None:
+        return bare
+    return _last_candidate(tail)
 
 
 def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
@@ -603,8 +792,32 @@ def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
     return bool(_ANSWER_START.match(s) or _CHOICE.match(s) or (_WORD.match(s) and " " not in s))
 
 
+_BOX_GAP = re.compile(
+    r"(?:\s|[,;$&]|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\\\|\\[()\[\]]|\\text\s*\{\s*(?:and|or|,)?\s*\}"
+    r"|(?i:and|or)(?![A-Za-z])|[A-Za-z]\s*=)*"
+)
+"""What may stand between boxes that give one answer together: spacing, commas, ``$``, "and" / "or", ``x =``."""
+_MAX_BOX_GAP = 200
+
+
+def _final_boxes(text: str, boxes: list[_BoxSpan]) -> list[_BoxSpan]:
+    """The last box and the boxes right before it with only separators between (``\\boxed{1}\\boxed{2}``,
+    ``$x = \\boxed{2}$ or $x = \\boxed{-3}$``): in eval mode they are one answer, the list of their values.
+
+    Boxes with words between them (an intermediate result boxed, then the final one) stay apart.
+    """
+    run = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        gap_end = run[0].start
+        if gap_end - box.end > _MAX_BOX_GAP or _BOX_GAP.fullmatch(text, box.end, gap_end) is None:
+            break
+        run.insert(0, box)
+    return run
+
+
 def _eval_extraction(text: str, boxes: list[_BoxSpan], boxed: BoxedPolicy) -> Extraction:
-    """Eval mode: the last box, unless an explicit answer line or ``####`` marker comes after it; else the last sentence."""
+    """Eval mode: the last box (with the boxes right before it), unless an explicit answer line or ``####``
+    marker comes after it; else the whole text when it is bare maths, else the last maths of the text."""
     contents = tuple(b.content for b in boxes)
     marked = _eval_answer_line(text)
     gsm = _gsm8k_answer(text)
@@ -613,6 +826,10 @@ def _eval_extraction(text: str, boxes: list[_BoxSpan], boxed: BoxedPolicy) -> Ex
     if boxes and (marked is None or not _overrides_box(marked, boxes[-1])):
         if boxed == "all":
             answer, method = _all_boxed(contents)
+            return Extraction(answer, method, contents)
+        final = _final_boxes(text, boxes)
+        if len(final) > 1:
+            answer, method = _all_boxed(tuple(b.content for b in final))
             return Extraction(answer, method, contents)
         return Extraction(contents[-1], "boxed", contents)
     if marked is not None:
@@ -698,9 +915,36 @@ _TRAILING_TEXT_UNIT = re.compile(
     re.DOTALL,
 )
 _PLAIN_UNIT = re.compile(
-    r"^(?P<head>[-+\d.,/%\s()\[\]]*[\d)]%?|.*\\frac\s*\{[^{}]*\}\s*\{[^{}]*\})\s+"
+    r"^(?P<head>[-+\d.,/%\s()\[\]]*[\d)]%?|.*\\frac\s*\{[^{}]*\}\s*\{[^{}]*\}|[-+]?[\d.]+[eE][-+]?\d+"
+    r"|.*\\(?:times|cdot)\s*10\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|[-+]?\d+))\s+"
     r"(?P<unit>[A-Za-z]+\.?(?:\s*(?:/|per)\s*[A-Za-z]+|\s+[A-Za-z]+){0,2}(?:\s*\^\s*\{?-?\d\}?)?)$"
 )
+_GLUED_UNIT = re.compile(
+    r"^(?P<head>[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+))(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec"
+    r"|mph|kph|kmh|m|g|s|h|l)(?:\^\{?[23]\}?)?(?:/(?:s|h|hr|min|km|m)(?:\^\{?2\}?)?)?)$"
+)
+"""A unit written against its number: ``5cm``, ``60km/h``, ``150m^2``. A lone one-letter name (``5m``, ``2s``)
+is left alone: it may be a product with a variable; with a power or a rate (``150m^2``, ``9.8m/s^2``) it is a unit."""
+_CURRENCY = re.compile(r"[\u20ac\u00a3\u00a5\u20b9]|\\(?:euro|pounds|yen)(?![A-Za-z])")
+_SUPERSCRIPT_DIGITS = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207a\u207b", "0123456789+-")
+_SUBSCRIPT_DIGITS = str.maketrans("\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089", "0123456789")
+_SUPERSCRIPT_RUN = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u207b]+")
+_SUBSCRIPT_RUN = re.compile("[\u2080-\u2089]+")
+"""Unicode super- and subscript digits (``5\u00b2``, ``52\u2088``) as the LaTeX they stand for (``5^{2}``, ``52_{8}``)."""
+_INVISIBLE_COMMANDS = re.compile(
+    r"\\(?:displaystyle|textstyle|scriptstyle|scriptscriptstyle|limits|nolimits|strut|mathstrut|relax)(?![A-Za-z])"
+)
+"""Commands that print nothing; removed so they cannot stand between a number and its subscript (``5\\displaystyle_2``)."""
+_SCRIPT_COMMANDS = re.compile(r"\\(sb|sp|textsubscript|textsuperscript)(?![A-Za-z])\s*")
+_SCRIPT_COMMAND_SIGN = {"sb": "_", "sp": "^", "textsubscript": "_", "textsuperscript": "^"}
+_RELATION_SPELLINGS = (
+    (re.compile(r"\\(?:geqslant|geq|ge)(?![A-Za-z])\s*|>=\s*"), r"\\ge "),
+    (re.compile(r"\\(?:leqslant|leq|le)(?![A-Za-z])\s*|<=\s*|=<\s*"), r"\\le "),
+    (re.compile(r"\\(?:neq|ne)(?![A-Za-z])\s*|!=\s*|\\not\s*=\s*"), r"\\ne "),
+    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
+    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
+)
+"""Every spelling of a relation as one LaTeX command: ``>=``, ``\\geq``, ``\\geqslant`` -> ``\\ge``; ``=<`` -> ``\\le``; ``!=`` -> ``\\ne``."""
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|(?<=[\d}])\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])")
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)\s*\.|\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _FRAC_SHORT = (
@@ -812,8 +1056,12 @@ def _normalise_unit(unit: str) -> str:
     return "".join(out).replace(" ", "") + power
 
 
-def _is_unit_words(unit: str) -> bool:
-    """Whether trailing plain words look like a unit ("cm", "apples", "square feet") rather than maths ("x", "and 5", "pi")."""
+def _is_unit_words(unit: str, wrapped: bool = False) -> bool:
+    """Whether trailing words look like a unit ("cm", "apples", "square feet") rather than maths ("x", "and 5", "pi").
+
+    ``wrapped``: the words were inside ``\\text{..}`` / ``\\mathrm{..}`` after a number (``300 \\mathrm{~K}``,
+    ``5 \\text{ N}``), where one or two letters are a unit symbol too (not ``e`` or ``i``, which may be constants).
+    """
     words = re.findall(r"[A-Za-z]+", unit)
     if not words or len(words) > 3:
         return False
@@ -821,7 +1069,7 @@ def _is_unit_words(unit: str) -> bool:
     if any(w in _MATH_NAMES or w in _UNIT_STOPWORDS for w in lowered):
         return False
     if all(len(w) <= 2 for w in lowered):
-        return all(w in _SHORT_UNITS for w in lowered)
+        return all(w in _SHORT_UNITS or (wrapped and w not in ("e", "i")) for w in lowered)
     return True
 
 
@@ -839,17 +1087,23 @@ def _prepare(answer: str) -> _Prepared | None:
     if _looks_hostile(s):
         return None
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPT_DIGITS) + "}", s)
+    s = _SUBSCRIPT_RUN.sub(lambda m: "_{" + m.group(0).translate(_SUBSCRIPT_DIGITS) + "}", s)
     s = _SQRT_SYMBOL.sub(r"\\sqrt{\1}", s).replace("\u221a", "\\sqrt")
     s = s.replace("\x01", "").replace("\\\\", "\x01")  # protect LaTeX row breaks from the spacing rules below
     s, was_text = _strip_outer(s)
     s = _LEFT_RIGHT.sub("", s)
-    s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle)\b", "", s)
+    s = _INVISIBLE_COMMANDS.sub("", s)
+    s = _SCRIPT_COMMANDS.sub(lambda m: _SCRIPT_COMMAND_SIGN[m.group(1)], s)
     s = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", s)
     s = re.sub(r"\\!\s*", "", s)
     s = s.replace("{,}", ",")
     s = re.sub(r"(\d)\\[,;: ](?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"\\(?:[,;: ]|quad|qquad|enspace|thinspace)", " ", s).replace("~", " ")
     s = s.replace("\\$", "").replace("$", "")
+    s = _CURRENCY.sub("", s)
+    for pattern, repl in _RELATION_SPELLINGS:
+        s = pattern.sub(repl, s)
     s = s.replace("\\%", "%")
     s = re.sub(r"(?i)(?<!\s)\s*\bpercent(?:age)?\b", "%", s)  # (?<!\s): one try per run of spaces, not one per space
     s = _DEGREES.sub("", s)
@@ -864,7 +1118,7 @@ def _prepare(answer: str) -> _Prepared | None:
             or not re.search(r"\d", m.group("head"))
             or not re.search(r"[A-Za-z]", m.group("unit"))
             or re.search(r"[()\[\]]", m.group("unit"))
-            or not _is_unit_words(m.group("unit"))
+            or not _is_unit_words(m.group("unit"), wrapped=True)
         ):
             break
         unit = m.group("unit") + re.sub(r"\s|\{|\}", "", m.group("pow") or "")
@@ -882,6 +1136,11 @@ def _prepare(answer: str) -> _Prepared | None:
         if m.group("unit").lower().strip() not in _DEGREE_WORDS:
             units.append(m.group("unit"))
         s = m.group("head").strip()
+    else:
+        m = _GLUED_UNIT.match(s)
+        if m and (len(m.group("name")) > 1 or m.group("unit") != m.group("name")):
+            units.append(m.group("unit"))
+            s = m.group("head")
     s = s.strip().rstrip(",;").strip()
     if re.search(r"[^.]\.$", s):
         s = s[:-1].rstrip()
@@ -905,6 +1164,7 @@ class _Num:
     value: Fraction
     half_ulp: Fraction | None = None
     percent_raw: Fraction | None = None  # the number before "%" when the answer had a percent sign
+    digits: int | None = None  # significant digits of a written decimal (2.6667: 5), None when exact
 
 
 @dataclass(frozen=True)
@@ -954,6 +1214,7 @@ class _Seq:
     open: str
     close: str
     items: tuple["_Value", ...]
+    decimal: "_Num | None" = None  # "3,5": also the number 3.5 written with a decimal comma
 
 
 @dataclass(frozen=True)
@@ -967,11 +1228,33 @@ class _Equation:
     rhs: "_Value"
 
 
-_Value = Union[_Num, _Inf, _DivZero, _Choice, _Letter, _Word, _BaseNum, _Seq, _Matrix, _Equation, _Opaque]
+@dataclass(frozen=True)
+class _Span:
+    """An interval of the real line; an infinite end is never closed."""
+
+    lo: "_Num | _Inf"
+    lo_closed: bool
+    hi: "_Num | _Inf"
+    hi_closed: bool
+
+
+@dataclass(frozen=True)
+class _Region:
+    """The solution set of a relation in one variable: ``x \\ge 5``, ``-2 \\le x < 7``, ``x \\ne 3``, ``-x \\ge -1``.
+
+    Written relations that mean the same set are one region: ``x \\ge 5`` = ``5 \\le x``,
+    ``-x \\ge -1`` = ``x \\le 1`` (multiplying by -1 flips the sign), ``2x + 1 > 5`` = ``x > 2``.
+    """
+
+    var: str
+    spans: tuple[_Span, ...]
+
+
+_Value = Union[_Num, _Inf, _DivZero, _Choice, _Letter, _Word, _BaseNum, _Seq, _Matrix, _Equation, _Region, _Opaque]
 
 _DEC = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _NUMBER = re.compile(
-    r"^(?P<sign>[-+]?)\s*(?P<mant>\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d{1,3}(?: \d{3})+(?:\.\d*)?|" + _DEC + r")"
+    r"^(?P<sign>[-+]?)\s*(?P<mant>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d*)?|[1-9]\d{0,2}(?: \d{3})+(?:\.\d*)?|" + _DEC + r")"
     r"(?:[eE](?P<e1>[-+]?\d{1,6})|\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*(?:\{\s*(?P<e2>[-+]?\s*\d{1,6})\s*\}|(?P<e3>[-+]?\d{1,6})))?"
     r"\s*(?P<pct>%)?$"
 )
@@ -995,6 +1278,8 @@ _CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$
 _WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
 _MATRIX = re.compile(r"^\\begin\{(?P<env>[pbB]?matrix|smallmatrix)\}(?P<body>.*)\\end\{(?P=env)\}$", re.DOTALL)
 _IDENT = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\s*(?:\{[A-Za-z0-9]+\}|[A-Za-z0-9]))?$")
+_IDENT_TUPLE = re.compile(r"^\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)$")
+"""``(x, y)`` on the left of ``(x, y) = (2, -1)``: the answer is the tuple on the right."""
 _OPENERS = (("\\{", "{"), ("\\langle", "("), ("(", "("), ("[", "["), ("{", "{"))
 _CLOSERS = (("\\}", "}"), ("\\rangle", ")"), (")", ")"), ("]", "]"), ("}", "}"))
 
@@ -1076,11 +1361,12 @@ def _decimal_number(sign: str, mant: str, exp: int, pct: bool) -> _Num | None:
     value = Fraction(int(digits), 10 ** len(frac)) * Fraction(10) ** exp
     inexact = "." in mant or exp != 0
     half_ulp = Fraction(1, 2) * Fraction(10) ** (exp - len(frac)) if inexact else None
+    significant = len(digits.lstrip("0")) if inexact else None
     if sign == "-":
         value = -value
     if pct:
         return _Num(value / 100, half_ulp / 100 if half_ulp is not None else None, value)
-    return _Num(value, half_ulp)
+    return _Num(value, half_ulp, digits=significant)
 
 
 def _parse_number(text: str) -> _Num | _DivZero | None:
@@ -1167,6 +1453,9 @@ def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
                 return None
             return _BaseNum(digits, base)
         return None
+    comma = _decimal_comma(text)
+    if comma is not None:
+        return comma
     m = _MATRIX.match(text)
     if m:
         return _parse_matrix(m.group("body"), depth)
@@ -1181,12 +1470,198 @@ def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
     eq = _parse_equation(text, depth)
     if eq is not None:
         return eq
+    if _REL_OP.search(text):
+        return _parse_relation(text)
     if _WORD.match(text):
         tokens = text.lower().split()
         if len(tokens) <= 4 and not any(t in _MATH_NAMES for t in tokens):
             if was_text or any(len(t) >= 3 for t in tokens) or text.lower() in ("no", "yes"):
                 return _Word(" ".join(t for t in tokens if t not in ("the", "a", "an")) or " ".join(tokens))
     return None
+
+
+_DECIMAL_COMMA = re.compile(r"^(?P<sign>[-+]?)(?P<int>\d{1,3}(?:[ .]\d{3})+|\d+),(?P<frac>\d+)\s*(?P<pct>%)?$")
+
+
+def _decimal_comma(text: str) -> _Num | _Seq | None:
+    """A number written with a decimal comma: ``1 234 567,5`` and ``1.000,99`` are one number; ``3,5``,
+    ``1000,99`` and ``0,111`` (no valid thousands grouping) are 3.5, 1000.99, 0.111 against a number
+    and the two-item list they also spell against a list (see :func:`_same`)."""
+    m = _DECIMAL_COMMA.match(text)
+    if m is None:
+        return None
+    sign, whole, frac = m.group("sign"), m.group("int"), m.group("frac")
+    number = _decimal_number(sign, whole.replace(" ", "").replace(".", "") + "." + frac, 0, bool(m.group("pct")))
+    if number is None or " " in whole or "." in whole or m.group("pct"):
+        return number
+    return _Seq("", "", (_Num(Fraction(int(sign + whole))), _Num(Fraction(int(frac)))), number)
+
+
+_REL_OP = re.compile(r"\\(?:le|ge|ne)(?![A-Za-z])|<|>")
+_GREEK_VAR = (
+    r"\\(?:alpha|beta|gamma|delta|theta|vartheta|lambda|mu|nu|xi|rho|sigma|tau|phi|varphi|chi|psi|omega|kappa|eta|zeta)"
+    r"(?![A-Za-z])"
+)
+_VAR_TERM = re.compile(r"^(?P<coef>.*?)\s*(?:\\cdot|\\times|\*)?\s*(?P<var>[A-Za-z]|" + _GREEK_VAR + r")$", re.DOTALL)
+_VAR_OVER = re.compile(
+    r"^(?:\\frac\s*\{(?P<num>[^{}]*)\}\s*\{(?P<den>[^{}]+)\}|(?P<num2>[^/]+)/(?P<den2>[^/]+))$", re.DOTALL
+)
+_MAX_TERMS = 20
+
+
+def _signed_terms(text: str) -> list[tuple[int, str]] | None:
+    """``2x - \\frac{1}{2} + 3`` as [(1, "2x"), (-1, "\\frac{1}{2}"), (1, "3")]: top-level + and - split, signs kept.
+
+    A sign after ``^``, ``_``, ``*``, ``/`` or an exponent's ``e`` belongs to what follows; None if brackets do not balance.
+    """
+    terms: list[tuple[int, str]] = []
+    depth, sign, start = 0, 1, 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c in "+-" and depth == 0:
+            before = text[start:i].strip()
+            prev = before[-1:] if before else ""
+            if before and prev not in "^_*/" and not (prev in "eE" and before[:-1][-1:].isdigit()):
+                terms.append((sign, before))
+                sign, start = (1 if c == "+" else -1), i + 1
+            elif not before:
+                sign, start = (sign if c == "+" else -sign), i + 1
+        i += 1
+    last = text[start:].strip()
+    if depth != 0 or not last or len(terms) >= _MAX_TERMS:
+        return None
+    terms.append((sign, last))
+    return terms
+
+
+def _plain_number(text: str) -> _Num | None:
+    """A number or fraction without a percent sign (``2``, ``0.5``, ``\\frac{3}{2}``), else None."""
+    n = _parse_number(text.strip())
+    return n if isinstance(n, _Num) and n.percent_raw is None else None
+
+
+def _var_term(term: str) -> tuple[str, Fraction] | None:
+    """(variable, coefficient) of a linear term: ``x``, ``2x``, ``\\frac{1}{2} x``, ``3 \\cdot y``, ``\\frac{x}{2}``, ``x/2``."""
+    over = _VAR_OVER.match(term)
+    if over is not None:
+        top, bottom = over.group("num") or over.group("num2"), over.group("den") or over.group("den2")
+        inner = _var_term(top.strip()) if top is not None else None
+        den = _plain_number(bottom) if bottom is not None else None
+        if inner is None or den is None or den.value == 0:
+            return None
+        return inner[0], inner[1] / den.value
+    m = _VAR_TERM.match(term)
+    if m is None or m.group("var") in ("e", "i"):
+        return None
+    head = m.group("coef").strip()
+    if not head:
+        return m.group("var"), Fraction(1)
+    coef = _plain_number(head)
+    return (m.group("var"), coef.value) if coef is not None else None
+
+
+def _linear(side: str) -> tuple[str | None, Fraction, _Num] | None:
+    """``side`` as ``p * var + q``: (var or None, p, q as a number). A lone written number keeps its precision."""
+    terms = _signed_terms(side)
+    if terms is None:
+        return None
+    var: str | None = None
+    p, q = Fraction(0), Fraction(0)
+    constants: list[_Num] = []
+    for sign, term in terms:
+        number = _plain_number(term)
+        if number is not None:
+            q += sign * number.value
+            constants.append(number if sign > 0 else _Num(-number.value, number.half_ulp, digits=number.digits))
+            continue
+        found = _var_term(term)
+        if found is None or (var is not None and found[0] != var):
+            return None
+        var, p = found[0], p + sign * found[1]
+    constant = constants[0] if len(constants) == 1 and len(terms) == 1 else _Num(q)
+    return var, p, constant
+
+
+_FULL_LINE = _Span(_Inf(-1), False, _Inf(1), False)
+
+
+def _order_key(v: "_Num | _Inf") -> Fraction | float:
+    return v.value if isinstance(v, _Num) else math.inf * v.sign
+
+
+def _constraint(op: str, bound: _Num) -> list[_Span]:
+    """The set where ``var op bound`` holds."""
+    if op == "\\ne":
+        return [_Span(_Inf(-1), False, bound, False), _Span(bound, False, _Inf(1), False)]
+    if op in ("<", "\\le"):
+        return [_Span(_Inf(-1), False, bound, op == "\\le")]
+    return [_Span(bound, op == "\\ge", _Inf(1), False)]
+
+
+def _intersect(a: _Span, b: _Span) -> _Span | None:
+    """The common part of two intervals, or None when they do not meet."""
+    ka, kb = _order_key(a.lo), _order_key(b.lo)
+    lo, lo_closed = (a.lo, a.lo_closed) if ka > kb else (b.lo, b.lo_closed) if kb > ka else (a.lo, a.lo_closed and b.lo_closed)
+    ka, kb = _order_key(a.hi), _order_key(b.hi)
+    hi, hi_closed = (a.hi, a.hi_closed) if ka < kb else (b.hi, b.hi_closed) if kb < ka else (a.hi, a.hi_closed and b.hi_closed)
+    klo, khi = _order_key(lo), _order_key(hi)
+    if klo > khi or (klo == khi and not (lo_closed and hi_closed)):
+        return None
+    return _Span(lo, lo_closed, hi, hi_closed)
+
+
+_FLIPPED = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le", "\\ne": "\\ne"}
+
+
+def _parse_relation(text: str) -> _Region | None:
+    """A chain of linear relations in one variable (``x \\ge 5``, ``-2 \\le x \\le 7``, ``2x + 1 > 5``) as its solution set.
+
+    Each link ``L op R`` becomes ``p x + q op 0`` and then ``x op' -q/p``, the relation flipped when ``p < 0``;
+    the links' sets are intersected. None (math-verify decides) for several variables, non-linear sides,
+    a link without the variable, or a system (``x > 1, y < 2``).
+    """
+    parts, ops, pos = [], [], 0
+    for m in _REL_OP.finditer(text):
+        parts.append(text[pos : m.start()])
+        ops.append(m.group(0))
+        pos = m.end()
+    parts.append(text[pos:])
+    if len(parts) > 5 or any(not p.strip() or _split_top(p, ",;") is None or len(_split_top(p, ",;")) > 1 for p in parts):
+        return None
+    sides = [_linear(p) for p in parts]
+    if any(side is None for side in sides):
+        return None
+    names = {side[0] for side in sides if side is not None and side[0] is not None}
+    if len(names) != 1:
+        return None
+    var = names.pop()
+    spans = [_FULL_LINE]
+    for op, left, right in zip(ops, sides, sides[1:]):
+        assert left is not None and right is not None
+        p = (left[1] if left[0] else 0) - (right[1] if right[0] else 0)
+        if p == 0:
+            return None
+        if left[0] and left[1] == 1 and left[2].value == 0 and not right[0]:  # x op c: keep c as written
+            bound, rel = right[2], op
+        elif right[0] and right[1] == 1 and right[2].value == 0 and not left[0]:  # c op x
+            bound, rel = left[2], _FLIPPED[op]
+        else:
+            bound, rel = _Num((right[2].value - left[2].value) / p), op if p > 0 else _FLIPPED[op]
+        spans = [c for a in spans for b in _constraint(rel, bound) if (c := _intersect(a, b)) is not None]
+        if not spans:
+            return None
+    spans.sort(key=lambda sp: (_order_key(sp.lo), not sp.lo_closed))
+    return _Region(var, tuple(spans))
 
 
 def _parse_group(group: tuple[str, str, str], depth: int) -> _Value | None:
@@ -1224,7 +1699,7 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
     if m is None:
         return None
     lhs, rhs = text[: m.start()].strip(), text[m.end() :].strip()
-    if not _IDENT.match(lhs) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
+    if not (_IDENT.match(lhs) or _IDENT_TUPLE.match(lhs)) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
         return None
     if not rhs:
         return None
@@ -1239,7 +1714,12 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
 # ---------------------------------------------------------------------------
 
 
-def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
+APPROX_DIGITS = 4
+"""Inside a set, interval, tuple, matrix or relation, a written decimal with at least this many significant
+digits equals an exact value it rounds from: ``(0.6, 2.6667]`` is ``(\\frac{3}{5}, \\frac{8}{3}]``."""
+
+
+def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0), approx: bool = False) -> bool:
     """Exact for integers/fractions; a written decimal within 1e-6 relative and half a unit of its last digit.
 
     ``0.333333`` matches ``1/3`` (it is 1/3 rounded) but ``1000000.5`` does not match
@@ -1247,11 +1727,19 @@ def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
     ``23634691.5 != 23634691.51`` although they differ by less than 1e-6 relative.
     A positive ``tol`` (the caller's ``rel_tol``) also accepts any two numbers within
     ``tol`` relative of the larger: ``1.6e-19`` equals ``1.602e-19`` at ``tol = 0.01``.
+    ``approx`` (an entry of a compound answer) also accepts a decimal of at least
+    :data:`APPROX_DIGITS` significant digits that is an exact value correctly rounded:
+    ``2.6667`` for ``8/3``, never ``2.67`` or ``2.6666``.
     """
     if a.value == b.value:
         return True
     if tol and abs(a.value - b.value) <= tol * max(abs(a.value), abs(b.value)):
         return True
+    if approx:
+        for x, y in ((a, b), (b, a)):
+            if (x.half_ulp is not None and y.half_ulp is None and (x.digits or 0) >= APPROX_DIGITS
+                    and abs(x.value - y.value) <= x.half_ulp):
+                return True
     ulps = [x.half_ulp for x in (a, b) if x.half_ulp is not None]
     if not ulps:
         return False
@@ -1267,16 +1755,17 @@ def _num_candidates(n: _Num) -> list[_Num]:
     return [n, _Num(n.percent_raw, raw_ulp)]
 
 
-def _compare_numbers(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
+def _compare_numbers(a: _Num, b: _Num, tol: Fraction = Fraction(0), approx: bool = False) -> bool:
     if a.percent_raw is not None and b.percent_raw is not None:
-        return _numbers_equal(a, b, tol)
-    return any(_numbers_equal(x, y, tol) for x in _num_candidates(a) for y in _num_candidates(b))
+        return _numbers_equal(a, b, tol, approx)
+    return any(_numbers_equal(x, y, tol, approx) for x in _num_candidates(a) for y in _num_candidates(b))
 
 
 def _compare_ordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fraction = Fraction(0)) -> bool | None:
+    """Entry by entry, in order (entries of a compound answer: decimals compare at :data:`APPROX_DIGITS`)."""
     if len(a) != len(b):
         return False
-    verdicts = [_same(x, y, tol) for x, y in zip(a, b)]
+    verdicts = [_same(x, y, tol, approx=True) for x, y in zip(a, b)]
     if False in verdicts:
         return False
     return None if None in verdicts else True
@@ -1295,7 +1784,7 @@ def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fracti
         return set(keys_a) == set(keys_b)
     if len(a) * len(b) > 4096:
         return None  # big mixed lists: leave them to math-verify's time-bounded check
-    table = [[_same(x, y, tol) for y in b] for x in a]
+    table = [[_same(x, y, tol, approx=True) for y in b] for x in a]
     if any(v is None for row in table for v in row):
         return None
     covers_a = all(any(row) for row in table)
@@ -1304,7 +1793,12 @@ def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fracti
 
 
 def _compare_seqs(a: _Seq, b: _Seq, tol: Fraction = Fraction(0)) -> bool | None:
-    """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive."""
+    """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive.
+
+    A braced set never equals a bracketed pair or tuple, either way round: ``\\{1, 3\\}`` is not ``(1, 3)``,
+    which is an open interval or an ordered pair, and neither is a set of two numbers. A bare list
+    (``1, 3``) is read as the set or as the tuple the other side writes.
+    """
     a_set, b_set = a.open in ("", "{"), b.open in ("", "{")
     if a_set and b_set:
         return _compare_unordered(a.items, b.items, tol)
@@ -1331,8 +1825,58 @@ def _compare_matrix_vector(m: _Matrix, s: _Seq, tol: Fraction = Fraction(0)) -> 
     return _compare_ordered(flat, s.items, tol)
 
 
-def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool | None:
-    """True/False when the fast path is sure, None when math-verify must decide (``tol``: relative tolerance, 0 = off)."""
+def _interval_spans(v: _Value) -> tuple[_Span, ...] | None:
+    """An interval written as a bracketed pair (``[-2, 7)``, ``(-\\infty, 3]``) as spans; None for anything else."""
+    if not isinstance(v, _Seq) or v.open not in "([" or v.close not in ")]" or not v.open or len(v.items) != 2:
+        return None
+    lo, hi = v.items
+    if not isinstance(lo, (_Num, _Inf)) or not isinstance(hi, (_Num, _Inf)):
+        return None
+    return (_Span(lo, v.open == "[" and isinstance(lo, _Num), hi, v.close == "]" and isinstance(hi, _Num)),)
+
+
+def _same_spans(a: tuple[_Span, ...], b: tuple[_Span, ...], tol: Fraction) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if (x.lo_closed, x.hi_closed) != (y.lo_closed, y.hi_closed):
+            return False
+        if not (_same(x.lo, y.lo, tol, approx=True) and _same(x.hi, y.hi, tol, approx=True)):
+            return False
+    return True
+
+
+def _compare_region(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool:
+    """A relation's solution set against another relation, ``x \\in`` an interval, or (as the reference only) an interval.
+
+    ``-2 \\le x \\le 7`` equals ``x \\in [-2, 7]`` either way round, and a predicted ``[-2, 7]`` answers the
+    reference ``-2 \\le x \\le 7``; a predicted inequality never answers a reference written as an interval
+    (the question asked for interval notation). Different variables never match.
+    """
+    def as_region(v: _Value) -> tuple[str, tuple[_Span, ...]] | None:
+        if isinstance(v, _Region):
+            return v.var, v.spans
+        if isinstance(v, _Equation) and _IDENT.match(v.lhs):
+            spans = _interval_spans(v.rhs)
+            return (v.lhs, spans) if spans is not None else None
+        return None
+
+    ra, rb = as_region(a), as_region(b)
+    if ra is not None and rb is not None:
+        return ra[0] == rb[0] and _same_spans(ra[1], rb[1], tol)
+    if rb is not None and isinstance(b, _Region):
+        spans = _interval_spans(a)
+        return spans is not None and _same_spans(spans, rb[1], tol)
+    return False
+
+
+def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0), approx: bool = False) -> bool | None:
+    """True/False when the fast path is sure, None when math-verify must decide.
+
+    ``a`` is the prediction and ``b`` the reference (a few rules read one way only: :func:`_listed_pair`,
+    :func:`_compare_region`); ``tol`` is the caller's relative tolerance (0 = off); ``approx`` marks an entry
+    of a compound answer (see :func:`_numbers_equal`).
+    """
     if isinstance(a, _DivZero) or isinstance(b, _DivZero):
         return False
     if isinstance(a, _Word) or isinstance(b, _Word):
@@ -1345,18 +1889,22 @@ def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool | None:
         return False
     if isinstance(a, _Opaque) or isinstance(b, _Opaque):
         return None
+    if isinstance(a, _Region) or isinstance(b, _Region):
+        return _compare_region(a, b, tol)
     if isinstance(a, _Equation) and isinstance(b, _Equation):
-        return _same(a.rhs, b.rhs, tol) if a.lhs == b.lhs else False
+        return _same(a.rhs, b.rhs, tol, approx) if a.lhs == b.lhs else False
     if isinstance(a, _Equation):
-        return _same(a.rhs, b, tol)
+        return _same(a.rhs, b, tol, approx)
     if isinstance(b, _Equation):
-        return _same(a, b.rhs, tol)
+        return _same(a, b.rhs, tol, approx)
     if isinstance(a, _Num) and isinstance(b, _Num):
-        return _compare_numbers(a, b, tol)
+        return _compare_numbers(a, b, tol, approx)
     if isinstance(a, _Seq) and isinstance(b, (_Num, _Inf)) or isinstance(b, _Seq) and isinstance(a, (_Num, _Inf)):
-        seq = a if isinstance(a, _Seq) else b
+        seq, other = (a, b) if isinstance(a, _Seq) else (b, a)
+        if seq.decimal is not None and isinstance(other, _Num):  # type: ignore[union-attr]
+            return _compare_numbers(seq.decimal, other, tol, approx)  # type: ignore[union-attr]
         if len(seq.items) > 1:  # type: ignore[union-attr]
-            return False  # "5,5" (a list, or 5.5 with a decimal comma) and "3:4" are not the number 5 or 0.75
+            return False  # "5,5" (5.5 with a decimal comma) is not 5; "1, 2" and "3:4" are no single number
     if isinstance(a, _Inf) and isinstance(b, _Inf):
         return a.sign == b.sign
     if isinstance(a, (_Num, _Inf)) and isinstance(b, (_Num, _Inf)):
@@ -1469,8 +2017,35 @@ _PRIME_TEX = re.compile(
 _PRIME_RUN = re.compile("(\\S?)\\s*[\"'\u2019\u201d\u2032\u2033\u2034\u2035]+")
 _ELLIPSIS = r"(?:\\(?:ldots|dots|cdots|dotsc|dotsb|dotso|mathellipsis)(?![A-Za-z])|\.{3,}|\u2026)"
 _ELLIPSIS_ON_NUMBER = re.compile(r"[\d.})\]]\s*" + _ELLIPSIS + "|" + _ELLIPSIS + r"\s*\d")
+def _equation_sides(text: str) -> tuple[str, str] | None:
+    """(left, right) of one equation ``L = R`` (not a chain, relation, or system like ``x = 1, y = 2``), else None."""
+    if _RELATION_MARK.search(text):
+        return None
+    parts = _split_top(text, "=")
+    if parts is None or len(parts) != 2:
+        return None
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part.strip() or items is None or len(items) > 1:
+            return None
+    return parts[0].strip(), parts[1].strip()
+
+
+def _one_side_of_equation(pred_text: str, ref_text: str) -> bool:
+    """Whether the reference is an equation that is not an assignment (``7 = 11a + c``, ``a + 3z = 0``,
+    ``x^2 + y^2 = 25``) and the prediction is no equation: then it is at best one side of it (``11a + c``,
+    ``0``, ``25``), which states nothing. An assignment (``x = 5``, ``y = 2x + 3``) is answered by its value."""
+    sides = _equation_sides(ref_text)
+    if sides is None or _IDENT.match(sides[0]) or _IDENT_TUPLE.match(sides[0]):
+        return False
+    return "=" not in pred_text
+
+
 _NUMBER_DECORATION = re.compile(
-    r"(?:^|[\d.})\]])\s*_"  # a subscript on a numeral or group (a valid base numeral like 52_8 is read by the fast path)
+    # a subscript on a numeral, group or bar, past spaces, empty groups and bars: 5_2, 5{}_2, 5\Big|_{2}, {}_{2}5
+    # (a valid base numeral like 52_8 is read by the fast path before this is asked)
+    r"(?:^|[\d.})\]|%!'])(?:\s|\{\s*\}|\\(?:vert|rvert|lvert|Vert|rVert|mid)(?![A-Za-z]))*_"
+    r"|[_^]\s*\{\s*\}"  # an empty sub- or superscript: 5_{}, 5^{ }
     r"|(?<![_^\d])\d+\s+\d"  # digit groups apart that are not thousands (1 000 is read by the fast path): "10 00"
     r"|!\s*[\d.]"  # a factorial followed by digits: "1!000"
     r"|%\s*[\d.]"  # digits after a percent sign: "10%00"
@@ -1926,6 +2501,8 @@ class AnswerChecker:
             return False
         if pred.key == ref.key:
             return True
+        if _one_side_of_equation(pred.text, ref.text):
+            return False
         a = _parse_value(pred.text, pred.was_text)
         b = _parse_value(ref.text, ref.was_text)
         if a is None or b is None:
