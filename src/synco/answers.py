@@ -361,8 +361,8 @@ _MARK_CONNECTOR = re.compile(r"(?i)(?:is|was|would\s+be|will\s+be|should\s+be|eq
 _WORD_PAREN = re.compile(r"\([ \t]*[A-Za-z][A-Za-z .,'\-]{1,48}\)")
 """A parenthetical of words only ("(in dollars)", "(rounded to the nearest cent)"): a qualifier, never maths."""
 _TRAILING_WORD_PAREN = re.compile(r"\s" + _WORD_PAREN.pattern + r"\Z")
-_ANSWER_START = re.compile(r"[$\\(\[{\d+\-]|\.\d")
-"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths, not a word."""
+_ANSWER_START = re.compile(r"[$\\(\[{\d+\-\u2212\u20ac\u00a3\u00a5\u20b9]|\.\d")
+"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths or a currency sign, not a word."""
 _HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
 _EXPLANATION_BREAK = re.compile(
     r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|not|and\s+this)\b"
@@ -400,6 +400,13 @@ _RUN_NAMES = frozenset(
 )
 """Function names that continue a maths run in running text (not "to", "in", "min": English words too)."""
 _CHOICE_RUN = re.compile(r"\(\s*[A-J]\s*\)")
+_QUALIFIER_GAP = re.compile(
+    r"(?i)[^.!?\n]*?(?:\b(?:at|when|where|for|if|with|given|about|approximately|approx|roughly|around|nearly)\b\.?"
+    r"|\\approx|\u2248)\s*"
+)
+"""Text between an answer and what qualifies it ("at", "when", "about", "approximately"): the answer comes first."""
+_LIST_GAP = re.compile(r"(?i)\s*,?\s*(?:and\s*)?")
+"""Commas and "and" between maths spans that list one answer."""
 _HEDGE_GAP = re.compile(r"(?i)[\s,]*(?:or|either|maybe|perhaps)[\s,:]*")
 """What separates two candidates that are alternatives ("5 or 6"): a hedge, not an answer."""
 _FIRST_LINE = re.compile("[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
@@ -447,6 +454,7 @@ def _all_boxed(boxes: tuple[str, ...]) -> tuple[str, ExtractionMethod]:
     return ", ".join(form for form, _, _ in kept), "boxed_all"
 
 
+_APPROX_MARK = re.compile(r"\\approx(?![A-Za-z])|\u2248|\\simeq(?![A-Za-z])")
 _RELATION_MARK = re.compile(
     r"[<>]|!=|\\(?:le|ge|leq|geq|leqslant|geqslant|lt|gt|ne|neq|in|notin|approx|subset|subseteq|supset|to)(?![A-Za-z])"
 )
@@ -462,6 +470,13 @@ def _final_side(text: str) -> str:
     the comparison: the gold ``7 = 11a + c`` is never cut down to ``11a + c``.
     """
     s = text.strip()
+    if s.endswith((".", ",", ";")) and not s.endswith(".."):  # the sentence's stop inside "\\[ 9. \\]"
+        s = s[:-1].rstrip()
+    if s.startswith("=") and not s.startswith("=="):  # "$= \\frac{1}{6}$" continues the text before it
+        s = s[1:].strip()
+    approx = _APPROX_MARK.search(s)
+    if approx is not None and s[: approx.start()].strip():  # "\\frac{1}{6} \\approx 0.167": the exact value
+        s = s[: approx.start()].strip()
     if _RELATION_MARK.search(s):
         return s
     parts = _split_top(s, "=")
@@ -511,7 +526,7 @@ def _trim_run(text: str, start: int, end: int) -> tuple[int, int]:
     """A maths run without punctuation or unmatched brackets at its ends (``(see 2)`` -> ``2``, ``5,`` -> ``5``)."""
     while True:
         before = (start, end)
-        while start < end and text[start] in " \t,.;:'!)]%":
+        while start < end and text[start] in " \t,.;:'!)]%=":
             start += 1
         while end > start and text[end - 1] in " \t,.;:'([":
             end -= 1
@@ -615,18 +630,36 @@ def _candidates(text: str) -> list[tuple[int, int, str]]:
 
 
 def _last_candidate(text: str) -> str | None:
-    """The last maths span or maths run in ``text`` (its stated side, :func:`_final_side`); None for a hedge.
+    """The answer a sentence ends on: its last maths span or run (its stated side, :func:`_final_side`).
 
-    Two different answers offered as alternatives at the end ("5 or 6", "(A) or (B)") are no answer.
+    Three refinements, all within one sentence: an answer followed by a qualifier ("$-4$ at $x = 2$",
+    "$\\frac{3}{7}$, which is about 0.43") is the answer before it; maths spans listed with commas and
+    "and" ("$1$, $2$ and $3$"; "$x = 1$, $x = 2$, and $x = 3$": one variable) are one list; two different answers offered as alternatives
+    ("5 or 6", "(A) or (B)") are no answer (None).
     """
     found = _candidates(text)
     if not found:
         return None
-    last = found[-1]
-    if len(found) > 1:
-        prev = found[-2]
+    i = len(found) - 1
+    while i > 0 and _QUALIFIER_GAP.fullmatch(text, found[i - 1][1], found[i][0]):
+        i -= 1
+    last = found[i]
+    if i > 0:
+        prev = found[i - 1]
         if _HEDGE_GAP.fullmatch(text, prev[1], last[0]) and prev[2].strip() != last[2].strip():
             return None
+    listed = [last]
+    while i > 0 and text[found[i][0]] in "$\\" and text[found[i - 1][0]] in "$\\" \
+            and _LIST_GAP.fullmatch(text, found[i - 1][1], found[i][0]):
+        i -= 1
+        listed.insert(0, found[i])
+    if len(listed) > 1:
+        items = [_final_side(c[2]) for c in listed]
+        sides = [_equation_sides(item) for item in items]
+        if all(side is None for side in sides) or (
+            all(side is not None and _IDENT.match(side[0]) for side in sides) and len({side[0] for side in sides if side}) == 1
+        ):  # values, or values of one variable: "$x = 1$, $x = 2$"; not "$3 + 4 = 7$ and $k = 2$"
+            return ", ".join(items)
     return _final_side(last[2])
 
 
@@ -726,6 +759,9 @@ def _marked_answer(line: str, below: str, offset: int) -> _Marked | None:
         if conn is not None:
             i = _skip_space(line, conn.end(), end)
         rest = line[i:end]
+        opened = rest.lstrip()
+        if below and opened.startswith(("\\[", "$$", "\\(")) and _MATH_SPAN.match(opened) is None:
+            rest = rest + "\n" + below  # "Answer \\[" with the display block on the lines below
         if not rest.strip(" \t*_:#"):
             heading = _HEADING_DECORATION.fullmatch(line, 0, mark.start()) is not None
             if not (explicit or heading and method == "final_answer_line"):
@@ -777,7 +813,12 @@ def _last_sentence_answer(text: str) -> str | None:
     bare = _bare_answer(tail)
     if bare is not None:
         return bare
-    return _last_candidate(tail)
+    found = _last_candidate(tail)
+    if found is None:
+        words = _clean_line_answer(tail)
+        if _WORD.match(words) and len(words.split()) <= 2:  # a bare text answer: "Yes", "even"
+            return words
+    return found
 
 
 def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
@@ -915,12 +956,11 @@ _TRAILING_TEXT_UNIT = re.compile(
     re.DOTALL,
 )
 _PLAIN_UNIT = re.compile(
-    r"^(?P<head>[-+\d.,/%\s()\[\]]*[\d)]%?|.*\\frac\s*\{[^{}]*\}\s*\{[^{}]*\}|[-+]?[\d.]+[eE][-+]?\d+"
-    r"|.*\\(?:times|cdot)\s*10\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|[-+]?\d+))\s+"
+    r"^(?P<head>.*[\d})]%?)\s+"
     r"(?P<unit>[A-Za-z]+\.?(?:\s*(?:/|per)\s*[A-Za-z]+|\s+[A-Za-z]+){0,2}(?:\s*\^\s*\{?-?\d\}?)?)$"
 )
 _GLUED_UNIT = re.compile(
-    r"^(?P<head>[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+))(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec"
+    r"^(?P<head>[-+]?(?:\d(?:[\d,]| (?=\d))*(?:\.\d+)?|\.\d+))(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec"
     r"|mph|kph|kmh|m|g|s|h|l)(?:\^\{?[23]\}?)?(?:/(?:s|h|hr|min|km|m)(?:\^\{?2\}?)?)?)$"
 )
 """A unit written against its number: ``5cm``, ``60km/h``, ``150m^2``. A lone one-letter name (``5m``, ``2s``)
@@ -1073,10 +1113,18 @@ def _is_unit_words(unit: str, wrapped: bool = False) -> bool:
     return True
 
 
+def _unit_head(head: str) -> bool:
+    """Whether what stands before trailing unit words is a quantity: a number or maths of numbers
+    (``12 500``, ``2\\sqrt{2}``, ``3.0 \\times 10^8``, ``\\frac{7}{2}``), not words ("5 apples and 3")."""
+    return bool(re.search(r"\d", head)) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", head)
+
+
 def _space_key(text: str) -> str:
-    """Drop whitespace except between two letters/digits (``2 1/2`` stays apart from ``21/2``)."""
+    """Drop whitespace except between two letters/digits (``2 1/2`` stays apart from ``21/2``) and after a comma
+    before a group of three digits (the list ``1, 100`` stays apart from the number ``1,100``)."""
     s = re.sub(r"\s+", " ", text).strip()
-    return re.sub(r"(?<=[^A-Za-z0-9]) | (?=[^A-Za-z0-9])", "", s)
+    s = re.sub(r"(?<=\d), (?=\d{3}(?!\d))", ",\x02", s)
+    return re.sub(r"(?<=[^A-Za-z0-9\x02]) | (?=[^A-Za-z0-9\x02])", "", s).replace("\x02", " ")
 
 
 def _prepare(answer: str) -> _Prepared | None:
@@ -1132,7 +1180,7 @@ def _prepare(answer: str) -> _Prepared | None:
         s = unwrapped
     s = re.sub(r"\s+", " ", s).strip()
     m = _PLAIN_UNIT.match(s)
-    if m and _is_unit_words(m.group("unit")):
+    if m and _unit_head(m.group("head")) and _is_unit_words(m.group("unit")):
         if m.group("unit").lower().strip() not in _DEGREE_WORDS:
             units.append(m.group("unit"))
         s = m.group("head").strip()
@@ -1699,6 +1747,8 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
     if m is None:
         return None
     lhs, rhs = text[: m.start()].strip(), text[m.end() :].strip()
+    if m.group(0) == "=" and _IDENT.match(rhs) and not _IDENT.match(lhs):  # "5 = t" is "t = 5"
+        lhs, rhs = rhs, lhs
     if not (_IDENT.match(lhs) or _IDENT_TUPLE.match(lhs)) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
         return None
     if not rhs:
@@ -2036,7 +2086,7 @@ def _one_side_of_equation(pred_text: str, ref_text: str) -> bool:
     ``x^2 + y^2 = 25``) and the prediction is no equation: then it is at best one side of it (``11a + c``,
     ``0``, ``25``), which states nothing. An assignment (``x = 5``, ``y = 2x + 3``) is answered by its value."""
     sides = _equation_sides(ref_text)
-    if sides is None or _IDENT.match(sides[0]) or _IDENT_TUPLE.match(sides[0]):
+    if sides is None or _IDENT.match(sides[0]) or _IDENT_TUPLE.match(sides[0]) or _IDENT.match(sides[1]):
         return False
     return "=" not in pred_text
 
