@@ -361,6 +361,7 @@ def test_equations_by_hand(checker: AnswerChecker, pred: str, ref: str, expected
     ("The minimum is $-4$ at $x = 2$.", "-4"), ("The probability is $\\frac{3}{7}$, which is about 0.43.", "\\frac{3}{7}"),
     ("Probability $= \\frac{1}{6} \\approx 0.167$", "\\frac{1}{6}"), ("It is 5 or 6.", None),
     ("The roots are $x = 1$, $x = 2$, and $x = 3$.", "x = 1, x = 2, x = 3"), ("So $3 + 4 = 7$ and $k = 2$.", "k = 2"),
+    ("So $x = 2$ or $x = -3$.", "x = 2, x = -3"), ("It is $5$ or $6$.", "5, 6"), ("x = 5. y = 3", "y = 3"),
 ])
 def test_the_stated_side_of_a_final_equation(text: str, answer: str | None) -> None:
     assert extract_answer(text, mode="eval") == answer

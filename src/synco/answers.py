@@ -13,7 +13,12 @@ Two jobs:
     ``\\boxed{..}`` / ``\\fbox{..}``, else the last "final answer:" / "answer:"
     line with the answer alone on it (``Answer: 9 because ...`` is the answer
     "9 because ..."). The Reasoner is asked for one boxed answer, so the box wins
-    over any later line, and nothing is guessed from prose.
+    over any later line, and nothing is guessed from prose. It refuses, on purpose,
+    what eval mode reads: several different boxes are a hedge, not a list (the
+    last box counts and :attr:`Extraction.hedged` is set), a later line never
+    overrides a box, and there is no ``####`` marker, no text after an answer and no
+    last-sentence fallback: a policy rewarded for any of these learns to spread
+    guesses over boxes and prose.
   - ``mode="eval"`` (benchmark grading, what model outputs look like): an answer
     line may carry text after the answer (``The final answer is $10,455$. I hope it
     is correct.``, ``Answer: 9, since ...``), may lack the colon (``Answer $ 9 $``,
@@ -23,9 +28,21 @@ Two jobs:
     line or ``####`` marker *after* it states an answer outright (maths, a choice,
     one word) -- a model that boxes 5 and then writes "Wait ... the final answer is
     6" answered 6; a remark after the box ("to double-check the answer: plug in
-    ...") leaves the box. With no box and no marker, the last number or maths
-    span of the last sentence that has one (``... so she has 18 apples left.`` ->
-    18): an evaluation-only fallback, never used for rewards.
+    ...") leaves the box. Boxes side by side with only separators between
+    (``\\boxed{1}\\boxed{2}``, ``$x = \\boxed{2}$ or $x = \\boxed{-3}$``) are one
+    answer, the list of their values; boxes with words between them are working,
+    then the answer. With no box and no marker (an evaluation-only fallback, never
+    used for rewards): a text that is one line of bare maths is the answer whole
+    (``\\frac{10}{9}``, ``1 000``, ``2,74 $``, ``x >= 5``, ``7 = 11a+c``), else the last
+    maths of the text: a ``$..$`` / ``\\(..\\)`` / ``\\[..\\]`` span or an undelimited
+    run of numbers, commands, operators, variables and units (``... so she has 18
+    apples left.`` -> 18, ``She walks 3\\frac{1}{2} miles.`` -> ``3\\frac{1}{2} miles``,
+    never the ``2``). Of an equation the stated side is kept (:func:`_final_side`:
+    ``3 + 4 = 7`` -> 7, but ``x = 5``, ``m + n = 80`` and ``7 = 11a + c`` stay whole);
+    an answer followed by a qualifier ("$-4$ at $x = 2$", "..., which is about 0.43")
+    is the answer before it; spans listed with commas and "and" are one list;
+    alternatives ("5 or 6") are no answer. Gold answers go through the same
+    reading, so a gold equation, relation, set or interval stays whole.
   - ``boxed="all"`` (either mode; default ``"last"``): for benchmarks that box
     every solution one by one, the answer is the unordered collection of the
     distinct boxed answers (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``, which
@@ -58,21 +75,40 @@ answer right poisons training):
 * Percent: ``50%`` equals ``0.5`` (its value) and ``50`` (the same number
   with the percent sign dropped, as answers to "what percent..." usually are).
   ``50%`` never equals ``5000`` or ``0.005``.
-* ``1,000`` (and ``1{,}000``, ``1\\,000``, ``10,\\!080``) is one thousand; ``1.000``
-  is one, so ``1,000 != 1.000``.
+* ``1,000`` (and ``1{,}000``, ``1\\,000``, ``10,\\!080``, ``1 000`` with any space) is one thousand;
+  ``1.000`` is one, so ``1,000 != 1.000``. A comma that is no thousands grouping is a decimal comma
+  against a number (``1000,99`` = 1000.99, ``0,111`` = 0.111, ``3,5`` = 3.5, ``1 234,5``) and a list
+  against a list (``3,5`` = ``3, 5``). Currency signs (``$``, ``€``, ``£``, ``¥``) are dropped.
 * Tuples and intervals are ordered and bracket-sensitive (``(1,2) != [1,2]``,
-  ``(1,2) != (2,1)``); sets and bare comma lists are unordered.
-* ``x = 5`` matches ``5``; ``x = 5`` does not match ``y = 5``.
+  ``(1,2) != (2,1)``); sets and bare comma lists are unordered. A braced set never equals a
+  bracketed pair either way round (``\\{1,3\\} != (1,3)``: an open interval or an ordered pair);
+  a bare list is read as the set or the tuple on the other side. Inside sets, intervals, tuples,
+  matrices and relations a decimal of at least :data:`APPROX_DIGITS` significant digits equals the
+  exact value it correctly rounds (``(0.6, 2.6667]`` = ``(\\frac{3}{5}, \\frac{8}{3}]``, not ``2.67``).
+* ``x = 5`` matches ``5`` (and ``5 = x``); ``x = 5`` does not match ``y = 5``. A reference equation
+  that is no assignment (``7 = 11a + c``, ``a + 3z = 0``, ``x^2 + y^2 = 25``) is never matched by
+  a prediction without ``=``: one side of it (``11a + c``, ``0``, ``25``) states nothing. Two
+  equations with the same sides (swapped too) or the same solutions go to math-verify.
+* Relations: ``>=``, ``\\geq``, ``\\geqslant``, ``≥`` are one symbol (likewise ``<=``, ``=<``, ``!=``,
+  ``\\neq``); a linear relation or chain in one variable is compared as its solution set, so
+  ``x \\ge 5`` = ``5 \\le x``, ``-x \\ge -1`` = ``x \\le 1``, ``2x + 1 > 5`` = ``x > 2`` and
+  ``-2 \\le x \\le 7`` = ``x \\in [-2, 7]``; the interval ``[-2, 7]`` answers the reference
+  ``-2 \\le x \\le 7``, but an inequality does not answer a reference in interval notation.
+  Different variables never match.
 * ``(A)``, ``A``, ``\\text{(A)}``, ``\\textbf{(A)} 12`` are all choice A.
-* Units are dropped (``10\\text{ cm}`` == ``10``) unless both sides carry
-  different units (``5 cm != 5 km``). Degree marks are dropped.
+* Units are dropped (``10\\text{ cm}`` == ``10``, ``60km/h``, ``150m^2``, ``1,000.99m²``) unless
+  both sides carry different units (``5 cm != 5 km``). A lone letter against a number (``5m``)
+  stays: it may be a variable. Degree marks are dropped.
 * A base-n numeral equals its bare digits (``52_8 == 52``) when the base is
   2-36 written without a leading zero and the digits fit it. Any other
   decoration on a number that the fast path cannot read, namely subscripts
   (``1_000``, ``5_2``), primes (``5'``), ellipses (``2.5\\ldots``), digit groups
   written apart (``10 00``) or digits after ``!`` / ``%``, makes the answer
   wrong without asking math-verify, which reads those as the bare number.
-  A list of two or more items never equals a single number (``5,5 != 5``).
+  A list of two or more items never equals a single number (``5,5 != 5``). Unicode script
+  digits are the scripts they show (``5²`` = 25, ``52₈`` is a base-8 numeral); commands that
+  print nothing (``\\displaystyle``, ``\\limits``) and evaluation bars (``5\\Big|_{2}``) never hide
+  a subscript from this rule.
 * Matrices and vectors (``pmatrix``, ``bmatrix``, ``vmatrix`` (a determinant),
   ``array``) the fast path cannot settle go to math-verify; environment names
   are neither prose nor variables.
@@ -82,6 +118,8 @@ answer right poisons training):
   (Minerva: ``1.6e-19`` vs ``1.602e-19`` at ``rel_tol=0.01``): plain numbers, in
   lists and matrices too, and constant expressions math-verify reads
   (``\\frac{\\pi}{3}`` vs ``1.047`` at ``0.001``). Never expressions with variables.
+* math-verify runs without its own unit stripper (units are removed above, by these rules):
+  it deletes trailing letters after a number, reading ``7 = 11a + c`` as ``7 = 11``.
 * Every True from math-verify is checked numerically in the worker: constant
   expressions at 30 digits, expressions with variables at fixed sample points,
   so a sign or term math-verify misreads is vetoed (``1 - \\frac{1}{e}`` vs
@@ -405,8 +443,9 @@ _QUALIFIER_GAP = re.compile(
     r"|\\approx|\u2248)\s*"
 )
 """Text between an answer and what qualifies it ("at", "when", "about", "approximately"): the answer comes first."""
-_LIST_GAP = re.compile(r"(?i)\s*,?\s*(?:and\s*)?")
-"""Commas and "and" between maths spans that list one answer."""
+_LIST_GAP = re.compile(r"(?i)\s*,?\s*(?:(?:and|or)\s*)?")
+"""Commas, "and" and "or" between maths spans that list one answer."""
+_SENTENCE_BREAK = re.compile(r"[.!?;]\s+\S")
 _HEDGE_GAP = re.compile(r"(?i)[\s,]*(?:or|either|maybe|perhaps)[\s,:]*")
 """What separates two candidates that are alternatives ("5 or 6"): a hedge, not an answer."""
 _FIRST_LINE = re.compile("[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
@@ -629,12 +668,23 @@ def _candidates(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def _last_candidate(text: str) -> str | None:
-    """The answer a sentence ends on: its last maths span or run (its stated side, :func:`_final_side`).
+def _listed(items: list[str]) -> bool:
+    """Whether answers side by side form one list: plain values, or values of one variable (``x = 1``, ``x = -2``)."""
+    sides = [_equation_sides(item) for item in items]
+    if all(side is None for side in sides):
+        return True
+    names = {side[0] for side in sides if side is not None and _IDENT.match(side[0])}
+    return len(names) == 1 and all(side is not None for side in sides)
 
-    Three refinements, all within one sentence: an answer followed by a qualifier ("$-4$ at $x = 2$",
-    "$\\frac{3}{7}$, which is about 0.43") is the answer before it; maths spans listed with commas and
-    "and" ("$1$, $2$ and $3$"; "$x = 1$, $x = 2$, and $x = 3$": one variable) are one list; two different answers offered as alternatives
+
+def _last_candidate(text: str) -> str | None:
+    """The answer a text ends on: its last maths span or run (its stated side, :func:`_final_side`).
+
+    Three refinements, each within one sentence. An answer followed by a qualifier ("$-4$ at $x = 2$",
+    "$\\frac{3}{7}$, which is about 0.43") is the answer before it. Maths spans side by side with
+    commas, "and" or "or" between them that are values, or values of one variable ("$1$, $2$ and $3$",
+    "$x = 2$ or $x = -3$"), are one list: a list never equals a single number, so reading a hedge as a
+    list accepts nothing wrong. Two different answers in running text offered as alternatives
     ("5 or 6", "(A) or (B)") are no answer (None).
     """
     found = _candidates(text)
@@ -644,22 +694,20 @@ def _last_candidate(text: str) -> str | None:
     while i > 0 and _QUALIFIER_GAP.fullmatch(text, found[i - 1][1], found[i][0]):
         i -= 1
     last = found[i]
+    run = [last]
+    j = i
+    while j > 0 and text[found[j][0]] in "$\\" and text[found[j - 1][0]] in "$\\" \
+            and _LIST_GAP.fullmatch(text, found[j - 1][1], found[j][0]):
+        j -= 1
+        run.insert(0, found[j])
+    if len(run) > 1:
+        items = [_final_side(c[2]) for c in run]
+        if _listed(items):
+            return ", ".join(items)
     if i > 0:
         prev = found[i - 1]
         if _HEDGE_GAP.fullmatch(text, prev[1], last[0]) and prev[2].strip() != last[2].strip():
             return None
-    listed = [last]
-    while i > 0 and text[found[i][0]] in "$\\" and text[found[i - 1][0]] in "$\\" \
-            and _LIST_GAP.fullmatch(text, found[i - 1][1], found[i][0]):
-        i -= 1
-        listed.insert(0, found[i])
-    if len(listed) > 1:
-        items = [_final_side(c[2]) for c in listed]
-        sides = [_equation_sides(item) for item in items]
-        if all(side is None for side in sides) or (
-            all(side is not None and _IDENT.match(side[0]) for side in sides) and len({side[0] for side in sides if side}) == 1
-        ):  # values, or values of one variable: "$x = 1$, $x = 2$"; not "$3 + 4 = 7$ and $k = 2$"
-            return ", ".join(items)
     return _final_side(last[2])
 
 
@@ -671,6 +719,8 @@ def _bare_answer(text: str) -> str | None:
     """
     s = _clean_line_answer(text)
     if not s or len(s) > MAX_ANSWER_CHARS or any(c in s for c in "\n\r") or not _MATH_CONTENT.search(s):
+        return None
+    if _SENTENCE_BREAK.search(s):  # "x = 5. y = 3" is two statements, not one answer
         return None
     t = re.sub(r"\\[A-Za-z]+", " ", _TEXT_GROUP.sub(" ", s))
     if any(w.lower() not in _MATH_NAMES and not _is_unit_word(w) for w in re.findall(r"[A-Za-z]{2,}", t)):
@@ -887,11 +937,16 @@ def extract_answer_with_method(
     """Find the final answer of a response; see the module docstring for the rules of each mode.
 
     ``mode="reward"`` (training rewards, strict): the last ``\\boxed{}``, else the last
-    "final answer:" / "answer:" line with the answer alone on it. ``mode="eval"`` (benchmark
-    grading) also reads answers followed by text on their line, ``Answer $ 9 $``, GSM8K's
-    ``#### 72``, lets an explicit answer line *after* the last box win, and falls back to the
-    last number of the last sentence. ``boxed="all"`` makes several different boxed answers one
-    unordered collection (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``) instead of the last one.
+    "final answer:" / "answer:" line with the answer alone on it. It refuses what eval mode
+    reads, because a policy rewarded for it would learn to hedge or to bury its answer: several
+    different boxes are a hedge (the last one counts, :attr:`Extraction.hedged` is set), never a
+    list; a later line never overrides a box; no ``####``, no text after an answer, no guess from
+    prose. ``mode="eval"`` (benchmark grading) also reads answers followed by text on their line,
+    ``Answer $ 9 $``, GSM8K's ``#### 72``, lets an explicit answer line *after* the last box win,
+    reads boxes side by side as one list, and falls back to the whole text when it is bare maths,
+    else to the last maths of the text (a span, or an undelimited run like ``3\\frac{1}{2}``).
+    ``boxed="all"`` makes several different boxed answers one unordered collection
+    (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``) instead of the last one.
     Only the last :data:`MAX_SCAN_CHARS` characters of the visible text are read, and every step is
     linear in them, so hostile responses (megabytes of ``\\boxed{``, spaces, ``answer:`` lines) are cheap.
     """
