@@ -147,6 +147,7 @@ def test_decimal_commas(fast_only: AnswerChecker, whole: int, frac: str) -> None
     ("1 000", "1000", True), ("1000,99", "1000.99", True), ("2,74 $", "2.74", True), ("0,111", "0.111", True),
     ("1,000.99m\u00b2", "1000.99", True), ("1,5", "1.5", True), ("1,500", "1.5", False), ("1.000", "1000", False),
     ("1.000,5", "1000.5", True), ("5m", "5", False), ("2s", "2", False), ("150m^2", "150", True),
+    ("0.\\overline{3}", "\\frac{1}{3}", True), ("0.1\\overline{6}", "\\frac{1}{6}", True), ("0.\\overline{3}", "0.3", False),
     ("5 cm", "5 km", False), ("0,5", "\\frac{1}{2}", True), ("1,2", "1, 2", True), ("1,2", "1.2", True),
 ])
 def test_number_formats_by_hand(fast_only: AnswerChecker, pred: str, ref: str, expected: bool) -> None:
@@ -350,6 +351,7 @@ def test_one_side_of_an_equation_is_wrong(checker: AnswerChecker, a: int, c: int
     ("11a+c", "7 = 11a+c", False), ("0", "a + 3z = 0", False), ("11a + c = 7", "7 = 11a+c", True),
     ("x = 5", "5", True), ("5", "x = 5", True), ("y = 5", "x = 5", False), ("5 = t", "5", True), ("t = 5", "5 = t", True),
     ("(x, y) = (2, -1)", "(2, -1)", True), ("(x, y) = (-1, 2)", "(2, -1)", False), ("25", "x^2 + y^2 = 25", False),
+    ("x^2", "f(x) = x^2", True), ("x^3", "f(x) = x^2", False),
 ])
 def test_equations_by_hand(checker: AnswerChecker, pred: str, ref: str, expected: bool) -> None:
     assert checker.match(pred, ref) is expected
@@ -362,6 +364,7 @@ def test_equations_by_hand(checker: AnswerChecker, pred: str, ref: str, expected
     ("Probability $= \\frac{1}{6} \\approx 0.167$", "\\frac{1}{6}"), ("It is 5 or 6.", None),
     ("The roots are $x = 1$, $x = 2$, and $x = 3$.", "x = 1, x = 2, x = 3"), ("So $3 + 4 = 7$ and $k = 2$.", "k = 2"),
     ("So $x = 2$ or $x = -3$.", "x = 2, x = -3"), ("It is $5$ or $6$.", "5, 6"), ("x = 5. y = 3", "y = 3"),
+    ("The answers are 1, 2 and 3.", "1, 2, 3"), ("So x = 2 and y = 3.", "y = 3"),
 ])
 def test_the_stated_side_of_a_final_equation(text: str, answer: str | None) -> None:
     assert extract_answer(text, mode="eval") == answer

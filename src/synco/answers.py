@@ -445,6 +445,8 @@ _QUALIFIER_GAP = re.compile(
 """Text between an answer and what qualifies it ("at", "when", "about", "approximately"): the answer comes first."""
 _LIST_GAP = re.compile(r"(?i)\s*,?\s*(?:(?:and|or)\s*)?")
 """Commas, "and" and "or" between maths spans that list one answer."""
+_AND_GAP = re.compile(r"(?i)\s*,?\s*and\s*")
+"""What lists undelimited answers ("1, 2 and 3"); "or" between them is a hedge."""
 _SENTENCE_BREAK = re.compile(r"[.!?;]\s+\S")
 _HEDGE_GAP = re.compile(r"(?i)[\s,]*(?:or|either|maybe|perhaps)[\s,:]*")
 """What separates two candidates that are alternatives ("5 or 6"): a hedge, not an answer."""
@@ -682,8 +684,8 @@ def _last_candidate(text: str) -> str | None:
 
     Three refinements, each within one sentence. An answer followed by a qualifier ("$-4$ at $x = 2$",
     "$\\frac{3}{7}$, which is about 0.43") is the answer before it. Maths spans side by side with
-    commas, "and" or "or" between them that are values, or values of one variable ("$1$, $2$ and $3$",
-    "$x = 2$ or $x = -3$"), are one list: a list never equals a single number, so reading a hedge as a
+    commas, "and" or "or" between them (undelimited maths: "and") that are values, or values of one
+    variable ("$1$, $2$ and $3$", "$x = 2$ or $x = -3$", "1, 2 and 3"), are one list: a list never equals a single number, so reading a hedge as a
     list accepts nothing wrong. Two different answers in running text offered as alternatives
     ("5 or 6", "(A) or (B)") are no answer (None).
     """
@@ -696,8 +698,10 @@ def _last_candidate(text: str) -> str | None:
     last = found[i]
     run = [last]
     j = i
-    while j > 0 and text[found[j][0]] in "$\\" and text[found[j - 1][0]] in "$\\" \
-            and _LIST_GAP.fullmatch(text, found[j - 1][1], found[j][0]):
+    while j > 0:
+        spans = text[found[j][0]] in "$\\" and text[found[j - 1][0]] in "$\\"
+        if not (_LIST_GAP if spans else _AND_GAP).fullmatch(text, found[j - 1][1], found[j][0]):
+            break
         j -= 1
         run.insert(0, found[j])
     if len(run) > 1:
@@ -1373,6 +1377,8 @@ _FRAC_TEX = re.compile(
 _MIXED = re.compile(
     r"^(?P<sign>[-+]?)\s*(?P<w>\d+)(?:\s*\\frac\s*\{\s*(?P<n1>\d+)\s*\}\s*\{\s*(?P<d1>\d+)\s*\}|\s+(?P<n2>\d+)\s*/\s*(?P<d2>\d+))$"
 )
+_REPEATING = re.compile(r"^(?P<sign>[-+]?)\s*(?P<int>\d*)\.(?P<fixed>\d{0,20})\\overline\s*\{\s*(?P<period>\d{1,20})\s*\}$")
+"""A repeating decimal, exactly: ``0.\\overline{3}`` = 1/3, ``0.1\\overline{6}`` = 1/6."""
 _POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
 _BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>[1-9]\d*)\s*\}|(?P<b2>[1-9]\d*))$")  # 1_05 is no base
 _INF = re.compile(r"(?i)^(?P<sign>[-+]?)\s*(?:\\infty|\\inf|infinity|inf|oo)$")
@@ -1381,6 +1387,8 @@ _CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$
 _WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
 _MATRIX = re.compile(r"^\\begin\{(?P<env>[pbB]?matrix|smallmatrix)\}(?P<body>.*)\\end\{(?P=env)\}$", re.DOTALL)
 _IDENT = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\s*(?:\{[A-Za-z0-9]+\}|[A-Za-z0-9]))?$")
+_FUNC_LHS = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:\^\{?-1\}?|')*\s*\(\s*[^()=]{1,40}\)$")
+"""``f(x)``, ``g(2)``, ``P(A)``, ``f^{-1}(x)`` on the left of an equation: it names what the right side gives."""
 _IDENT_TUPLE = re.compile(r"^\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)$")
 """``(x, y)`` on the left of ``(x, y) = (2, -1)``: the answer is the tuple on the right."""
 _OPENERS = (("\\{", "{"), ("\\langle", "("), ("(", "("), ("[", "["), ("{", "{"))
@@ -1499,6 +1507,12 @@ def _parse_number(text: str) -> _Num | _DivZero | None:
         if not 0 < n < d:
             return None  # "2 3/2" is not a mixed number; let math-verify decide
         value = int(m.group("w")) + Fraction(n, d)
+        return _Num(-value if m.group("sign") == "-" else value)
+    m = _REPEATING.match(text)
+    if m:
+        head, fixed, period = m.group("int") or "0", m.group("fixed"), m.group("period")
+        value = Fraction(int(head)) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+        value += Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
         return _Num(-value if m.group("sign") == "-" else value)
     m = _POWER.match(text)
     if m:
@@ -2139,9 +2153,10 @@ def _equation_sides(text: str) -> tuple[str, str] | None:
 def _one_side_of_equation(pred_text: str, ref_text: str) -> bool:
     """Whether the reference is an equation that is not an assignment (``7 = 11a + c``, ``a + 3z = 0``,
     ``x^2 + y^2 = 25``) and the prediction is no equation: then it is at best one side of it (``11a + c``,
-    ``0``, ``25``), which states nothing. An assignment (``x = 5``, ``y = 2x + 3``) is answered by its value."""
+    ``0``, ``25``), which states nothing. An assignment (``x = 5``, ``y = 2x + 3``, ``f(x) = x^2``) is answered
+    by its value."""
     sides = _equation_sides(ref_text)
-    if sides is None or _IDENT.match(sides[0]) or _IDENT_TUPLE.match(sides[0]) or _IDENT.match(sides[1]):
+    if sides is None or any(p.match(sides[0]) for p in (_IDENT, _IDENT_TUPLE, _FUNC_LHS)) or _IDENT.match(sides[1]):
         return False
     return "=" not in pred_text
 
