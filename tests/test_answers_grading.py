@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from synco.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
 
 CASES_PATH = Path(__file__).parent / "data" / "grading_cases.jsonl"
+MIXED_PATH = Path(__file__).parent / "data" / "grading_mixed.jsonl"
+"""Gold answers as benchmarks and graders' tests write them (``$..$``), against outputs of every kind."""
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SLOW = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -412,6 +414,14 @@ def test_grading_cases_graded_right_without_false_accepts(checker: AnswerChecker
     false_rejects = [r["id"] for r, v in zip(rows, verdicts) if r["label"] and not v]
     assert false_accepts == []
     assert false_rejects == []
+
+
+def test_mixed_forms_graded_right(checker: AnswerChecker) -> None:
+    """A second labelled set, written after the rules as a check on them (then kept as a regression set)."""
+    rows = [json.loads(line) for line in MIXED_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(rows) >= 200
+    wrong = [(r["gold"], r["response"], r["label"]) for r in rows if grade(checker, r["response"], r["gold"]) != r["label"]]
+    assert wrong == []
 
 
 def test_answers_match_is_the_checker(checker: AnswerChecker) -> None:
