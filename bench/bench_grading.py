@@ -116,7 +116,8 @@ def report(cases: list[Case], synco: Run, synco_two_step: Run, mv: Run, show: st
     print()
     for i, c in enumerate(cases):
         s, t, m = synco.verdicts[i], synco_two_step.verdicts[i], mv.verdicts[i]
-        wanted = show == "all" or (show == "disagreements" and s != m) or (show == "errors" and (s != c.label or t != c.label))
+        wrong = s != c.label or t != c.label
+        wanted = show == "all" or (show == "disagreements" and s != m) or (show == "errors" and wrong)
         if wanted:
             pred = extract_answer(c.response, mode="eval")
             print(f"{c.id:24} label={c.label!s:5} synco={s!s:5} two-step={t!s:5} mv={m!s:5} "

@@ -40,8 +40,8 @@ Two jobs:
     never the ``2``). Of an equation the stated side is kept (:func:`_final_side`:
     ``3 + 4 = 7`` -> 7, but ``x = 5``, ``m + n = 80`` and ``7 = 11a + c`` stay whole);
     an answer followed by a qualifier ("$-4$ at $x = 2$", "..., which is about 0.43")
-    is the answer before it; spans listed with commas and "and" are one list;
-    alternatives ("5 or 6") are no answer. Gold answers go through the same
+    is the answer before it; answers listed with commas and "and" (spans also with
+    "or": ``$x = 2$ or $x = -3$``) are one list; alternatives ("5 or 6") are no answer. Gold answers go through the same
     reading, so a gold equation, relation, set or interval stays whole.
   - ``boxed="all"`` (either mode; default ``"last"``): for benchmarks that box
     every solution one by one, the answer is the unordered collection of the
@@ -400,7 +400,7 @@ _WORD_PAREN = re.compile(r"\([ \t]*[A-Za-z][A-Za-z .,'\-]{1,48}\)")
 """A parenthetical of words only ("(in dollars)", "(rounded to the nearest cent)"): a qualifier, never maths."""
 _TRAILING_WORD_PAREN = re.compile(r"\s" + _WORD_PAREN.pattern + r"\Z")
 _ANSWER_START = re.compile(r"[$\\(\[{\d+\-\u2212\u20ac\u00a3\u00a5\u20b9]|\.\d")
-"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths or a currency sign, not a word."""
+"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths or a currency sign."""
 _HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
 _EXPLANATION_BREAK = re.compile(
     r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|not|and\s+this)\b"
@@ -539,7 +539,7 @@ def _final_side(text: str) -> str:
 
 
 def _math_letter(text: str, start: int, end: int, after_command: bool) -> bool:
-    """Whether the one-letter word ``text[start:end]`` is a variable (``x = 5``, ``2x``, ``\\cdot y``), not English ("a", "I")."""
+    """Whether the one-letter word ``text[start:end]`` is a variable (``x = 5``, ``2x``), not "a" or "I"."""
     if after_command or (start > 0 and (text[start - 1].isdigit() or text[start - 1] in "})\\")):
         return True
     if end < len(text) and (text[end].isdigit() or text[end] in "^_({'"):
@@ -572,9 +572,10 @@ def _trim_run(text: str, start: int, end: int) -> tuple[int, int]:
         while end > start and text[end - 1] in " \t,.;:'([":
             end -= 1
         piece = text[start:end]
-        if end > start and text[end - 1] in ")]" and piece.count("(") + piece.count("[") < piece.count(")") + piece.count("]"):
+        balance = piece.count("(") + piece.count("[") - piece.count(")") - piece.count("]")
+        if end > start and text[end - 1] in ")]" and balance < 0:
             end -= 1
-        if end > start and text[start] in "([" and piece.count("(") + piece.count("[") > piece.count(")") + piece.count("]"):
+        elif end > start and text[start] in "([" and balance > 0:
             start += 1
         if (start, end) == before:
             return start, end
@@ -685,9 +686,9 @@ def _last_candidate(text: str) -> str | None:
     Three refinements, each within one sentence. An answer followed by a qualifier ("$-4$ at $x = 2$",
     "$\\frac{3}{7}$, which is about 0.43") is the answer before it. Maths spans side by side with
     commas, "and" or "or" between them (undelimited maths: "and") that are values, or values of one
-    variable ("$1$, $2$ and $3$", "$x = 2$ or $x = -3$", "1, 2 and 3"), are one list: a list never equals a single number, so reading a hedge as a
-    list accepts nothing wrong. Two different answers in running text offered as alternatives
-    ("5 or 6", "(A) or (B)") are no answer (None).
+    variable ("$1$, $2$ and $3$", "$x = 2$ or $x = -3$", "1, 2 and 3"), are one list: a list never
+    equals a single number, so reading a hedge as a list accepts nothing wrong. Two different answers
+    in running text offered as alternatives ("5 or 6", "(A) or (B)") are no answer (None).
     """
     found = _candidates(text)
     if not found:
@@ -1019,21 +1020,24 @@ _PLAIN_UNIT = re.compile(
     r"(?P<unit>[A-Za-z]+\.?(?:\s*(?:/|per)\s*[A-Za-z]+|\s+[A-Za-z]+){0,2}(?:\s*\^\s*\{?-?\d\}?)?)$"
 )
 _GLUED_UNIT = re.compile(
-    r"^(?P<head>[-+]?(?:\d(?:[\d,]| (?=\d))*(?:\.\d+)?|\.\d+))(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec"
-    r"|mph|kph|kmh|m|g|s|h|l)(?:\^\{?[23]\}?)?(?:/(?:s|h|hr|min|km|m)(?:\^\{?2\}?)?)?)$"
+    r"^(?P<head>[-+]?(?:\d(?:[\d,]| (?=\d))*(?:\.\d+)?|\.\d+))"
+    r"(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec|mph|kph|kmh|m|g|s|h|l)"
+    r"(?:\^\{?[23]\}?)?(?:/(?:s|h|hr|min|km|m)(?:\^\{?2\}?)?)?)$"
 )
 """A unit written against its number: ``5cm``, ``60km/h``, ``150m^2``. A lone one-letter name (``5m``, ``2s``)
 is left alone: it may be a product with a variable; with a power or a rate (``150m^2``, ``9.8m/s^2``) it is a unit."""
 _CURRENCY = re.compile(r"[\u20ac\u00a3\u00a5\u20b9]|\\(?:euro|pounds|yen)(?![A-Za-z])")
-_SUPERSCRIPT_DIGITS = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207a\u207b", "0123456789+-")
+_SUPERSCRIPT_DIGITS = str.maketrans(
+    "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207a\u207b", "0123456789+-"
+)
 _SUBSCRIPT_DIGITS = str.maketrans("\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089", "0123456789")
 _SUPERSCRIPT_RUN = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u207b]+")
 _SUBSCRIPT_RUN = re.compile("[\u2080-\u2089]+")
-"""Unicode super- and subscript digits (``5\u00b2``, ``52\u2088``) as the LaTeX they stand for (``5^{2}``, ``52_{8}``)."""
+"""Unicode script digits (``5\u00b2``, ``52\u2088``) as the LaTeX they stand for (``5^{2}``, ``52_{8}``)."""
 _INVISIBLE_COMMANDS = re.compile(
     r"\\(?:displaystyle|textstyle|scriptstyle|scriptscriptstyle|limits|nolimits|strut|mathstrut|relax)(?![A-Za-z])"
 )
-"""Commands that print nothing; removed so they cannot stand between a number and its subscript (``5\\displaystyle_2``)."""
+"""Commands that print nothing, removed: none may stand between a number and its subscript (``5\\displaystyle_2``)."""
 _SCRIPT_COMMANDS = re.compile(r"\\(sb|sp|textsubscript|textsuperscript)(?![A-Za-z])\s*")
 _SCRIPT_COMMAND_SIGN = {"sb": "_", "sp": "^", "textsubscript": "_", "textsuperscript": "^"}
 _RELATION_SPELLINGS = (
@@ -1043,7 +1047,7 @@ _RELATION_SPELLINGS = (
     (re.compile(r"\\gt(?![A-Za-z])"), ">"),
     (re.compile(r"\\lt(?![A-Za-z])"), "<"),
 )
-"""Every spelling of a relation as one LaTeX command: ``>=``, ``\\geq``, ``\\geqslant`` -> ``\\ge``; ``=<`` -> ``\\le``; ``!=`` -> ``\\ne``."""
+"""Every spelling of a relation as one command: ``>=``, ``\\geq``, ``\\geqslant`` -> ``\\ge``; ``=<`` -> ``\\le``."""
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|(?<=[\d}])\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])")
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)\s*\.|\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _FRAC_SHORT = (
@@ -1377,7 +1381,9 @@ _FRAC_TEX = re.compile(
 _MIXED = re.compile(
     r"^(?P<sign>[-+]?)\s*(?P<w>\d+)(?:\s*\\frac\s*\{\s*(?P<n1>\d+)\s*\}\s*\{\s*(?P<d1>\d+)\s*\}|\s+(?P<n2>\d+)\s*/\s*(?P<d2>\d+))$"
 )
-_REPEATING = re.compile(r"^(?P<sign>[-+]?)\s*(?P<int>\d*)\.(?P<fixed>\d{0,20})\\overline\s*\{\s*(?P<period>\d{1,20})\s*\}$")
+_REPEATING = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?P<int>\d*)\.(?P<fixed>\d{0,20})\\overline\s*\{\s*(?P<period>\d{1,20})\s*\}$"
+)
 """A repeating decimal, exactly: ``0.\\overline{3}`` = 1/3, ``0.1\\overline{6}`` = 1/6."""
 _POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
 _BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>[1-9]\d*)\s*\}|(?P<b2>[1-9]\d*))$")  # 1_05 is no base
@@ -1629,7 +1635,8 @@ _MAX_TERMS = 20
 def _signed_terms(text: str) -> list[tuple[int, str]] | None:
     """``2x - \\frac{1}{2} + 3`` as [(1, "2x"), (-1, "\\frac{1}{2}"), (1, "3")]: top-level + and - split, signs kept.
 
-    A sign after ``^``, ``_``, ``*``, ``/`` or an exponent's ``e`` belongs to what follows; None if brackets do not balance.
+    A sign after ``^``, ``_``, ``*``, ``/`` or an exponent's ``e`` belongs to what follows; None if brackets
+    do not balance.
     """
     terms: list[tuple[int, str]] = []
     depth, sign, start = 0, 1, 0
@@ -1668,7 +1675,7 @@ def _plain_number(text: str) -> _Num | None:
 
 
 def _var_term(term: str) -> tuple[str, Fraction] | None:
-    """(variable, coefficient) of a linear term: ``x``, ``2x``, ``\\frac{1}{2} x``, ``3 \\cdot y``, ``\\frac{x}{2}``, ``x/2``."""
+    """(variable, coefficient) of a linear term: ``x``, ``2x``, ``\\frac{1}{2} x``, ``3 \\cdot y``, ``\\frac{x}{2}``."""
     over = _VAR_OVER.match(term)
     if over is not None:
         top, bottom = over.group("num") or over.group("num2"), over.group("den") or over.group("den2")
@@ -1728,9 +1735,15 @@ def _constraint(op: str, bound: _Num) -> list[_Span]:
 def _intersect(a: _Span, b: _Span) -> _Span | None:
     """The common part of two intervals, or None when they do not meet."""
     ka, kb = _order_key(a.lo), _order_key(b.lo)
-    lo, lo_closed = (a.lo, a.lo_closed) if ka > kb else (b.lo, b.lo_closed) if kb > ka else (a.lo, a.lo_closed and b.lo_closed)
+    if ka != kb:
+        lo, lo_closed = (a.lo, a.lo_closed) if ka > kb else (b.lo, b.lo_closed)
+    else:
+        lo, lo_closed = a.lo, a.lo_closed and b.lo_closed
     ka, kb = _order_key(a.hi), _order_key(b.hi)
-    hi, hi_closed = (a.hi, a.hi_closed) if ka < kb else (b.hi, b.hi_closed) if kb < ka else (a.hi, a.hi_closed and b.hi_closed)
+    if ka != kb:
+        hi, hi_closed = (a.hi, a.hi_closed) if ka < kb else (b.hi, b.hi_closed)
+    else:
+        hi, hi_closed = a.hi, a.hi_closed and b.hi_closed
     klo, khi = _order_key(lo), _order_key(hi)
     if klo > khi or (klo == khi and not (lo_closed and hi_closed)):
         return None
@@ -1741,7 +1754,7 @@ _FLIPPED = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le", "\\ne": "\\ne"}
 
 
 def _parse_relation(text: str) -> _Region | None:
-    """A chain of linear relations in one variable (``x \\ge 5``, ``-2 \\le x \\le 7``, ``2x + 1 > 5``) as its solution set.
+    """A chain of linear relations in one variable (``x \\ge 5``, ``-2 \\le x \\le 7``, ``2x + 1 > 5``) as a set.
 
     Each link ``L op R`` becomes ``p x + q op 0`` and then ``x op' -q/p``, the relation flipped when ``p < 0``;
     the links' sets are intersected. None (math-verify decides) for several variables, non-linear sides,
@@ -1753,8 +1766,12 @@ def _parse_relation(text: str) -> _Region | None:
         ops.append(m.group(0))
         pos = m.end()
     parts.append(text[pos:])
-    if len(parts) > 5 or any(not p.strip() or _split_top(p, ",;") is None or len(_split_top(p, ",;")) > 1 for p in parts):
+    if len(parts) > 5:
         return None
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part.strip() or items is None or len(items) > 1:
+            return None
     sides = [_linear(p) for p in parts]
     if any(side is None for side in sides):
         return None
@@ -1966,7 +1983,7 @@ def _same_spans(a: tuple[_Span, ...], b: tuple[_Span, ...], tol: Fraction) -> bo
 
 
 def _compare_region(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool:
-    """A relation's solution set against another relation, ``x \\in`` an interval, or (as the reference only) an interval.
+    """A relation's solution set against another relation, ``x \\in`` an interval, or (reference only) an interval.
 
     ``-2 \\le x \\le 7`` equals ``x \\in [-2, 7]`` either way round, and a predicted ``[-2, 7]`` answers the
     reference ``-2 \\le x \\le 7``; a predicted inequality never answers a reference written as an interval
