@@ -79,11 +79,11 @@ EXTRACTION_CASES = [
     # the answer stated in the last sentence, no marker: eval mode only
     ("She started with 25 apples and gave away 7, so she has 18 apples left.", "18", "last_sentence", None, "none"),
     ("So there are 15 boys. The number of girls is 25.\n\nI hope this helps!", "25", "last_sentence", None, "none"),
-    ("Setting the derivative to zero gives $2x - 6 = 0$. Thus the minimum is at $x = 3$.", "3", "last_sentence",
-     None, "none"),
+    ("Setting the derivative to zero gives $2x - 6 = 0$. Thus the minimum is at $x = 3$.", "x = 3", "last_sentence",
+     None, "none"),  # an assignment stays whole (it still matches 3, and never y = 3)
     ("Adding up, $3 + 4 = 7$.", "7", "last_sentence", None, "none"),
     ("Each ticket costs $12.50 and they bought 4. The total is $50.", "50", "last_sentence", None, "none"),
-    ("The total comes to 1,250 dollars.", "1,250", "last_sentence", None, "none"),
+    ("The total comes to 1,250 dollars.", "1,250 dollars", "last_sentence", None, "none"),  # the unit goes to the check
     ("Let me check the answer again. Everything is consistent.", None, "none", None, "none"),
     # the last box versus a later explicit final-answer line: in eval mode the later line wins
     ("We get $\\boxed{5}$.\nWait, I dropped a term.\nThe final answer is 6.", "6", "final_answer_line", "5", "boxed"),

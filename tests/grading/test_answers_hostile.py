@@ -72,6 +72,43 @@ def test_reported_inputs_extract_within_bound(name: str) -> None:
     assert got == expected
 
 
+# Eval-mode paths added for issue 24 (maths runs, bare answers, qualifiers, adjacent boxes, relations):
+# each input is about 1 MB; only the tail is read, and every step is linear in it.
+EVAL_HOSTILE = {
+    "relation_chain": "x = 1 < 2 " * (MB // 10),
+    "distinct_adjacent_boxes": "".join(f"\\boxed{{{i}}}, " for i in range(60_000)),
+    "same_adjacent_boxes": "\\boxed{1}" * (MB // 9),
+    "qualifier_chain": "at $1$ " * (MB // 8),
+    "fraction_run": "-\\frac{1}{2} " * (MB // 13),
+    "digit_groups": "1 " * (MB // 2),
+    "one_letter_words": "a " * (MB // 2),
+    "spaces_then_letter": "a" + " " * MB + "b = 1",
+    "open_display_after_answer": "Answer \\[" * (MB // 9),
+    "listed_spans": "$1$ and " * (MB // 9),
+    "unit_runs": "5 km/h " * (MB // 7),
+    "approximations": "1 \\approx " * (MB // 10),
+    "hedges": "1 or 2 or " * (MB // 10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVAL_HOSTILE))
+def test_eval_extraction_of_hostile_inputs_is_bounded(name: str) -> None:
+    for mode in ("eval", "reward"):
+        (_, seconds) = timed(lambda: extract_answer(EVAL_HOSTILE[name], mode=mode))
+        assert seconds < BOUND_S, f"{name} ({mode}): {seconds:.1f} s"
+
+
+@pytest.mark.parametrize("answer", [
+    " < ".join(["x"] * 300), "1 < x < 2 < 3 < 4 < 5 < 6", "1," * 400 + "1", "1" + " " * 990 + "m", "1" * 990 + "cm",
+    "1 " * 495, "1" + " " * 990 + "_2", " + ".join(["2x"] * 200) + " > 1", "\\frac{" * 200 + "x" + "}{2}" * 200 + " > 1",
+    "x" + " \\ge" * 300, "=" * 999, "(" * 300 + "x > 1" + ")" * 300,
+])
+def test_new_fast_path_forms_are_bounded(fast_only: AnswerChecker, answer: str) -> None:
+    """Relations, decimal commas, glued units and scripts are read in bounded time whatever the answer's shape."""
+    (_, seconds) = timed(lambda: (fast_only.match(answer, answer + " "), fast_only.match(answer, "x > 1")))
+    assert seconds < BOUND_S
+
+
 def test_only_the_tail_of_the_visible_text_is_read() -> None:
     filler = "x" * (answers.MAX_SCAN_CHARS + 10)
     assert extract_answer("\\boxed{3}" + filler) is None  # too far from the end
@@ -322,6 +359,114 @@ def test_fast_path_never_accepts_a_decorated_number(fast_only: AnswerChecker, ca
 @example(case=ISSUE_EXAMPLES[2])
 def test_math_verify_never_accepts_a_decorated_number(checker: AnswerChecker, case: Decorated) -> None:
     assert_no_false_accept(checker, case)
+
+
+# Subscripts and superscripts in every written form (issue 24, item 5): a base or an index on a number,
+# reached past commands that print nothing, bars, empty groups, text wrappers or Unicode script digits.
+SUB_DIGITS = str.maketrans("0123456789", "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089")
+SUP_DIGITS = str.maketrans("0123456789", "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+SUBSCRIPT_FORMS = {
+    # form -> whether it is written as a plain subscript (then a valid base numeral reads as its digits)
+    "_{{{s}}}": True, "_{s}": True, "_{{ {s} }}": True, "_{{\\text{{{s}}}}}": True, "_\\text{{{s}}}": True,
+    "_{{\\mathrm{{{s}}}}}": True, "\\sb{{{s}}}": True, "\\textsubscript{{{s}}}": True, "\\displaystyle_{{{s}}}": True,
+    "\\limits_{{{s}}}": True, "\\nolimits_{{{s}}}": True, "{{}}_{{{s}}}": False, "\\,_{{{s}}}": False,
+    "\\!_{{{s}}}": True, "\\Big|_{{{s}}}": False, "\\right|_{{{s}}}": False, "\\vert_{{{s}}}": False, " _{{{s}}}": False,
+    "_{{\\,{s}}}": True, "\\_{s}": False, "_{{{{{s}}}}}": False,
+}
+SUPERSCRIPT_FORMS = ["^{{{s}}}", "^{s}", "^{{\\text{{{s}}}}}", "\\sp{{{s}}}", "\\textsuperscript{{{s}}}", "{{}}^{{{s}}}",
+                     "\\displaystyle^{{{s}}}", "^{{ {s} }}"]
+SCRIPT_WORDS = ["n", "i", "k", "x", "th", "st", "two", "ten", "base", "(8)", "-1", "", "+", "-", "*", "\\ast", "\\dagger",
+                "T", "o", "\\prime", "'"]
+
+
+@st.composite
+def scripted_numbers(draw: st.DrawFn) -> Decorated:
+    """An integer with a sub- or superscript written in one of its many forms, and the bare numbers it could pass for."""
+    n = draw(st.one_of(st.integers(0, 40), st.integers(0, 10**5)))
+    sign = draw(st.sampled_from(["", "", "-"]))
+    script = draw(st.one_of(st.integers(0, 40).map(str), st.sampled_from(["00", "08", "010"]), st.sampled_from(SCRIPT_WORDS)))
+    value: Fraction | None = None
+    base_digits: Fraction | None = None
+    if draw(st.booleans()):  # a subscript: a base, an index
+        if script.isdigit() and draw(st.booleans()):
+            form, plain = "UNICODE", True
+            text = sign + str(n) + script.translate(SUB_DIGITS)
+        else:
+            form = draw(st.sampled_from(sorted(SUBSCRIPT_FORMS)))
+            plain = SUBSCRIPT_FORMS[form]
+            if form == "_{s}" and len(script) != 1:
+                form = "_{{{s}}}"
+            text = sign + str(n) + form.format(s=script)
+        if plain and not sign and script.isdigit() and script[0] != "0" and 2 <= int(script) <= 36 \
+                and all(int(d) < int(script) for d in str(n)):
+            value, base_digits = Fraction(int(str(n), int(script))), Fraction(n)
+        if form == "{{}}_{{{s}}}" and draw(st.booleans()):
+            text = "{}_{" + script + "}" + sign + str(n)  # a prescript
+    else:  # a superscript: a power, a prime, a mark
+        if script.isdigit() and draw(st.booleans()):
+            text = sign + str(n) + script.translate(SUP_DIGITS)
+        else:
+            form = draw(st.sampled_from(SUPERSCRIPT_FORMS))
+            text = sign + str(n) + (form.format(s=script) if not (form == "^{s}" and len(script) != 1) else "^{" + script + "}")
+        if script.isdigit():
+            power = Fraction(n) ** int(script) if (n, int(script)) != (0, 0) else Fraction(1)
+            value = -power if sign else power
+    candidates = {sign + str(n), script.strip("()") or "0", sign + str(n) + (script if script.isdigit() else "")}
+    if value is not None and value.denominator == 1:
+        candidates.add(str(value.numerator))
+    candidates = {c for c in candidates if re.fullmatch(r"-?\d+", c)}
+    return Decorated(text, value, tuple(sorted(candidates)), base_digits)
+
+
+SCRIPT_EXAMPLES = [
+    Decorated("5\\displaystyle_{2}", None, ("5", "2", "52")),
+    Decorated("5\\Big|_{2}", None, ("5", "2", "52")),
+    Decorated("5\\Bigr|_{2}", None, ("5", "2")),
+    Decorated("\\left.5\\right|_{2}", None, ("5", "2")),
+    Decorated("5\u00b2", Fraction(25), ("5", "2", "52", "25")),
+    Decorated("52\u2088", Fraction(42), ("52", "8", "42"), Fraction(52)),
+]
+
+
+def assert_no_false_accept_graded(checker: AnswerChecker, case: Decorated) -> None:
+    """As :func:`assert_no_false_accept`, and graded as a boxed answer in both extraction modes."""
+    assert_no_false_accept(checker, case)
+    for candidate in case.candidates:
+        for mode in ("reward", "eval"):
+            for response, ref in ((f"\\boxed{{{case.text}}}", candidate), (f"The answer is ${case.text}$.", candidate)):
+                if checker.grade(response, ref, mode=mode)[1]:
+                    assert _allowed(case, candidate), f"{mode}: {response!r} graded right for {ref!r}"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=scripted_numbers())
+@example(case=SCRIPT_EXAMPLES[0])
+@example(case=SCRIPT_EXAMPLES[1])
+@example(case=SCRIPT_EXAMPLES[2])
+@example(case=SCRIPT_EXAMPLES[3])
+@example(case=SCRIPT_EXAMPLES[4])
+@example(case=SCRIPT_EXAMPLES[5])
+def test_fast_path_never_accepts_a_scripted_number(fast_only: AnswerChecker, case: Decorated) -> None:
+    assert_no_false_accept_graded(fast_only, case)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=scripted_numbers())
+@example(case=SCRIPT_EXAMPLES[0])
+@example(case=SCRIPT_EXAMPLES[1])
+@example(case=SCRIPT_EXAMPLES[3])
+def test_math_verify_never_accepts_a_scripted_number(checker: AnswerChecker, case: Decorated) -> None:
+    assert_no_false_accept_graded(checker, case)
+
+
+@pytest.mark.parametrize(("pred", "ref", "expected"), [
+    ("5\u00b2", "25", True), ("2\u00b3", "8", True), ("52\u2088", "52", True), ("5^{2}", "25", True),
+    ("5\\textsuperscript{2}", "25", True), ("5\\sb{8}", "5", True), ("7_{10}", "7", True),
+])
+def test_scripts_that_are_values(fast_only: AnswerChecker, pred: str, ref: str, expected: bool) -> None:
+    """The guard leaves powers and valid base numerals, in their Unicode and command spellings too, alone."""
+    assert fast_only.match(pred, ref) is expected
+    assert fast_only.match(ref, pred) is expected
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

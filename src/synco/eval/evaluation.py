@@ -61,12 +61,13 @@ other      1        0.6          0.95   4096    1             0
   standard error) and 1/16 at k = 32 (3 %), so avg@32 doubles the cost of the
   longest benchmark for an error bar about 3 % narrower.
 * Grading uses ``mode="eval"`` extraction (answer lines with trailing text,
-  ``####``, a last-sentence fallback) with the last ``\\boxed{}`` winning
-  (``boxed="last"``). MATH-500 keeps ``last``: its multi-answer references are
-  one comma list in one box, as the problems ask ("separate them by commas"),
-  and ``all`` would turn a boxed intermediate result plus the final box into a
-  list that no longer matches. ``--boxed math500=all`` is there for models that
-  box each solution on its own.
+  ``####``, a fallback to the whole text when it is bare maths, else to the last
+  maths of the text) with the last ``\\boxed{}`` winning (``boxed="last"``; boxes
+  side by side, ``\\boxed{1}, \\boxed{2}``, are read as one list). MATH-500 keeps
+  ``last``: its multi-answer references are one comma list in one box, as the
+  problems ask ("separate them by commas"), and ``all`` would turn a boxed
+  intermediate result plus the final box into a list that no longer matches.
+  ``--boxed math500=all`` is there for models that box each solution on its own.
 * Minerva's references are rounded to 2-3 significant figures (``1.6e-19`` for
   1.602e-19), so its numbers match within a relative tolerance of 1 %
   (``rel_tol=0.01``): it accepts a correct answer given to 3 or more figures

@@ -103,9 +103,17 @@ class _Checker:
         import math_verify
         import sympy
 
+        from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
+
         self._mv = math_verify
         self._sympy = sympy
-        self._config = [math_verify.LatexExtractionConfig(boxed_match_priority=0)]
+        # Units off: the parent has already removed units by its own rules, and math-verify's unit stripper
+        # deletes trailing letters after a number ("7 = 11a + c" reads as "7 = 11"), which turns variables
+        # into nothing and two different equations into one.
+        normalization = NormalizationConfig(
+            basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
+        )
+        self._config = [math_verify.LatexExtractionConfig(boxed_match_priority=0, normalization_config=normalization)]
 
     def parse(self, text: str) -> Any | None:
         """The sympy object math-verify reads from ``text``, or None if it reads none."""

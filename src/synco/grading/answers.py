@@ -13,7 +13,12 @@ Two jobs:
     ``\\boxed{..}`` / ``\\fbox{..}``, else the last "final answer:" / "answer:"
     line with the answer alone on it (``Answer: 9 because ...`` is the answer
     "9 because ..."). The Reasoner is asked for one boxed answer, so the box wins
-    over any later line, and nothing is guessed from prose.
+    over any later line, and nothing is guessed from prose. It refuses, on purpose,
+    what eval mode reads: several different boxes are a hedge, not a list (the
+    last box counts and :attr:`Extraction.hedged` is set), a later line never
+    overrides a box, and there is no ``####`` marker, no text after an answer and no
+    last-sentence fallback: a policy rewarded for any of these learns to spread
+    guesses over boxes and prose.
   - ``mode="eval"`` (benchmark grading, what model outputs look like): an answer
     line may carry text after the answer (``The final answer is $10,455$. I hope it
     is correct.``, ``Answer: 9, since ...``), may lack the colon (``Answer $ 9 $``,
@@ -23,9 +28,21 @@ Two jobs:
     line or ``####`` marker *after* it states an answer outright (maths, a choice,
     one word) -- a model that boxes 5 and then writes "Wait ... the final answer is
     6" answered 6; a remark after the box ("to double-check the answer: plug in
-    ...") leaves the box. With no box and no marker, the last number or maths
-    span of the last sentence that has one (``... so she has 18 apples left.`` ->
-    18): an evaluation-only fallback, never used for rewards.
+    ...") leaves the box. Boxes side by side with only separators between
+    (``\\boxed{1}\\boxed{2}``, ``$x = \\boxed{2}$ or $x = \\boxed{-3}$``) are one
+    answer, the list of their values; boxes with words between them are working,
+    then the answer. With no box and no marker (an evaluation-only fallback, never
+    used for rewards): a text that is one line of bare maths is the answer whole
+    (``\\frac{10}{9}``, ``1 000``, ``2,74 $``, ``x >= 5``, ``7 = 11a+c``), else the last
+    maths of the text: a ``$..$`` / ``\\(..\\)`` / ``\\[..\\]`` span or an undelimited
+    run of numbers, commands, operators, variables and units (``... so she has 18
+    apples left.`` -> 18, ``She walks 3\\frac{1}{2} miles.`` -> ``3\\frac{1}{2} miles``,
+    never the ``2``). Of an equation the stated side is kept (:func:`_final_side`:
+    ``3 + 4 = 7`` -> 7, but ``x = 5``, ``m + n = 80`` and ``7 = 11a + c`` stay whole);
+    an answer followed by a qualifier ("$-4$ at $x = 2$", "..., which is about 0.43")
+    is the answer before it; answers listed with commas and "and" (spans also with
+    "or": ``$x = 2$ or $x = -3$``) are one list; alternatives ("5 or 6") are no answer. Gold answers go through the same
+    reading, so a gold equation, relation, set or interval stays whole.
   - ``boxed="all"`` (either mode; default ``"last"``): for benchmarks that box
     every solution one by one, the answer is the unordered collection of the
     distinct boxed answers (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``, which
@@ -58,21 +75,40 @@ answer right poisons training):
 * Percent: ``50%`` equals ``0.5`` (its value) and ``50`` (the same number
   with the percent sign dropped, as answers to "what percent..." usually are).
   ``50%`` never equals ``5000`` or ``0.005``.
-* ``1,000`` (and ``1{,}000``, ``1\\,000``, ``10,\\!080``) is one thousand; ``1.000``
-  is one, so ``1,000 != 1.000``.
+* ``1,000`` (and ``1{,}000``, ``1\\,000``, ``10,\\!080``, ``1 000`` with any space) is one thousand;
+  ``1.000`` is one, so ``1,000 != 1.000``. A comma that is no thousands grouping is a decimal comma
+  against a number (``1000,99`` = 1000.99, ``0,111`` = 0.111, ``3,5`` = 3.5, ``1 234,5``) and a list
+  against a list (``3,5`` = ``3, 5``). Currency signs (``$``, ``€``, ``£``, ``¥``) are dropped.
 * Tuples and intervals are ordered and bracket-sensitive (``(1,2) != [1,2]``,
-  ``(1,2) != (2,1)``); sets and bare comma lists are unordered.
-* ``x = 5`` matches ``5``; ``x = 5`` does not match ``y = 5``.
+  ``(1,2) != (2,1)``); sets and bare comma lists are unordered. A braced set never equals a
+  bracketed pair either way round (``\\{1,3\\} != (1,3)``: an open interval or an ordered pair);
+  a bare list is read as the set or the tuple on the other side. Inside sets, intervals, tuples,
+  matrices and relations a decimal of at least :data:`APPROX_DIGITS` significant digits equals the
+  exact value it correctly rounds (``(0.6, 2.6667]`` = ``(\\frac{3}{5}, \\frac{8}{3}]``, not ``2.67``).
+* ``x = 5`` matches ``5`` (and ``5 = x``); ``x = 5`` does not match ``y = 5``. A reference equation
+  that is no assignment (``7 = 11a + c``, ``a + 3z = 0``, ``x^2 + y^2 = 25``) is never matched by
+  a prediction without ``=``: one side of it (``11a + c``, ``0``, ``25``) states nothing. Two
+  equations with the same sides (swapped too) or the same solutions go to math-verify.
+* Relations: ``>=``, ``\\geq``, ``\\geqslant``, ``≥`` are one symbol (likewise ``<=``, ``=<``, ``!=``,
+  ``\\neq``); a linear relation or chain in one variable is compared as its solution set, so
+  ``x \\ge 5`` = ``5 \\le x``, ``-x \\ge -1`` = ``x \\le 1``, ``2x + 1 > 5`` = ``x > 2`` and
+  ``-2 \\le x \\le 7`` = ``x \\in [-2, 7]``; the interval ``[-2, 7]`` answers the reference
+  ``-2 \\le x \\le 7``, but an inequality does not answer a reference in interval notation.
+  Different variables never match.
 * ``(A)``, ``A``, ``\\text{(A)}``, ``\\textbf{(A)} 12`` are all choice A.
-* Units are dropped (``10\\text{ cm}`` == ``10``) unless both sides carry
-  different units (``5 cm != 5 km``). Degree marks are dropped.
+* Units are dropped (``10\\text{ cm}`` == ``10``, ``60km/h``, ``150m^2``, ``1,000.99m²``) unless
+  both sides carry different units (``5 cm != 5 km``). A lone letter against a number (``5m``)
+  stays: it may be a variable. Degree marks are dropped.
 * A base-n numeral equals its bare digits (``52_8 == 52``) when the base is
   2-36 written without a leading zero and the digits fit it. Any other
   decoration on a number that the fast path cannot read, namely subscripts
   (``1_000``, ``5_2``), primes (``5'``), ellipses (``2.5\\ldots``), digit groups
   written apart (``10 00``) or digits after ``!`` / ``%``, makes the answer
   wrong without asking math-verify, which reads those as the bare number.
-  A list of two or more items never equals a single number (``5,5 != 5``).
+  A list of two or more items never equals a single number (``5,5 != 5``). Unicode script
+  digits are the scripts they show (``5²`` = 25, ``52₈`` is a base-8 numeral); commands that
+  print nothing (``\\displaystyle``, ``\\limits``) and evaluation bars (``5\\Big|_{2}``) never hide
+  a subscript from this rule.
 * Matrices and vectors (``pmatrix``, ``bmatrix``, ``vmatrix`` (a determinant),
   ``array``) the fast path cannot settle go to math-verify; environment names
   are neither prose nor variables.
@@ -82,6 +118,8 @@ answer right poisons training):
   (Minerva: ``1.6e-19`` vs ``1.602e-19`` at ``rel_tol=0.01``): plain numbers, in
   lists and matrices too, and constant expressions math-verify reads
   (``\\frac{\\pi}{3}`` vs ``1.047`` at ``0.001``). Never expressions with variables.
+* math-verify runs without its own unit stripper (units are removed above, by these rules):
+  it deletes trailing letters after a number, reading ``7 = 11a + c`` as ``7 = 11``.
 * Every True from math-verify is checked numerically in the worker: constant
   expressions at 30 digits, expressions with variables at fixed sample points,
   so a sign or term math-verify misreads is vetoed (``1 - \\frac{1}{e}`` vs
@@ -361,8 +399,8 @@ _MARK_CONNECTOR = re.compile(r"(?i)(?:is|was|would\s+be|will\s+be|should\s+be|eq
 _WORD_PAREN = re.compile(r"\([ \t]*[A-Za-z][A-Za-z .,'\-]{1,48}\)")
 """A parenthetical of words only ("(in dollars)", "(rounded to the nearest cent)"): a qualifier, never maths."""
 _TRAILING_WORD_PAREN = re.compile(r"\s" + _WORD_PAREN.pattern + r"\Z")
-_ANSWER_START = re.compile(r"[$\\(\[{\d+\-]|\.\d")
-"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths, not a word."""
+_ANSWER_START = re.compile(r"[$\\(\[{\d+\-\u2212\u20ac\u00a3\u00a5\u20b9]|\.\d")
+"""How an answer written right after a bare "answer" (no colon, no "is") must begin: maths or a currency sign."""
 _HEADING_DECORATION = re.compile(r"[\s#*_>\-]*")
 _EXPLANATION_BREAK = re.compile(
     r"(?<!\.)[.!?](?=\s|$)|[,;]\s*(?:because|since|as|so|which|where|thus|hence|but|not|and\s+this)\b"
@@ -380,18 +418,44 @@ _MATH_SPAN = re.compile(
 """A maths span: ``$$..$$``, ``$..$`` (an escaped ``\\$`` inside is a dollar sign), ``\\(..\\)``, ``\\[..\\]``; bounded length."""
 _MATH_CONTENT = re.compile(r"[0-9A-Za-z\\]")
 """What a maths span must contain to be an answer (``$$$`` or ``$ , $`` is not one)."""
-_LOOSE_NUMBER = re.compile(
-    r"(?<![\w.^_])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?)%?(?![\w])"
+_RUN_TOKEN = re.compile(
+    r"(?P<cmd>\\[A-Za-z]+)|(?P<esc>\\[^A-Za-z\s])|(?P<word>[A-Za-z]+)|(?P<num>\d+)|(?P<open>\{)"
+    r"|(?P<op>[-+*/^_=<>!|()\[\].,%'&:\u2212\u00d7\u00f7\u00b7\u22c5\u2264\u2265\u2260\u00b1\u00b0"
+    r"\u00b2\u00b3\u00b9\u2070-\u209f\u20ac\u00a3\u00a5])"
+    r"|(?P<core>[\u03c0\u221a\u221e])|(?P<space>[ \t\u00a0\u2009\u202f]+)|(?P<other>.)",
+    re.DOTALL,
 )
-"""A number in running text: ``18``, ``-3``, ``1,250.50``, ``3/4``, ``25%`` (not an exponent, subscript or part of a word)."""
+"""Tokens of running text for :func:`_math_runs`: commands, escapes, words, digits, braced groups, maths symbols."""
+_LETTER_BEFORE = frozenset("=<>+-*/^_(|[\u2212\u00d7\u00b7")
+_LETTER_AFTER = frozenset("=<>+-*/^_)|]!'\u2212\u00d7\u00b7")
+_NON_CORE_CMDS = frozenset(
+    "quad qquad text textbf textit textrm mathrm mbox left right displaystyle textstyle hspace enspace "
+    "thinspace and or".split()
+)
+"""Commands that are spacing or text wrappers: on their own they make no maths answer."""
+_RUN_NAMES = frozenset(
+    "pi sqrt cbrt sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln lg exp".split()
+)
+"""Function names that continue a maths run in running text (not "to", "in", "min": English words too)."""
+_CHOICE_RUN = re.compile(r"\(\s*[A-J]\s*\)")
+_QUALIFIER_GAP = re.compile(
+    r"(?i)[^.!?\n]*?(?:\b(?:at|when|where|for|if|with|given|about|approximately|approx|roughly|around|nearly)\b\.?"
+    r"|\\approx|\u2248)\s*"
+)
+"""Text between an answer and what qualifies it ("at", "when", "about", "approximately"): the answer comes first."""
+_LIST_GAP = re.compile(r"(?i)\s*,?\s*(?:(?:and|or)\s*)?")
+"""Commas, "and" and "or" between maths spans that list one answer."""
+_AND_GAP = re.compile(r"(?i)\s*,?\s*and\s*")
+"""What lists undelimited answers ("1, 2 and 3"); "or" between them is a hedge."""
+_SENTENCE_BREAK = re.compile(r"[.!?;]\s+\S")
+_HEDGE_GAP = re.compile(r"(?i)[\s,]*(?:or|either|maybe|perhaps)[\s,:]*")
+"""What separates two candidates that are alternatives ("5 or 6"): a hedge, not an answer."""
 _FIRST_LINE = re.compile("[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
 """Up to the first line break (any that ``str.splitlines`` knows)."""
 _GSM8K_MARK = re.compile(r"(?<!#)####(?!#)[ \t]*")
 """GSM8K's final-answer marker ``#### 72`` (exactly four hashes; what follows must start like maths)."""
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _MAX_MARKS_PER_LINE = 3
 _MAX_MARKER_TRIES = 16
-_MAX_TAIL_SENTENCES = 6
 _TAIL_CHARS = 4000
 
 
@@ -431,28 +495,242 @@ def _all_boxed(boxes: tuple[str, ...]) -> tuple[str, ExtractionMethod]:
     return ", ".join(form for form, _, _ in kept), "boxed_all"
 
 
-def _rhs(text: str) -> str:
-    """The part after the last top-level ``=`` of a chain like ``3 + 4 = 7`` (the text itself when there is none)."""
-    parts = _split_top(text, "=")
-    if parts is None or len(parts) < 2 or not parts[-1].strip():
-        return text.strip()
-    return parts[-1].strip()
+_APPROX_MARK = re.compile(r"\\approx(?![A-Za-z])|\u2248|\\simeq(?![A-Za-z])")
+_RELATION_MARK = re.compile(
+    r"[<>]|!=|\\(?:le|ge|leq|geq|leqslant|geqslant|lt|gt|ne|neq|in|notin|approx|subset|subseteq|supset|to)(?![A-Za-z])"
+)
+
+
+def _final_side(text: str) -> str:
+    """The part of a maths answer that states the result: the value after worked arithmetic, else the whole.
+
+    ``3 + 4 = 7`` -> ``7`` and ``\\binom{4}{2} \\cdot 2 = 12`` -> ``12`` (a constant left side is
+    working); ``x = 2 + 3 = 5`` -> ``x = 5``. An assignment (``x = 5``), an equation with variables on
+    the right (``7 = 11a + c``, ``y = 2x + 3``) or with an expression on the left (``m + n = 80``), a
+    relation (``x \\ge 5``) and a system (``x = 1, y = 2``) are kept whole, so what they state reaches
+    the comparison: the gold ``7 = 11a + c`` is never cut down to ``11a + c``.
+    """
+    s = text.strip()
+    if s.endswith((".", ",", ";")) and not s.endswith(".."):  # the sentence's stop inside "\\[ 9. \\]"
+        s = s[:-1].rstrip()
+    if s.startswith("=") and not s.startswith("=="):  # "$= \\frac{1}{6}$" continues the text before it
+        s = s[1:].strip()
+    approx = _APPROX_MARK.search(s)
+    if approx is not None and s[: approx.start()].strip():  # "\\frac{1}{6} \\approx 0.167": the exact value
+        s = s[: approx.start()].strip()
+    if _RELATION_MARK.search(s):
+        return s
+    parts = _split_top(s, "=")
+    if parts is None or len(parts) < 2:
+        return s
+    parts = [p.strip() for p in parts]
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part or items is None or len(items) > 1:
+            return s
+    lhs, rhs = parts[0], parts[-1]
+    rhs_letters = _free_letters(rhs)
+    if rhs_letters is None or rhs_letters:
+        return s
+    lhs_letters = _free_letters(lhs)
+    if lhs_letters is not None and not lhs_letters:
+        return rhs
+    return s if len(parts) == 2 else f"{lhs} = {rhs}"
+
+
+def _math_letter(text: str, start: int, end: int, after_command: bool) -> bool:
+    """Whether the one-letter word ``text[start:end]`` is a variable (``x = 5``, ``2x``), not "a" or "I"."""
+    if after_command or (start > 0 and (text[start - 1].isdigit() or text[start - 1] in "})\\")):
+        return True
+    if end < len(text) and (text[end].isdigit() or text[end] in "^_({'"):
+        return True
+    i = start - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    if i >= 0 and text[i] in _LETTER_BEFORE:
+        return True
+    j = end
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return j < len(text) and text[j] in _LETTER_AFTER
+
+
+def _is_unit_word(word: str) -> bool:
+    """A unit written as a word after a number ("cm", "kg", "dollars", "grams"), for :func:`_math_runs`."""
+    w = word.lower()
+    if w in _SHORT_UNITS or w in _UNIT_SYNONYMS:
+        return True
+    return len(w) > 3 and w.endswith("s") and w[:-1] in _UNIT_SYNONYMS
+
+
+def _trim_run(text: str, start: int, end: int) -> tuple[int, int]:
+    """A maths run without punctuation or unmatched brackets at its ends (``(see 2)`` -> ``2``, ``5,`` -> ``5``)."""
+    while True:
+        before = (start, end)
+        while start < end and text[start] in " \t,.;:'!)]%=":
+            start += 1
+        while end > start and text[end - 1] in " \t,.;:'([":
+            end -= 1
+        piece = text[start:end]
+        balance = piece.count("(") + piece.count("[") - piece.count(")") - piece.count("]")
+        if end > start and text[end - 1] in ")]" and balance < 0:
+            end -= 1
+        elif end > start and text[start] in "([" and balance > 0:
+            start += 1
+        if (start, end) == before:
+            return start, end
+
+
+def _math_runs(text: str) -> list[tuple[int, int]]:
+    """Spans of maths written without delimiters in running text, in order (linear in ``len(text)``).
+
+    A run is made of numbers, commands with their braced arguments, operators and brackets, with
+    variables (one letter next to an operator or a number: ``x = 5``, ``2x``) and unit words after a
+    number (``12 500 dollars``, ``60 km/h``); an ordinary word, ``$``, ``;`` or a sentence end stops
+    it. Only runs with a number, a maths command or a choice label ``(A)`` count: ``She walks
+    3\\frac{1}{2} miles.`` gives ``3\\frac{1}{2} miles``, never the ``2`` of the fraction; ``5_{2}``
+    stays whole, so a subscript is never read as the answer.
+    """
+    pairs = _brace_pairs(text)
+    runs: list[tuple[int, int]] = []
+    start = last = -1
+    core = False
+    prev_kind = ""
+    pos, n = 0, len(text)
+
+    def close() -> None:
+        nonlocal start, last, core
+        if start >= 0:
+            a, b = _trim_run(text, start, last)
+            if b > a and (core or _CHOICE_RUN.fullmatch(text, a, b)):
+                runs.append((a, b))
+        start, last, core = -1, -1, False
+
+    while pos < n:
+        m = _RUN_TOKEN.match(text, pos)
+        assert m is not None  # the last alternative matches any character
+        kind, tok, end = m.lastgroup or "other", m.group(), m.end()
+        is_math, is_core = True, False
+        if kind == "space":
+            pos = end
+            continue
+        if kind == "cmd":
+            is_core = tok[1:] not in _NON_CORE_CMDS
+        elif kind in ("num", "core"):
+            is_core = True
+        elif kind == "esc":
+            pass  # \\, \{ \% \$: part of the maths
+        elif kind == "open":
+            close_at = pairs.get(pos, -1)
+            if close_at < 0:
+                is_math = False
+            else:
+                end = close_at + 1
+                is_core = prev_kind == "cmd" or any(c.isdigit() for c in text[pos:end])
+        elif kind == "word":
+            if len(tok) == 1:
+                is_math = _math_letter(text, pos, end, prev_kind == "cmd")
+            elif tok.lower() in _RUN_NAMES:
+                is_core = True
+            else:
+                is_math = start >= 0 and prev_kind in ("num", "open") and _is_unit_word(tok)
+        elif kind == "op":
+            if tok == "." and (end >= n or text[end].isspace()):
+                is_math = False  # a sentence ends
+            elif tok == ":" and not (pos > 0 and text[pos - 1].isdigit() and end < n and text[end].isdigit()):
+                is_math = False  # "Total: 64"; a ratio 3:4 stays
+        else:
+            is_math = False
+        if is_math:
+            if start < 0:
+                start = pos
+            last, core = end, core or is_core
+        else:
+            close()
+        prev_kind = kind if is_math else ""
+        pos = end
+    close()
+    return runs
+
+
+def _candidates(text: str) -> list[tuple[int, int, str]]:
+    """Answer candidates of running text in order: maths spans (their stated side) and undelimited maths runs.
+
+    A ``$..$`` span that reads as prose is two dollar amounts, not maths: its text is scanned for runs instead.
+    """
+    found: list[tuple[int, int, str]] = []
+    pos = 0
+    for m in _MATH_SPAN.finditer(text):
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if not _MATH_CONTENT.search(inner) or _is_prose(inner):
+            continue
+        found.extend((pos + a, pos + b, text[pos + a : pos + b]) for a, b in _math_runs(text[pos : m.start()]))
+        found.append((m.start(), m.end(), inner))
+        pos = m.end()
+    found.extend((pos + a, pos + b, text[pos + a : pos + b]) for a, b in _math_runs(text[pos:]))
+    return found
+
+
+def _listed(items: list[str]) -> bool:
+    """Whether answers side by side form one list: plain values, or values of one variable (``x = 1``, ``x = -2``)."""
+    sides = [_equation_sides(item) for item in items]
+    if all(side is None for side in sides):
+        return True
+    names = {side[0] for side in sides if side is not None and _IDENT.match(side[0])}
+    return len(names) == 1 and all(side is not None for side in sides)
 
 
 def _last_candidate(text: str) -> str | None:
-    """The last maths span (``$..$``, ``\\(..\\)``; its right-hand side) or number in ``text``, whichever ends last.
+    """The answer a text ends on: its last maths span or run (its stated side, :func:`_final_side`).
 
-    A ``$..$`` span that reads as prose is two dollar amounts, not maths, and is skipped.
+    Three refinements, each within one sentence. An answer followed by a qualifier ("$-4$ at $x = 2$",
+    "$\\frac{3}{7}$, which is about 0.43") is the answer before it. Maths spans side by side with
+    commas, "and" or "or" between them (undelimited maths: "and") that are values, or values of one
+    variable ("$1$, $2$ and $3$", "$x = 2$ or $x = -3$", "1, 2 and 3"), are one list: a list never
+    equals a single number, so reading a hedge as a list accepts nothing wrong. Two different answers
+    in running text offered as alternatives ("5 or 6", "(A) or (B)") are no answer (None).
     """
-    best: tuple[int, str] | None = None
-    for m in _MATH_SPAN.finditer(text):
-        inner = next(g for g in m.groups() if g is not None).strip()
-        if _MATH_CONTENT.search(inner) and not _is_prose(inner):
-            best = (m.end(), _rhs(inner))
-    for m in _LOOSE_NUMBER.finditer(text):
-        if best is None or m.end() > best[0]:  # a number inside a kept span never ends after it
-            best = (m.end(), m.group(0))
-    return best[1] if best is not None else None
+    found = _candidates(text)
+    if not found:
+        return None
+    i = len(found) - 1
+    while i > 0 and _QUALIFIER_GAP.fullmatch(text, found[i - 1][1], found[i][0]):
+        i -= 1
+    last = found[i]
+    run = [last]
+    j = i
+    while j > 0:
+        spans = text[found[j][0]] in "$\\" and text[found[j - 1][0]] in "$\\"
+        if not (_LIST_GAP if spans else _AND_GAP).fullmatch(text, found[j - 1][1], found[j][0]):
+            break
+        j -= 1
+        run.insert(0, found[j])
+    if len(run) > 1:
+        items = [_final_side(c[2]) for c in run]
+        if _listed(items):
+            return ", ".join(items)
+    if i > 0:
+        prev = found[i - 1]
+        if _HEDGE_GAP.fullmatch(text, prev[1], last[0]) and prev[2].strip() != last[2].strip():
+            return None
+    return _final_side(last[2])
+
+
+def _bare_answer(text: str) -> str | None:
+    """The whole text when it is one line of maths and nothing else (``\\frac{10}{9}``, ``1 000``, ``x >= 5``,
+    ``7 = 11a+c``, ``2,74 $``): a gold answer or a bare prediction, kept whole rather than cut to its last number.
+
+    Words are allowed only inside ``\\text{..}``, as function names or as units (``60km/h``).
+    """
+    s = _clean_line_answer(text)
+    if not s or len(s) > MAX_ANSWER_CHARS or any(c in s for c in "\n\r") or not _MATH_CONTENT.search(s):
+        return None
+    if _SENTENCE_BREAK.search(s):  # "x = 5. y = 3" is two statements, not one answer
+        return None
+    t = re.sub(r"\\[A-Za-z]+", " ", _TEXT_GROUP.sub(" ", s))
+    if any(w.lower() not in _MATH_NAMES and not _is_unit_word(w) for w in re.findall(r"[A-Za-z]{2,}", t)):
+        return None
+    return _final_side(s)
 
 
 @dataclass(frozen=True)
@@ -487,7 +765,7 @@ def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
     if m is not None:  # may run over several lines (a display block below a heading)
         inner = next(g for g in m.groups() if g is not None).strip()
         if _MATH_CONTENT.search(inner) and not _is_prose(inner):
-            return inner, True
+            return _final_side(inner), True
     s = _FIRST_LINE.match(s).group()  # type: ignore[union-attr]  # always matches (possibly empty)
     cut = _EXPLANATION_BREAK.search(s)
     answer = _clean_line_answer(s[: cut.start()] if cut is not None else s)
@@ -502,7 +780,7 @@ def _eval_clean(rest: str, explicit: bool) -> tuple[str, bool] | None:
     if _is_prose(answer):
         found = _last_candidate(answer)
         return (found, False) if found else None
-    return answer, True
+    return _final_side(answer), True
 
 
 def _line_starts(lines: list[str]) -> list[int]:
@@ -536,6 +814,9 @@ def _marked_answer(line: str, below: str, offset: int) -> _Marked | None:
         if conn is not None:
             i = _skip_space(line, conn.end(), end)
         rest = line[i:end]
+        opened = rest.lstrip()
+        if below and opened.startswith(("\\[", "$$", "\\(")) and _MATH_SPAN.match(opened) is None:
+            rest = rest + "\n" + below  # "Answer \\[" with the display block on the lines below
         if not rest.strip(" \t*_:#"):
             heading = _HEADING_DECORATION.fullmatch(line, 0, mark.start()) is not None
             if not (explicit or heading and method == "final_answer_line"):
@@ -578,17 +859,21 @@ def _gsm8k_answer(text: str) -> _Marked | None:
 
 
 def _last_sentence_answer(text: str) -> str | None:
-    """Eval-mode fallback: the last number or maths span of the last sentence that has one (``... 18 apples left.`` -> 18).
+    """Eval-mode fallback: the whole text when it is bare maths, else its last maths span or run.
 
-    Looks at most :data:`_MAX_TAIL_SENTENCES` sentences back in the last :data:`_TAIL_CHARS` characters.
+    ``\\frac{10}{9}`` stays ``\\frac{10}{9}`` (not ``9``), ``1 000`` stays one thousand, ``7 = 11a+c``
+    stays an equation; ``... so she has 18 apples left.`` gives 18. Reads the last :data:`_TAIL_CHARS` characters.
     """
     tail = text[-_TAIL_CHARS:]
-    sentences = [s for s in _SENTENCE_SPLIT.split(tail) if s.strip()]
-    for sentence in reversed(sentences[-_MAX_TAIL_SENTENCES:]):
-        found = _last_candidate(sentence)
-        if found:
-            return found
-    return None
+    bare = _bare_answer(tail)
+    if bare is not None:
+        return bare
+    found = _last_candidate(tail)
+    if found is None:
+        words = _clean_line_answer(tail)
+        if _WORD.match(words) and len(words.split()) <= 2:  # a bare text answer: "Yes", "even"
+            return words
+    return found
 
 
 def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
@@ -603,8 +888,32 @@ def _overrides_box(marked: _Marked, last_box: _BoxSpan) -> bool:
     return bool(_ANSWER_START.match(s) or _CHOICE.match(s) or (_WORD.match(s) and " " not in s))
 
 
+_BOX_GAP = re.compile(
+    r"(?:\s|[,;$&]|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\\\|\\[()\[\]]|\\text\s*\{\s*(?:and|or|,)?\s*\}"
+    r"|(?i:and|or)(?![A-Za-z])|[A-Za-z]\s*=)*"
+)
+"""What may stand between boxes that give one answer together: spacing, commas, ``$``, "and" / "or", ``x =``."""
+_MAX_BOX_GAP = 200
+
+
+def _final_boxes(text: str, boxes: list[_BoxSpan]) -> list[_BoxSpan]:
+    """The last box and the boxes right before it with only separators between (``\\boxed{1}\\boxed{2}``,
+    ``$x = \\boxed{2}$ or $x = \\boxed{-3}$``): in eval mode they are one answer, the list of their values.
+
+    Boxes with words between them (an intermediate result boxed, then the final one) stay apart.
+    """
+    run = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        gap_end = run[0].start
+        if gap_end - box.end > _MAX_BOX_GAP or _BOX_GAP.fullmatch(text, box.end, gap_end) is None:
+            break
+        run.insert(0, box)
+    return run
+
+
 def _eval_extraction(text: str, boxes: list[_BoxSpan], boxed: BoxedPolicy) -> Extraction:
-    """Eval mode: the last box, unless an explicit answer line or ``####`` marker comes after it; else the last sentence."""
+    """Eval mode: the last box (with the boxes right before it), unless an explicit answer line or ``####``
+    marker comes after it; else the whole text when it is bare maths, else the last maths of the text."""
     contents = tuple(b.content for b in boxes)
     marked = _eval_answer_line(text)
     gsm = _gsm8k_answer(text)
@@ -613,6 +922,10 @@ def _eval_extraction(text: str, boxes: list[_BoxSpan], boxed: BoxedPolicy) -> Ex
     if boxes and (marked is None or not _overrides_box(marked, boxes[-1])):
         if boxed == "all":
             answer, method = _all_boxed(contents)
+            return Extraction(answer, method, contents)
+        final = _final_boxes(text, boxes)
+        if len(final) > 1:
+            answer, method = _all_boxed(tuple(b.content for b in final))
             return Extraction(answer, method, contents)
         return Extraction(contents[-1], "boxed", contents)
     if marked is not None:
@@ -629,11 +942,16 @@ def extract_answer_with_method(
     """Find the final answer of a response; see the module docstring for the rules of each mode.
 
     ``mode="reward"`` (training rewards, strict): the last ``\\boxed{}``, else the last
-    "final answer:" / "answer:" line with the answer alone on it. ``mode="eval"`` (benchmark
-    grading) also reads answers followed by text on their line, ``Answer $ 9 $``, GSM8K's
-    ``#### 72``, lets an explicit answer line *after* the last box win, and falls back to the
-    last number of the last sentence. ``boxed="all"`` makes several different boxed answers one
-    unordered collection (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``) instead of the last one.
+    "final answer:" / "answer:" line with the answer alone on it. It refuses what eval mode
+    reads, because a policy rewarded for it would learn to hedge or to bury its answer: several
+    different boxes are a hedge (the last one counts, :attr:`Extraction.hedged` is set), never a
+    list; a later line never overrides a box; no ``####``, no text after an answer, no guess from
+    prose. ``mode="eval"`` (benchmark grading) also reads answers followed by text on their line,
+    ``Answer $ 9 $``, GSM8K's ``#### 72``, lets an explicit answer line *after* the last box win,
+    reads boxes side by side as one list, and falls back to the whole text when it is bare maths,
+    else to the last maths of the text (a span, or an undelimited run like ``3\\frac{1}{2}``).
+    ``boxed="all"`` makes several different boxed answers one unordered collection
+    (``\\boxed{2}`` ... ``\\boxed{-3}`` -> ``2, -3``) instead of the last one.
     Only the last :data:`MAX_SCAN_CHARS` characters of the visible text are read, and every step is
     linear in them, so hostile responses (megabytes of ``\\boxed{``, spaces, ``answer:`` lines) are cheap.
     """
@@ -698,9 +1016,38 @@ _TRAILING_TEXT_UNIT = re.compile(
     re.DOTALL,
 )
 _PLAIN_UNIT = re.compile(
-    r"^(?P<head>[-+\d.,/%\s()\[\]]*[\d)]%?|.*\\frac\s*\{[^{}]*\}\s*\{[^{}]*\})\s+"
+    r"^(?P<head>.*[\d})]%?)\s+"
     r"(?P<unit>[A-Za-z]+\.?(?:\s*(?:/|per)\s*[A-Za-z]+|\s+[A-Za-z]+){0,2}(?:\s*\^\s*\{?-?\d\}?)?)$"
 )
+_GLUED_UNIT = re.compile(
+    r"^(?P<head>[-+]?(?:\d(?:[\d,]| (?=\d))*(?:\.\d+)?|\.\d+))"
+    r"(?P<unit>(?P<name>km|cm|mm|kg|mg|ml|ft|yd|mi|lbs|lb|oz|hrs|hr|min|sec|mph|kph|kmh|m|g|s|h|l)"
+    r"(?:\^\{?[23]\}?)?(?:/(?:s|h|hr|min|km|m)(?:\^\{?2\}?)?)?)$"
+)
+"""A unit written against its number: ``5cm``, ``60km/h``, ``150m^2``. A lone one-letter name (``5m``, ``2s``)
+is left alone: it may be a product with a variable; with a power or a rate (``150m^2``, ``9.8m/s^2``) it is a unit."""
+_CURRENCY = re.compile(r"[\u20ac\u00a3\u00a5\u20b9]|\\(?:euro|pounds|yen)(?![A-Za-z])")
+_SUPERSCRIPT_DIGITS = str.maketrans(
+    "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207a\u207b", "0123456789+-"
+)
+_SUBSCRIPT_DIGITS = str.maketrans("\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089", "0123456789")
+_SUPERSCRIPT_RUN = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u207b]+")
+_SUBSCRIPT_RUN = re.compile("[\u2080-\u2089]+")
+"""Unicode script digits (``5\u00b2``, ``52\u2088``) as the LaTeX they stand for (``5^{2}``, ``52_{8}``)."""
+_INVISIBLE_COMMANDS = re.compile(
+    r"\\(?:displaystyle|textstyle|scriptstyle|scriptscriptstyle|limits|nolimits|strut|mathstrut|relax)(?![A-Za-z])"
+)
+"""Commands that print nothing, removed: none may stand between a number and its subscript (``5\\displaystyle_2``)."""
+_SCRIPT_COMMANDS = re.compile(r"\\(sb|sp|textsubscript|textsuperscript)(?![A-Za-z])\s*")
+_SCRIPT_COMMAND_SIGN = {"sb": "_", "sp": "^", "textsubscript": "_", "textsuperscript": "^"}
+_RELATION_SPELLINGS = (
+    (re.compile(r"\\(?:geqslant|geq|ge)(?![A-Za-z])\s*|>=\s*"), r"\\ge "),
+    (re.compile(r"\\(?:leqslant|leq|le)(?![A-Za-z])\s*|<=\s*|=<\s*"), r"\\le "),
+    (re.compile(r"\\(?:neq|ne)(?![A-Za-z])\s*|!=\s*|\\not\s*=\s*"), r"\\ne "),
+    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
+    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
+)
+"""Every spelling of a relation as one command: ``>=``, ``\\geq``, ``\\geqslant`` -> ``\\ge``; ``=<`` -> ``\\le``."""
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|(?<=[\d}])\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])")
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)\s*\.|\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _FRAC_SHORT = (
@@ -812,8 +1159,12 @@ def _normalise_unit(unit: str) -> str:
     return "".join(out).replace(" ", "") + power
 
 
-def _is_unit_words(unit: str) -> bool:
-    """Whether trailing plain words look like a unit ("cm", "apples", "square feet") rather than maths ("x", "and 5", "pi")."""
+def _is_unit_words(unit: str, wrapped: bool = False) -> bool:
+    """Whether trailing words look like a unit ("cm", "apples", "square feet") rather than maths ("x", "and 5", "pi").
+
+    ``wrapped``: the words were inside ``\\text{..}`` / ``\\mathrm{..}`` after a number (``300 \\mathrm{~K}``,
+    ``5 \\text{ N}``), where one or two letters are a unit symbol too (not ``e`` or ``i``, which may be constants).
+    """
     words = re.findall(r"[A-Za-z]+", unit)
     if not words or len(words) > 3:
         return False
@@ -821,14 +1172,22 @@ def _is_unit_words(unit: str) -> bool:
     if any(w in _MATH_NAMES or w in _UNIT_STOPWORDS for w in lowered):
         return False
     if all(len(w) <= 2 for w in lowered):
-        return all(w in _SHORT_UNITS for w in lowered)
+        return all(w in _SHORT_UNITS or (wrapped and w not in ("e", "i")) for w in lowered)
     return True
 
 
+def _unit_head(head: str) -> bool:
+    """Whether what stands before trailing unit words is a quantity: a number or maths of numbers
+    (``12 500``, ``2\\sqrt{2}``, ``3.0 \\times 10^8``, ``\\frac{7}{2}``), not words ("5 apples and 3")."""
+    return bool(re.search(r"\d", head)) and not re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", head)
+
+
 def _space_key(text: str) -> str:
-    """Drop whitespace except between two letters/digits (``2 1/2`` stays apart from ``21/2``)."""
+    """Drop whitespace except between two letters/digits (``2 1/2`` stays apart from ``21/2``) and after a comma
+    before a group of three digits (the list ``1, 100`` stays apart from the number ``1,100``)."""
     s = re.sub(r"\s+", " ", text).strip()
-    return re.sub(r"(?<=[^A-Za-z0-9]) | (?=[^A-Za-z0-9])", "", s)
+    s = re.sub(r"(?<=\d), (?=\d{3}(?!\d))", ",\x02", s)
+    return re.sub(r"(?<=[^A-Za-z0-9\x02]) | (?=[^A-Za-z0-9\x02])", "", s).replace("\x02", " ")
 
 
 def _prepare(answer: str) -> _Prepared | None:
@@ -839,17 +1198,23 @@ def _prepare(answer: str) -> _Prepared | None:
     if _looks_hostile(s):
         return None
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPT_DIGITS) + "}", s)
+    s = _SUBSCRIPT_RUN.sub(lambda m: "_{" + m.group(0).translate(_SUBSCRIPT_DIGITS) + "}", s)
     s = _SQRT_SYMBOL.sub(r"\\sqrt{\1}", s).replace("\u221a", "\\sqrt")
     s = s.replace("\x01", "").replace("\\\\", "\x01")  # protect LaTeX row breaks from the spacing rules below
     s, was_text = _strip_outer(s)
     s = _LEFT_RIGHT.sub("", s)
-    s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle)\b", "", s)
+    s = _INVISIBLE_COMMANDS.sub("", s)
+    s = _SCRIPT_COMMANDS.sub(lambda m: _SCRIPT_COMMAND_SIGN[m.group(1)], s)
     s = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", s)
     s = re.sub(r"\\!\s*", "", s)
     s = s.replace("{,}", ",")
     s = re.sub(r"(\d)\\[,;: ](?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"\\(?:[,;: ]|quad|qquad|enspace|thinspace)", " ", s).replace("~", " ")
     s = s.replace("\\$", "").replace("$", "")
+    s = _CURRENCY.sub("", s)
+    for pattern, repl in _RELATION_SPELLINGS:
+        s = pattern.sub(repl, s)
     s = s.replace("\\%", "%")
     s = re.sub(r"(?i)(?<!\s)\s*\bpercent(?:age)?\b", "%", s)  # (?<!\s): one try per run of spaces, not one per space
     s = _DEGREES.sub("", s)
@@ -864,7 +1229,7 @@ def _prepare(answer: str) -> _Prepared | None:
             or not re.search(r"\d", m.group("head"))
             or not re.search(r"[A-Za-z]", m.group("unit"))
             or re.search(r"[()\[\]]", m.group("unit"))
-            or not _is_unit_words(m.group("unit"))
+            or not _is_unit_words(m.group("unit"), wrapped=True)
         ):
             break
         unit = m.group("unit") + re.sub(r"\s|\{|\}", "", m.group("pow") or "")
@@ -878,10 +1243,15 @@ def _prepare(answer: str) -> _Prepared | None:
         s = unwrapped
     s = re.sub(r"\s+", " ", s).strip()
     m = _PLAIN_UNIT.match(s)
-    if m and _is_unit_words(m.group("unit")):
+    if m and _unit_head(m.group("head")) and _is_unit_words(m.group("unit")):
         if m.group("unit").lower().strip() not in _DEGREE_WORDS:
             units.append(m.group("unit"))
         s = m.group("head").strip()
+    else:
+        m = _GLUED_UNIT.match(s)
+        if m and (len(m.group("name")) > 1 or m.group("unit") != m.group("name")):
+            units.append(m.group("unit"))
+            s = m.group("head")
     s = s.strip().rstrip(",;").strip()
     if re.search(r"[^.]\.$", s):
         s = s[:-1].rstrip()
@@ -905,6 +1275,7 @@ class _Num:
     value: Fraction
     half_ulp: Fraction | None = None
     percent_raw: Fraction | None = None  # the number before "%" when the answer had a percent sign
+    digits: int | None = None  # significant digits of a written decimal (2.6667: 5), None when exact
 
 
 @dataclass(frozen=True)
@@ -954,6 +1325,7 @@ class _Seq:
     open: str
     close: str
     items: tuple["_Value", ...]
+    decimal: "_Num | None" = None  # "3,5": also the number 3.5 written with a decimal comma
 
 
 @dataclass(frozen=True)
@@ -967,11 +1339,33 @@ class _Equation:
     rhs: "_Value"
 
 
-_Value = Union[_Num, _Inf, _DivZero, _Choice, _Letter, _Word, _BaseNum, _Seq, _Matrix, _Equation, _Opaque]
+@dataclass(frozen=True)
+class _Span:
+    """An interval of the real line; an infinite end is never closed."""
+
+    lo: "_Num | _Inf"
+    lo_closed: bool
+    hi: "_Num | _Inf"
+    hi_closed: bool
+
+
+@dataclass(frozen=True)
+class _Region:
+    """The solution set of a relation in one variable: ``x \\ge 5``, ``-2 \\le x < 7``, ``x \\ne 3``, ``-x \\ge -1``.
+
+    Written relations that mean the same set are one region: ``x \\ge 5`` = ``5 \\le x``,
+    ``-x \\ge -1`` = ``x \\le 1`` (multiplying by -1 flips the sign), ``2x + 1 > 5`` = ``x > 2``.
+    """
+
+    var: str
+    spans: tuple[_Span, ...]
+
+
+_Value = Union[_Num, _Inf, _DivZero, _Choice, _Letter, _Word, _BaseNum, _Seq, _Matrix, _Equation, _Region, _Opaque]
 
 _DEC = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _NUMBER = re.compile(
-    r"^(?P<sign>[-+]?)\s*(?P<mant>\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d{1,3}(?: \d{3})+(?:\.\d*)?|" + _DEC + r")"
+    r"^(?P<sign>[-+]?)\s*(?P<mant>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d*)?|[1-9]\d{0,2}(?: \d{3})+(?:\.\d*)?|" + _DEC + r")"
     r"(?:[eE](?P<e1>[-+]?\d{1,6})|\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*(?:\{\s*(?P<e2>[-+]?\s*\d{1,6})\s*\}|(?P<e3>[-+]?\d{1,6})))?"
     r"\s*(?P<pct>%)?$"
 )
@@ -987,6 +1381,10 @@ _FRAC_TEX = re.compile(
 _MIXED = re.compile(
     r"^(?P<sign>[-+]?)\s*(?P<w>\d+)(?:\s*\\frac\s*\{\s*(?P<n1>\d+)\s*\}\s*\{\s*(?P<d1>\d+)\s*\}|\s+(?P<n2>\d+)\s*/\s*(?P<d2>\d+))$"
 )
+_REPEATING = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?P<int>\d*)\.(?P<fixed>\d{0,20})\\overline\s*\{\s*(?P<period>\d{1,20})\s*\}$"
+)
+"""A repeating decimal, exactly: ``0.\\overline{3}`` = 1/3, ``0.1\\overline{6}`` = 1/6."""
 _POWER = re.compile(r"^(?P<sign>[-+]?)\s*(?P<b>\d+)\s*\^\s*(?:\{\s*(?P<e1>[-+]?\d{1,6})\s*\}|(?P<e2>[-+]?\d{1,6}))$")
 _BASE = re.compile(r"^(?P<d>[0-9A-Za-z]+)_\s*(?:\{\s*(?P<b1>[1-9]\d*)\s*\}|(?P<b2>[1-9]\d*))$")  # 1_05 is no base
 _INF = re.compile(r"(?i)^(?P<sign>[-+]?)\s*(?:\\infty|\\inf|infinity|inf|oo)$")
@@ -995,6 +1393,10 @@ _CHOICE = re.compile(r"^(?:\(\s*(?P<a>[A-Ja-j])\s*\)(?:\s+.*)?|(?P<b>[A-J])\)?)$
 _WORD = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*(?: [A-Za-z]+(?:['-][A-Za-z]+)*)*$")
 _MATRIX = re.compile(r"^\\begin\{(?P<env>[pbB]?matrix|smallmatrix)\}(?P<body>.*)\\end\{(?P=env)\}$", re.DOTALL)
 _IDENT = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\s*(?:\{[A-Za-z0-9]+\}|[A-Za-z0-9]))?$")
+_FUNC_LHS = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:\^\{?-1\}?|')*\s*\(\s*[^()=]{1,40}\)$")
+"""``f(x)``, ``g(2)``, ``P(A)``, ``f^{-1}(x)`` on the left of an equation: it names what the right side gives."""
+_IDENT_TUPLE = re.compile(r"^\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)$")
+"""``(x, y)`` on the left of ``(x, y) = (2, -1)``: the answer is the tuple on the right."""
 _OPENERS = (("\\{", "{"), ("\\langle", "("), ("(", "("), ("[", "["), ("{", "{"))
 _CLOSERS = (("\\}", "}"), ("\\rangle", ")"), (")", ")"), ("]", "]"), ("}", "}"))
 
@@ -1076,11 +1478,12 @@ def _decimal_number(sign: str, mant: str, exp: int, pct: bool) -> _Num | None:
     value = Fraction(int(digits), 10 ** len(frac)) * Fraction(10) ** exp
     inexact = "." in mant or exp != 0
     half_ulp = Fraction(1, 2) * Fraction(10) ** (exp - len(frac)) if inexact else None
+    significant = len(digits.lstrip("0")) if inexact else None
     if sign == "-":
         value = -value
     if pct:
         return _Num(value / 100, half_ulp / 100 if half_ulp is not None else None, value)
-    return _Num(value, half_ulp)
+    return _Num(value, half_ulp, digits=significant)
 
 
 def _parse_number(text: str) -> _Num | _DivZero | None:
@@ -1110,6 +1513,12 @@ def _parse_number(text: str) -> _Num | _DivZero | None:
         if not 0 < n < d:
             return None  # "2 3/2" is not a mixed number; let math-verify decide
         value = int(m.group("w")) + Fraction(n, d)
+        return _Num(-value if m.group("sign") == "-" else value)
+    m = _REPEATING.match(text)
+    if m:
+        head, fixed, period = m.group("int") or "0", m.group("fixed"), m.group("period")
+        value = Fraction(int(head)) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+        value += Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
         return _Num(-value if m.group("sign") == "-" else value)
     m = _POWER.match(text)
     if m:
@@ -1167,6 +1576,9 @@ def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
                 return None
             return _BaseNum(digits, base)
         return None
+    comma = _decimal_comma(text)
+    if comma is not None:
+        return comma
     m = _MATRIX.match(text)
     if m:
         return _parse_matrix(m.group("body"), depth)
@@ -1181,12 +1593,209 @@ def _read_value(text: str, was_text: bool, depth: int) -> _Value | None:
     eq = _parse_equation(text, depth)
     if eq is not None:
         return eq
+    if _REL_OP.search(text):
+        return _parse_relation(text)
     if _WORD.match(text):
         tokens = text.lower().split()
         if len(tokens) <= 4 and not any(t in _MATH_NAMES for t in tokens):
             if was_text or any(len(t) >= 3 for t in tokens) or text.lower() in ("no", "yes"):
                 return _Word(" ".join(t for t in tokens if t not in ("the", "a", "an")) or " ".join(tokens))
     return None
+
+
+_DECIMAL_COMMA = re.compile(r"^(?P<sign>[-+]?)(?P<int>\d{1,3}(?:[ .]\d{3})+|\d+),(?P<frac>\d+)\s*(?P<pct>%)?$")
+
+
+def _decimal_comma(text: str) -> _Num | _Seq | None:
+    """A number written with a decimal comma: ``1 234 567,5`` and ``1.000,99`` are one number; ``3,5``,
+    ``1000,99`` and ``0,111`` (no valid thousands grouping) are 3.5, 1000.99, 0.111 against a number
+    and the two-item list they also spell against a list (see :func:`_same`)."""
+    m = _DECIMAL_COMMA.match(text)
+    if m is None:
+        return None
+    sign, whole, frac = m.group("sign"), m.group("int"), m.group("frac")
+    number = _decimal_number(sign, whole.replace(" ", "").replace(".", "") + "." + frac, 0, bool(m.group("pct")))
+    if number is None or " " in whole or "." in whole or m.group("pct"):
+        return number
+    return _Seq("", "", (_Num(Fraction(int(sign + whole))), _Num(Fraction(int(frac)))), number)
+
+
+_REL_OP = re.compile(r"\\(?:le|ge|ne)(?![A-Za-z])|<|>")
+_GREEK_VAR = (
+    r"\\(?:alpha|beta|gamma|delta|theta|vartheta|lambda|mu|nu|xi|rho|sigma|tau|phi|varphi|chi|psi|omega|kappa|eta|zeta)"
+    r"(?![A-Za-z])"
+)
+_VAR_TERM = re.compile(r"^(?P<coef>.*?)\s*(?:\\cdot|\\times|\*)?\s*(?P<var>[A-Za-z]|" + _GREEK_VAR + r")$", re.DOTALL)
+_VAR_OVER = re.compile(
+    r"^(?:\\frac\s*\{(?P<num>[^{}]*)\}\s*\{(?P<den>[^{}]+)\}|(?P<num2>[^/]+)/(?P<den2>[^/]+))$", re.DOTALL
+)
+_MAX_TERMS = 20
+
+
+def _signed_terms(text: str) -> list[tuple[int, str]] | None:
+    """``2x - \\frac{1}{2} + 3`` as [(1, "2x"), (-1, "\\frac{1}{2}"), (1, "3")]: top-level + and - split, signs kept.
+
+    A sign after ``^``, ``_``, ``*``, ``/`` or an exponent's ``e`` belongs to what follows; None if brackets
+    do not balance.
+    """
+    terms: list[tuple[int, str]] = []
+    depth, sign, start = 0, 1, 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c in "+-" and depth == 0:
+            before = text[start:i].strip()
+            prev = before[-1:] if before else ""
+            if before and prev not in "^_*/" and not (prev in "eE" and before[:-1][-1:].isdigit()):
+                terms.append((sign, before))
+                sign, start = (1 if c == "+" else -1), i + 1
+            elif not before:
+                sign, start = (sign if c == "+" else -sign), i + 1
+        i += 1
+    last = text[start:].strip()
+    if depth != 0 or not last or len(terms) >= _MAX_TERMS:
+        return None
+    terms.append((sign, last))
+    return terms
+
+
+def _plain_number(text: str) -> _Num | None:
+    """A number or fraction without a percent sign (``2``, ``0.5``, ``\\frac{3}{2}``), else None."""
+    n = _parse_number(text.strip())
+    return n if isinstance(n, _Num) and n.percent_raw is None else None
+
+
+def _var_term(term: str) -> tuple[str, Fraction] | None:
+    """(variable, coefficient) of a linear term: ``x``, ``2x``, ``\\frac{1}{2} x``, ``3 \\cdot y``, ``\\frac{x}{2}``."""
+    over = _VAR_OVER.match(term)
+    if over is not None:
+        top, bottom = over.group("num") or over.group("num2"), over.group("den") or over.group("den2")
+        inner = _var_term(top.strip()) if top is not None else None
+        den = _plain_number(bottom) if bottom is not None else None
+        if inner is None or den is None or den.value == 0:
+            return None
+        return inner[0], inner[1] / den.value
+    m = _VAR_TERM.match(term)
+    if m is None or m.group("var") in ("e", "i"):
+        return None
+    head = m.group("coef").strip()
+    if not head:
+        return m.group("var"), Fraction(1)
+    coef = _plain_number(head)
+    return (m.group("var"), coef.value) if coef is not None else None
+
+
+def _linear(side: str) -> tuple[str | None, Fraction, _Num] | None:
+    """``side`` as ``p * var + q``: (var or None, p, q as a number). A lone written number keeps its precision."""
+    terms = _signed_terms(side)
+    if terms is None:
+        return None
+    var: str | None = None
+    p, q = Fraction(0), Fraction(0)
+    constants: list[_Num] = []
+    for sign, term in terms:
+        number = _plain_number(term)
+        if number is not None:
+            q += sign * number.value
+            constants.append(number if sign > 0 else _Num(-number.value, number.half_ulp, digits=number.digits))
+            continue
+        found = _var_term(term)
+        if found is None or (var is not None and found[0] != var):
+            return None
+        var, p = found[0], p + sign * found[1]
+    constant = constants[0] if len(constants) == 1 and len(terms) == 1 else _Num(q)
+    return var, p, constant
+
+
+_FULL_LINE = _Span(_Inf(-1), False, _Inf(1), False)
+
+
+def _order_key(v: "_Num | _Inf") -> Fraction | float:
+    return v.value if isinstance(v, _Num) else math.inf * v.sign
+
+
+def _constraint(op: str, bound: _Num) -> list[_Span]:
+    """The set where ``var op bound`` holds."""
+    if op == "\\ne":
+        return [_Span(_Inf(-1), False, bound, False), _Span(bound, False, _Inf(1), False)]
+    if op in ("<", "\\le"):
+        return [_Span(_Inf(-1), False, bound, op == "\\le")]
+    return [_Span(bound, op == "\\ge", _Inf(1), False)]
+
+
+def _intersect(a: _Span, b: _Span) -> _Span | None:
+    """The common part of two intervals, or None when they do not meet."""
+    ka, kb = _order_key(a.lo), _order_key(b.lo)
+    if ka != kb:
+        lo, lo_closed = (a.lo, a.lo_closed) if ka > kb else (b.lo, b.lo_closed)
+    else:
+        lo, lo_closed = a.lo, a.lo_closed and b.lo_closed
+    ka, kb = _order_key(a.hi), _order_key(b.hi)
+    if ka != kb:
+        hi, hi_closed = (a.hi, a.hi_closed) if ka < kb else (b.hi, b.hi_closed)
+    else:
+        hi, hi_closed = a.hi, a.hi_closed and b.hi_closed
+    klo, khi = _order_key(lo), _order_key(hi)
+    if klo > khi or (klo == khi and not (lo_closed and hi_closed)):
+        return None
+    return _Span(lo, lo_closed, hi, hi_closed)
+
+
+_FLIPPED = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le", "\\ne": "\\ne"}
+
+
+def _parse_relation(text: str) -> _Region | None:
+    """A chain of linear relations in one variable (``x \\ge 5``, ``-2 \\le x \\le 7``, ``2x + 1 > 5``) as a set.
+
+    Each link ``L op R`` becomes ``p x + q op 0`` and then ``x op' -q/p``, the relation flipped when ``p < 0``;
+    the links' sets are intersected. None (math-verify decides) for several variables, non-linear sides,
+    a link without the variable, or a system (``x > 1, y < 2``).
+    """
+    parts, ops, pos = [], [], 0
+    for m in _REL_OP.finditer(text):
+        parts.append(text[pos : m.start()])
+        ops.append(m.group(0))
+        pos = m.end()
+    parts.append(text[pos:])
+    if len(parts) > 5:
+        return None
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part.strip() or items is None or len(items) > 1:
+            return None
+    sides = [_linear(p) for p in parts]
+    if any(side is None for side in sides):
+        return None
+    names = {side[0] for side in sides if side is not None and side[0] is not None}
+    if len(names) != 1:
+        return None
+    var = names.pop()
+    spans = [_FULL_LINE]
+    for op, left, right in zip(ops, sides, sides[1:]):
+        assert left is not None and right is not None
+        p = (left[1] if left[0] else 0) - (right[1] if right[0] else 0)
+        if p == 0:
+            return None
+        if left[0] and left[1] == 1 and left[2].value == 0 and not right[0]:  # x op c: keep c as written
+            bound, rel = right[2], op
+        elif right[0] and right[1] == 1 and right[2].value == 0 and not left[0]:  # c op x
+            bound, rel = left[2], _FLIPPED[op]
+        else:
+            bound, rel = _Num((right[2].value - left[2].value) / p), op if p > 0 else _FLIPPED[op]
+        spans = [c for a in spans for b in _constraint(rel, bound) if (c := _intersect(a, b)) is not None]
+        if not spans:
+            return None
+    spans.sort(key=lambda sp: (_order_key(sp.lo), not sp.lo_closed))
+    return _Region(var, tuple(spans))
 
 
 def _parse_group(group: tuple[str, str, str], depth: int) -> _Value | None:
@@ -1224,7 +1833,9 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
     if m is None:
         return None
     lhs, rhs = text[: m.start()].strip(), text[m.end() :].strip()
-    if not _IDENT.match(lhs) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
+    if m.group(0) == "=" and _IDENT.match(rhs) and not _IDENT.match(lhs):  # "5 = t" is "t = 5"
+        lhs, rhs = rhs, lhs
+    if not (_IDENT.match(lhs) or _IDENT_TUPLE.match(lhs)) or re.search(r"(?<![<>!=\\])=(?!=)", rhs):
         return None
     if not rhs:
         return None
@@ -1239,7 +1850,12 @@ def _parse_equation(text: str, depth: int) -> _Equation | None:
 # ---------------------------------------------------------------------------
 
 
-def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
+APPROX_DIGITS = 4
+"""Inside a set, interval, tuple, matrix or relation, a written decimal with at least this many significant
+digits equals an exact value it rounds from: ``(0.6, 2.6667]`` is ``(\\frac{3}{5}, \\frac{8}{3}]``."""
+
+
+def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0), approx: bool = False) -> bool:
     """Exact for integers/fractions; a written decimal within 1e-6 relative and half a unit of its last digit.
 
     ``0.333333`` matches ``1/3`` (it is 1/3 rounded) but ``1000000.5`` does not match
@@ -1247,11 +1863,19 @@ def _numbers_equal(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
     ``23634691.5 != 23634691.51`` although they differ by less than 1e-6 relative.
     A positive ``tol`` (the caller's ``rel_tol``) also accepts any two numbers within
     ``tol`` relative of the larger: ``1.6e-19`` equals ``1.602e-19`` at ``tol = 0.01``.
+    ``approx`` (an entry of a compound answer) also accepts a decimal of at least
+    :data:`APPROX_DIGITS` significant digits that is an exact value correctly rounded:
+    ``2.6667`` for ``8/3``, never ``2.67`` or ``2.6666``.
     """
     if a.value == b.value:
         return True
     if tol and abs(a.value - b.value) <= tol * max(abs(a.value), abs(b.value)):
         return True
+    if approx:
+        for x, y in ((a, b), (b, a)):
+            if (x.half_ulp is not None and y.half_ulp is None and (x.digits or 0) >= APPROX_DIGITS
+                    and abs(x.value - y.value) <= x.half_ulp):
+                return True
     ulps = [x.half_ulp for x in (a, b) if x.half_ulp is not None]
     if not ulps:
         return False
@@ -1267,16 +1891,17 @@ def _num_candidates(n: _Num) -> list[_Num]:
     return [n, _Num(n.percent_raw, raw_ulp)]
 
 
-def _compare_numbers(a: _Num, b: _Num, tol: Fraction = Fraction(0)) -> bool:
+def _compare_numbers(a: _Num, b: _Num, tol: Fraction = Fraction(0), approx: bool = False) -> bool:
     if a.percent_raw is not None and b.percent_raw is not None:
-        return _numbers_equal(a, b, tol)
-    return any(_numbers_equal(x, y, tol) for x in _num_candidates(a) for y in _num_candidates(b))
+        return _numbers_equal(a, b, tol, approx)
+    return any(_numbers_equal(x, y, tol, approx) for x in _num_candidates(a) for y in _num_candidates(b))
 
 
 def _compare_ordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fraction = Fraction(0)) -> bool | None:
+    """Entry by entry, in order (entries of a compound answer: decimals compare at :data:`APPROX_DIGITS`)."""
     if len(a) != len(b):
         return False
-    verdicts = [_same(x, y, tol) for x, y in zip(a, b)]
+    verdicts = [_same(x, y, tol, approx=True) for x, y in zip(a, b)]
     if False in verdicts:
         return False
     return None if None in verdicts else True
@@ -1295,7 +1920,7 @@ def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fracti
         return set(keys_a) == set(keys_b)
     if len(a) * len(b) > 4096:
         return None  # big mixed lists: leave them to math-verify's time-bounded check
-    table = [[_same(x, y, tol) for y in b] for x in a]
+    table = [[_same(x, y, tol, approx=True) for y in b] for x in a]
     if any(v is None for row in table for v in row):
         return None
     covers_a = all(any(row) for row in table)
@@ -1304,7 +1929,12 @@ def _compare_unordered(a: tuple[_Value, ...], b: tuple[_Value, ...], tol: Fracti
 
 
 def _compare_seqs(a: _Seq, b: _Seq, tol: Fraction = Fraction(0)) -> bool | None:
-    """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive."""
+    """Sets/bare lists unordered; tuples and intervals ordered and bracket-sensitive.
+
+    A braced set never equals a bracketed pair or tuple, either way round: ``\\{1, 3\\}`` is not ``(1, 3)``,
+    which is an open interval or an ordered pair, and neither is a set of two numbers. A bare list
+    (``1, 3``) is read as the set or as the tuple the other side writes.
+    """
     a_set, b_set = a.open in ("", "{"), b.open in ("", "{")
     if a_set and b_set:
         return _compare_unordered(a.items, b.items, tol)
@@ -1331,8 +1961,58 @@ def _compare_matrix_vector(m: _Matrix, s: _Seq, tol: Fraction = Fraction(0)) -> 
     return _compare_ordered(flat, s.items, tol)
 
 
-def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool | None:
-    """True/False when the fast path is sure, None when math-verify must decide (``tol``: relative tolerance, 0 = off)."""
+def _interval_spans(v: _Value) -> tuple[_Span, ...] | None:
+    """An interval written as a bracketed pair (``[-2, 7)``, ``(-\\infty, 3]``) as spans; None for anything else."""
+    if not isinstance(v, _Seq) or v.open not in "([" or v.close not in ")]" or not v.open or len(v.items) != 2:
+        return None
+    lo, hi = v.items
+    if not isinstance(lo, (_Num, _Inf)) or not isinstance(hi, (_Num, _Inf)):
+        return None
+    return (_Span(lo, v.open == "[" and isinstance(lo, _Num), hi, v.close == "]" and isinstance(hi, _Num)),)
+
+
+def _same_spans(a: tuple[_Span, ...], b: tuple[_Span, ...], tol: Fraction) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if (x.lo_closed, x.hi_closed) != (y.lo_closed, y.hi_closed):
+            return False
+        if not (_same(x.lo, y.lo, tol, approx=True) and _same(x.hi, y.hi, tol, approx=True)):
+            return False
+    return True
+
+
+def _compare_region(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool:
+    """A relation's solution set against another relation, ``x \\in`` an interval, or (reference only) an interval.
+
+    ``-2 \\le x \\le 7`` equals ``x \\in [-2, 7]`` either way round, and a predicted ``[-2, 7]`` answers the
+    reference ``-2 \\le x \\le 7``; a predicted inequality never answers a reference written as an interval
+    (the question asked for interval notation). Different variables never match.
+    """
+    def as_region(v: _Value) -> tuple[str, tuple[_Span, ...]] | None:
+        if isinstance(v, _Region):
+            return v.var, v.spans
+        if isinstance(v, _Equation) and _IDENT.match(v.lhs):
+            spans = _interval_spans(v.rhs)
+            return (v.lhs, spans) if spans is not None else None
+        return None
+
+    ra, rb = as_region(a), as_region(b)
+    if ra is not None and rb is not None:
+        return ra[0] == rb[0] and _same_spans(ra[1], rb[1], tol)
+    if rb is not None and isinstance(b, _Region):
+        spans = _interval_spans(a)
+        return spans is not None and _same_spans(spans, rb[1], tol)
+    return False
+
+
+def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0), approx: bool = False) -> bool | None:
+    """True/False when the fast path is sure, None when math-verify must decide.
+
+    ``a`` is the prediction and ``b`` the reference (a few rules read one way only: :func:`_listed_pair`,
+    :func:`_compare_region`); ``tol`` is the caller's relative tolerance (0 = off); ``approx`` marks an entry
+    of a compound answer (see :func:`_numbers_equal`).
+    """
     if isinstance(a, _DivZero) or isinstance(b, _DivZero):
         return False
     if isinstance(a, _Word) or isinstance(b, _Word):
@@ -1345,18 +2025,22 @@ def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0)) -> bool | None:
         return False
     if isinstance(a, _Opaque) or isinstance(b, _Opaque):
         return None
+    if isinstance(a, _Region) or isinstance(b, _Region):
+        return _compare_region(a, b, tol)
     if isinstance(a, _Equation) and isinstance(b, _Equation):
-        return _same(a.rhs, b.rhs, tol) if a.lhs == b.lhs else False
+        return _same(a.rhs, b.rhs, tol, approx) if a.lhs == b.lhs else False
     if isinstance(a, _Equation):
-        return _same(a.rhs, b, tol)
+        return _same(a.rhs, b, tol, approx)
     if isinstance(b, _Equation):
-        return _same(a, b.rhs, tol)
+        return _same(a, b.rhs, tol, approx)
     if isinstance(a, _Num) and isinstance(b, _Num):
-        return _compare_numbers(a, b, tol)
+        return _compare_numbers(a, b, tol, approx)
     if isinstance(a, _Seq) and isinstance(b, (_Num, _Inf)) or isinstance(b, _Seq) and isinstance(a, (_Num, _Inf)):
-        seq = a if isinstance(a, _Seq) else b
+        seq, other = (a, b) if isinstance(a, _Seq) else (b, a)
+        if seq.decimal is not None and isinstance(other, _Num):  # type: ignore[union-attr]
+            return _compare_numbers(seq.decimal, other, tol, approx)  # type: ignore[union-attr]
         if len(seq.items) > 1:  # type: ignore[union-attr]
-            return False  # "5,5" (a list, or 5.5 with a decimal comma) and "3:4" are not the number 5 or 0.75
+            return False  # "5,5" (5.5 with a decimal comma) is not 5; "1, 2" and "3:4" are no single number
     if isinstance(a, _Inf) and isinstance(b, _Inf):
         return a.sign == b.sign
     if isinstance(a, (_Num, _Inf)) and isinstance(b, (_Num, _Inf)):
@@ -1469,8 +2153,36 @@ _PRIME_TEX = re.compile(
 _PRIME_RUN = re.compile("(\\S?)\\s*[\"'\u2019\u201d\u2032\u2033\u2034\u2035]+")
 _ELLIPSIS = r"(?:\\(?:ldots|dots|cdots|dotsc|dotsb|dotso|mathellipsis)(?![A-Za-z])|\.{3,}|\u2026)"
 _ELLIPSIS_ON_NUMBER = re.compile(r"[\d.})\]]\s*" + _ELLIPSIS + "|" + _ELLIPSIS + r"\s*\d")
+def _equation_sides(text: str) -> tuple[str, str] | None:
+    """(left, right) of one equation ``L = R`` (not a chain, relation, or system like ``x = 1, y = 2``), else None."""
+    if _RELATION_MARK.search(text):
+        return None
+    parts = _split_top(text, "=")
+    if parts is None or len(parts) != 2:
+        return None
+    for part in parts:
+        items = _split_top(part, ",;")
+        if not part.strip() or items is None or len(items) > 1:
+            return None
+    return parts[0].strip(), parts[1].strip()
+
+
+def _one_side_of_equation(pred_text: str, ref_text: str) -> bool:
+    """Whether the reference is an equation that is not an assignment (``7 = 11a + c``, ``a + 3z = 0``,
+    ``x^2 + y^2 = 25``) and the prediction is no equation: then it is at best one side of it (``11a + c``,
+    ``0``, ``25``), which states nothing. An assignment (``x = 5``, ``y = 2x + 3``, ``f(x) = x^2``) is answered
+    by its value."""
+    sides = _equation_sides(ref_text)
+    if sides is None or any(p.match(sides[0]) for p in (_IDENT, _IDENT_TUPLE, _FUNC_LHS)) or _IDENT.match(sides[1]):
+        return False
+    return "=" not in pred_text
+
+
 _NUMBER_DECORATION = re.compile(
-    r"(?:^|[\d.})\]])\s*_"  # a subscript on a numeral or group (a valid base numeral like 52_8 is read by the fast path)
+    # a subscript on a numeral, group or bar, past spaces, empty groups and bars: 5_2, 5{}_2, 5\Big|_{2}, {}_{2}5
+    # (a valid base numeral like 52_8 is read by the fast path before this is asked)
+    r"(?:^|[\d.})\]|%!'])(?:\s|\{\s*\}|\\(?:vert|rvert|lvert|Vert|rVert|mid)(?![A-Za-z]))*_"
+    r"|[_^]\s*\{\s*\}"  # an empty sub- or superscript: 5_{}, 5^{ }
     r"|(?<![_^\d])\d+\s+\d"  # digit groups apart that are not thousands (1 000 is read by the fast path): "10 00"
     r"|!\s*[\d.]"  # a factorial followed by digits: "1!000"
     r"|%\s*[\d.]"  # digits after a percent sign: "10%00"
@@ -1929,6 +2641,8 @@ class AnswerChecker:
             return False
         if pred.key == ref.key:
             return True
+        if _one_side_of_equation(pred.text, ref.text):
+            return False
         a = _parse_value(pred.text, pred.was_text)
         b = _parse_value(ref.text, ref.was_text)
         if a is None or b is None:
