@@ -62,7 +62,7 @@ def test_reward_mode_is_strict_and_eval_mode_reads_benchmark_forms(rec: Recordin
 
 
 def test_boxed_policy_last_or_all(rec: RecordingChecker) -> None:
-    items = [("$x = \\boxed{2}$ or $x = \\boxed{-3}$", "-3, 2")]
+    items = [("Try \\boxed{2} first. Checking again, the roots are 2 and \\boxed{-3}.", "-3, 2")]
     [last] = grade(rec, items, mode="eval")
     assert (last.answer, last.method, last.correct) == ("-3", "boxed", False)
     [every] = grade(rec, items, mode="eval", boxed="all")
