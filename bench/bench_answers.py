@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 
 BENCH_DIR = Path("/work/shared/benchmarks")
 RESPONSES = Path(__file__).resolve().parent.parent / "tests" / "grading" / "data" / "answer_responses.jsonl"

@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer
 
 CASES = Path(__file__).resolve().parent.parent / "tests" / "grading" / "data" / "grading_cases.jsonl"
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from synco.grading import cards
-from synco.grading.answers import MAX_SCAN_CHARS, AnswerChecker, extract_answer, extract_answer_with_method
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer, extract_answer_with_method, MAX_SCAN_CHARS
 from synco.core.records import CARD_FIELDS
 from synco.grading.verifier import TaskVerifier, VerifierConfig
 

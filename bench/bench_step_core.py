@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from synco.grading.answers import AnswerChecker, extract_answer_with_method
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer_with_method
 from synco.core.pool import TaskPool
 from synco.core.records import Rollout, TaskRecord
 from synco.core.rewards import reasoner_reward, synthesizer_reward

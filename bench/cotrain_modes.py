@@ -187,7 +187,8 @@ def print_paired(results: dict[str, dict], bases: tuple[str, ...], width: int) -
 
 def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:
     """Greedy correctness of each held-out problem for the initial Reasoner (None) or a run's final one."""
-    from synco.grading.answers import AnswerChecker, extract_answer
+    from synco.grading.checker import AnswerChecker
+    from synco.grading.extract import extract_answer
     from synco.domains.base import SamplingParams, solve
     from synco.run.trainer import build_domain, build_policy, latest_checkpoint
 

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
     """Sample and screen ``args.n`` cards; returns the numbers and the raw completions."""
     import torch
 
-    from synco.grading.answers import AnswerChecker
+    from synco.grading.checker import AnswerChecker
     from synco.config import load_config
     from synco.core.report import build_report
     from synco.run.trainer import build_domain, build_policy, seed_everything

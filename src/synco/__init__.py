@@ -30,10 +30,10 @@ _EXPORTS = {
     "CARD_FIELDS": "synco.core.records",
     # parsing and checking
     "parse_task_card": "synco.grading.cards",
-    "extract_answer": "synco.grading.answers",
-    "extract_answer_with_method": "synco.grading.answers",
-    "answers_match": "synco.grading.answers",
-    "AnswerChecker": "synco.grading.answers",
+    "extract_answer": "synco.grading.extract",
+    "extract_answer_with_method": "synco.grading.extract",
+    "answers_match": "synco.grading.checker",
+    "AnswerChecker": "synco.grading.checker",
     # verification, novelty
     "TaskVerifier": "synco.grading.verifier",
     "VerifierConfig": "synco.grading.verifier",
@@ -70,7 +70,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from synco.grading.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
+    from synco.grading.checker import AnswerChecker, answers_match
+    from synco.grading.extract import extract_answer, extract_answer_with_method
     from synco.grading.cards import parse_task_card
     from synco.grading.novelty import NoveltyIndex
     from synco.core.pool import TaskPool

@@ -1,7 +1,9 @@
 """Old module paths (before the layered packages of 0.2) as aliases of their new homes, for one release.
 
-``import synco.answers`` still works and gives the very module object of ``synco.grading.answers``
-(so ``mock.patch("synco.answers.x")`` patches the real module). A meta-path finder resolves them on
+``import synco.trainer`` still works and gives the very module object of ``synco.run.trainer``
+(so ``mock.patch("synco.trainer.x")`` patches the real module). ``synco.answers`` and ``synco.grading.answers``
+(split into the modules of ``synco.grading``) give the ``synco.grading`` package, which exports the public
+answer API. A meta-path finder resolves them on
 demand, so nothing is imported until an old path is asked for; ``docs/CHANGELOG.md`` lists them.
 """
 
@@ -24,7 +26,8 @@ MOVED: dict[str, str] = {
     "synco.rewards": "synco.core.rewards",
     "synco.distributed.seeds": "synco.core.seeds",
     "synco.rollout.config": "synco.core.rollout_config",
-    "synco.answers": "synco.grading.answers",
+    "synco.answers": "synco.grading",
+    "synco.grading.answers": "synco.grading",
     "synco.cards": "synco.grading.cards",
     "synco.verifier": "synco.grading.verifier",
     "synco.novelty": "synco.grading.novelty",

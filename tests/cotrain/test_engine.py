@@ -133,7 +133,7 @@ import json  # noqa: E402
 import random  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from synco.grading.answers import AnswerChecker  # noqa: E402
+from synco.grading.checker import AnswerChecker# noqa: E402
 from synco.cotrain.engine import CoTrainState, StepSettings, _plan_contexts  # noqa: E402
 from synco.evosyn.config import EvoSynConfig  # noqa: E402
 from synco.evosyn.run import build_evo_state  # noqa: E402

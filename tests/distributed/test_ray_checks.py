@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.config.ray import RayCheckSettings, RaySettings
 from synco.core.records import CARD_FIELDS, TaskCard
 from synco.grading.verifier import TaskVerifier, VerifierConfig

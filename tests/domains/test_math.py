@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer
 from synco.grading.cards import parse_task_card
 from synco.config import load_config
 from synco.domains.base import Domain

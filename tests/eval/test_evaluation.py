@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from synco.eval import evaluation
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.grade import Graded, grade
 from synco.grading.benchmarks import BenchmarkItem
 from synco.eval.evaluation import (

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer
 from synco.grading.cards import parse_task_card
 from synco.eval.labels import (
     CORRUPTION_KINDS,

@@ -1,4 +1,4 @@
-"""Tests for synco.grading.answers: extraction, matching on every answer form, safety and time bounds."""
+"""Tests for synco.grading.extract and synco.grading.checker: extraction, matching on every answer form, safety and time bounds."""
 
 from __future__ import annotations
 
@@ -13,15 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synco.grading import answers
-from synco.grading.answers import (
-    AnswerChecker,
-    Extraction,
-    answers_match,
-    boxed_answers,
-    extract_answer,
-    extract_answer_with_method,
-)
+from synco.grading.normalise import MAX_ANSWER_CHARS
+from synco.grading.worker import _WorkerLate, _WorkerProcess
+from synco.grading.checker import AnswerChecker, answers_match
+from synco.grading.extract import boxed_answers, extract_answer, extract_answer_with_method, Extraction
 
 PAIRS_PATH = Path(__file__).parent / "data" / "answer_pairs.jsonl"
 PATHOLOGICAL = "9^{9^{9^{9}}}"
@@ -166,7 +161,7 @@ def test_not_strings_and_empty_are_wrong(checker: AnswerChecker) -> None:
 
 
 def test_long_answers_are_wrong(fast_only: AnswerChecker) -> None:
-    long = "1" + "0" * answers.MAX_ANSWER_CHARS
+    long = "1" + "0" * MAX_ANSWER_CHARS
     assert fast_only.match(long, long) is False
 
 
@@ -348,10 +343,10 @@ def test_timeout_is_configurable(checker: AnswerChecker) -> None:
 
 def test_worker_killed_when_it_misses_the_deadline(checker: AnswerChecker) -> None:
     """The parent's deadline holds even when the child ignores its own budget (e.g. stuck in C code)."""
-    proc = answers._WorkerProcess(memory_mb=1024, warm_up=False)
+    proc = _WorkerProcess(memory_mb=1024, warm_up=False)
     try:
         proc.wait_ready(120)
-        with pytest.raises(answers._WorkerLate):
+        with pytest.raises(_WorkerLate):
             proc.call({"op": "match", "ref": PATHOLOGICAL, "pred": "1", "budget": 60}, timeout=0.3)
     finally:
         proc.kill()

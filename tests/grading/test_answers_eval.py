@@ -1,4 +1,4 @@
-"""Tests for synco.grading.answers' evaluation options: eval-mode extraction, boxed="all", matrices, rel_tol, near misses."""
+"""Tests for synco.grading.extract and synco.grading.checker's evaluation options: eval-mode extraction, boxed="all", matrices, rel_tol, near misses."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synco.grading import answers
-from synco.grading.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
+from synco.grading.equivalence import _free_letters, _is_prose
+from synco.grading.checker import AnswerChecker, answers_match
+from synco.grading.extract import extract_answer, extract_answer_with_method
 
 RESPONSES_PATH = Path(__file__).parent / "data" / "answer_responses.jsonl"
 BOUND_S = 10.0
@@ -235,11 +236,11 @@ def test_matrices_with_surds_and_fractions(checker: AnswerChecker, pred: str, re
 
 
 def test_environment_names_are_not_prose() -> None:
-    assert not answers._is_prose("\\begin{pmatrix} \\sqrt{2}/2 \\\\ 1/3 \\end{pmatrix}")
-    assert not answers._is_prose("\\begin{array}{ccc} a & b & c \\end{array}")
-    assert answers._is_prose("the vector points along the diagonal")
-    assert answers._is_prose("\\begin{pmatrix} 1 \\end{pmatrix} is the vector we wanted")
-    assert answers._free_letters("\\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}") == frozenset()
+    assert not _is_prose("\\begin{pmatrix} \\sqrt{2}/2 \\\\ 1/3 \\end{pmatrix}")
+    assert not _is_prose("\\begin{array}{ccc} a & b & c \\end{array}")
+    assert _is_prose("the vector points along the diagonal")
+    assert _is_prose("\\begin{pmatrix} 1 \\end{pmatrix} is the vector we wanted")
+    assert _free_letters("\\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}") == frozenset()
 
 
 # ---------------------------------------------------------------------------

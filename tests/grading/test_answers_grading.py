@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synco.grading.answers import AnswerChecker, answers_match, extract_answer, extract_answer_with_method
+from synco.grading.checker import AnswerChecker, answers_match
+from synco.grading.extract import extract_answer, extract_answer_with_method
 
 CASES_PATH = Path(__file__).parent / "data" / "grading_cases.jsonl"
 MIXED_PATH = Path(__file__).parent / "data" / "grading_mixed.jsonl"

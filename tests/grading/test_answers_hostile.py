@@ -1,4 +1,4 @@
-"""Hostile-input tests for synco.grading.answers: bounded extraction, decorated numbers, timeouts, invisible characters.
+"""Hostile-input tests for synco.grading.extract and synco.grading.checker: bounded extraction, decorated numbers, timeouts, invisible characters.
 
 Each section holds the hand-written reproductions of what a user reported (issue 11) and
 the property tests that look for the whole class of the problem.
@@ -19,8 +19,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synco.grading import _mathverify_worker as worker_module
-from synco.grading import answers
-from synco.grading.answers import AnswerChecker, _match_brace, answers_match, extract_answer, extract_answer_with_method
+from synco.grading.checker import MAX_TIMEOUT
+from synco.grading.extract import MAX_SCAN_CHARS
+from synco.grading.normalise import _prepare, _strip_invisible
+from synco.grading.checker import AnswerChecker, answers_match
+from synco.grading.extract import extract_answer, extract_answer_with_method
+from synco.grading.normalise import _match_brace
 
 PATHOLOGICAL = "9^{9^{9^{9}}}"
 MB = 1_000_000
@@ -110,7 +114,7 @@ def test_new_fast_path_forms_are_bounded(fast_only: AnswerChecker, answer: str) 
 
 
 def test_only_the_tail_of_the_visible_text_is_read() -> None:
-    filler = "x" * (answers.MAX_SCAN_CHARS + 10)
+    filler = "x" * (MAX_SCAN_CHARS + 10)
     assert extract_answer("\\boxed{3}" + filler) is None  # too far from the end
     assert extract_answer(filler + "\\boxed{3}") == "3"
     assert extract_answer("Answer: 4\n" + filler) is None
@@ -486,7 +490,7 @@ def test_huge_timeouts_mean_a_large_cap(checker: AnswerChecker, huge: float) -> 
     assert answers_match("1/2", "0.5", timeout=huge) is True
     assert checker.match("sqrt(8)", "2\\sqrt{2}", timeout=huge) is True  # through the worker
     assert checker.understands("x^2 + 1", timeout=huge) is True
-    assert AnswerChecker(timeout=huge, use_math_verify=False).timeout == answers.MAX_TIMEOUT
+    assert AnswerChecker(timeout=huge, use_math_verify=False).timeout == MAX_TIMEOUT
 
 
 @pytest.mark.parametrize("bad", [float("nan"), 0, 0.0, -1, -float("inf"), -(10**400), "2", True, [1]])
@@ -580,7 +584,7 @@ CODE = ["__import__('os')", "import os", "eval(1)", "exec('x')", "lambda: 1", "g
 )
 def test_hidden_code_is_rejected(fast_only: AnswerChecker, text: str) -> None:
     before = fast_only.stats().n_rejected
-    assert answers._prepare(text) is None
+    assert _prepare(text) is None
     assert fast_only.match(text, text) is False
     assert fast_only.understands(text) is False
     assert fast_only.stats().n_rejected == before + 1
@@ -593,12 +597,12 @@ def test_invisible_characters_never_hide_code(fast_only: AnswerChecker, code: st
     for pos, ch in cuts:
         chars.insert(min(pos, len(chars)), ch)
     text = "".join(chars)
-    assert answers._prepare(text) is None, repr(text)
+    assert _prepare(text) is None, repr(text)
     assert fast_only.match(text, "1") is False
 
 
 def test_every_format_character_is_stripped() -> None:
     """The invisible-character class covers every Cf (format) character of this Python's Unicode database."""
-    missed = [hex(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf" and answers._strip_invisible(chr(c))]
+    missed = [hex(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf" and _strip_invisible(chr(c))]
     assert missed == []
-    assert answers._strip_invisible("1\u200b2 \n\t3") == "12 \n\t3"  # whitespace is not invisible
+    assert _strip_invisible("1\u200b2 \n\t3") == "12 \n\t3"  # whitespace is not invisible

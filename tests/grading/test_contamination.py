@@ -113,7 +113,7 @@ def test_cli_and_errors(run_and_data: tuple[Path, Path], tmp_path: Path, capsys:
 
 def screening_verifier(preset: str):
     """The TaskVerifier a run of ``preset`` builds (fast-path checker, strict), from the current folder."""
-    from synco.grading.answers import AnswerChecker
+    from synco.grading.checker import AnswerChecker
     from synco.config import load_config
     from synco.grading.verifier import TaskVerifier
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.grade import Graded, grade
 
 RESPONSES = Path(__file__).parent / "data" / "answer_responses.jsonl"
@@ -139,8 +139,8 @@ def test_grep_finds_one_grading_function_and_one_vllm_generator() -> None:
         return {str(Path(p).relative_to(SRC)) for p in out.stdout.split()}
 
     assert grep(r"^def grade\(") == {"grading/grade.py"}
-    assert grep(r"\.grade\(|match_many\(") <= {"grading/answers.py", "grading/grade.py", "grading/verifier.py",
+    assert grep(r"\.grade\(|match_many\(") <= {"grading/checker.py", "grading/grade.py", "grading/verifier.py",
                                                "distributed/ray_checks.py"}
-    assert grep(r"extract_answer_with_method\(") <= {"grading/answers.py", "grading/grade.py"}
+    assert grep(r"extract_answer_with_method\(") <= {"grading/checker.py", "grading/extract.py", "grading/grade.py"}
     assert grep(r"vllm\.LLM\(|\bLLM\(\*\*") == {"rollout/vllm_engine.py"}
     assert grep(r"^class \w*VLLM\w*(Generator|Policy)\b") == {"rollout/vllm_engine.py"}

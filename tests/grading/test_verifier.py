@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.core.records import CARD_FIELDS, CHECK_NAMES, TaskCard, Verdict
 from synco.grading.verifier import TaskVerifier, VerifierConfig, answer_leak, solution_answer
 

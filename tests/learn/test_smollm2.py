@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.benchmarks import BenchmarkItem, load_benchmark
 from synco.learn.models import unavailable_reason
 

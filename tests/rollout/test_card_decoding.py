@@ -307,7 +307,7 @@ def test_boxed_rules_no_backslash_in_the_text_a_backslash_opens_the_box_answer_c
 
 def test_boxed_samples_always_state_their_answer_and_logprobs_match(tok, one_thread) -> None:  # noqa: ANN001
     """Every sampled card's solution ends with a boxed answer the verifier can read; GRPO log-probs agree with sampling's."""
-    from synco.grading.answers import extract_answer
+    from synco.grading.extract import extract_answer
 
     torch.manual_seed(2)
     policy = tiny_policy(tok)

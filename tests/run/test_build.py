@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from synco.config import load_config
 from synco.cotrain.engine import StepSettings
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.config import RunConfig
 from synco.cotrain.engine import ONLINE, StepPlan
 from synco.run.build import STEP_SETTINGS_FROM, build_domain, build_verifier, step_settings

@@ -31,7 +31,7 @@ CHECK_NAMES: tuple[str, ...] = ("format", "schema", "problem", "answer", "novelt
 ExtractionMethod = Literal[
     "boxed", "boxed_all", "final_answer_line", "answer_line", "gsm8k_marker", "last_sentence", "none"
 ]
-"""How an answer was found (see :func:`synco.grading.answers.extract_answer_with_method`); ``boxed_all``,
+"""How an answer was found (see :func:`synco.grading.extract.extract_answer_with_method`); ``boxed_all``,
 ``gsm8k_marker`` and ``last_sentence`` only come from its evaluation options."""
 
 

@@ -37,7 +37,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, model_serializer
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer
 from synco.grading.grade import Graded, grade
 from synco.domains.base import Domain, solve
 from synco.evosyn.config import EvoSynConfig

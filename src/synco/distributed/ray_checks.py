@@ -3,7 +3,7 @@
 The loop, the pool and the report stay in the driver, and ``cotrain_step`` does not change: it asks its
 checker and its verifier through two batch seams, which the classes here implement on Ray.
 
-* :class:`RayAnswerChecker` is an :class:`~synco.grading.answers.AnswerChecker` whose ``match_many`` (every
+* :class:`RayAnswerChecker` is an :class:`~synco.grading.checker.AnswerChecker` whose ``match_many`` (every
   batch :func:`synco.grading.grade.grade` checks in one call: a step's attempts against their cards'
   references, a held-out batch; and the consensus checker's answers) cuts the pairs into chunks of
   ``ray.checks.answers_per_task`` and sends each chunk as one task to a check worker. Every single call
@@ -46,7 +46,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.distributed.ray_backend import RayBackendError, last_line, actor_options
 from synco.config.ray import RayCheckSettings, RaySettings
 from synco.grading.verifier import CardCheck, Oracle, TaskVerifier, VerifierConfig

@@ -46,7 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from synco.grading.answers import boxed_answers
+from synco.grading.extract import boxed_answers
 from synco.grading.benchmarks import BENCHMARK_FILE, BENCHMARK_NAMES
 
 DEFAULT_OUT = Path("data/benchmarks")

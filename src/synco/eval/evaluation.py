@@ -4,7 +4,7 @@ Each problem goes through the Reasoner prompt (``prompts/reasoner.txt``) and
 the model's chat template (``format_prompt``); each benchmark's protocol
 (:data:`DEFAULT_PROTOCOLS`, overridable per benchmark from the command line)
 says how many completions to sample per problem, how to decode them and how
-to grade them with the core :class:`~synco.grading.answers.AnswerChecker` in its
+to grade them with the core :class:`~synco.grading.checker.AnswerChecker` in its
 evaluation mode. The output folder holds:
 
 * ``raw/<benchmark>.jsonl``: one :class:`EvalRecord` per (problem, sample):
@@ -103,7 +103,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.grade import grade
 from synco.grading.benchmarks import BENCHMARK_NAMES, BenchmarkError, BenchmarkItem, discover_benchmarks, load_benchmark
 from synco.eval.metrics import BenchmarkMetrics, average_stderr, benchmark_metrics

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
-from synco.grading.answers import extract_answer
+from synco.grading.extract import extract_answer
 from synco.domains.base import response_prefix
 from synco.core.policy import UpdateStats
 from synco.core.sampling import Completion, SamplingParams
@@ -541,7 +541,7 @@ def run_label_harness(cards: Sequence[LabelledCard], solver_policy: Any, setting
     frozen consensus checker (``checker``, M answers). It is wrapped so it never trains. ``checker`` is the
     ``AnswerChecker`` (one is started and closed here when None).
     """
-    from synco.grading.answers import AnswerChecker
+    from synco.grading.checker import AnswerChecker
     from synco.cotrain.engine import CoTrainState, StepSettings, cotrain_step
     from synco.evosyn.config import EvoSynConfig
     from synco.core.report import build_report

@@ -1,4 +1,4 @@
-"""Child process that runs math-verify on behalf of :mod:`synco.grading.answers`.
+"""Child process that runs math-verify on behalf of :mod:`synco.grading.checker` (through :mod:`synco.grading.worker`).
 
 Why a separate process: math-verify bounds its own work with ``signal.alarm``,
 which only works on the main thread, and a hostile answer (``9^{9^{9^9}}``) can

@@ -6,7 +6,8 @@ through :func:`grade`; they differ only in its options:
 * ``mode="reward"`` (the training step and the held-out evaluation): the strict extraction rules a
   reward should follow (the last ``\\boxed{}``, else an answer line with the answer alone on it);
 * ``mode="eval"`` (``synco eval``): the lenient rules benchmark outputs need, with the benchmark's
-  ``boxed`` policy and ``rel_tol`` (see :mod:`synco.grading.answers` for both modes' rules).
+  ``boxed`` policy and ``rel_tol`` (see :mod:`synco.grading.extract` and :mod:`synco.grading.checker` for both
+  modes' rules).
 
 A whole batch is checked in ONE ``match_many`` call, so a checker that fans its checks out
 (``synco.distributed.ray_checks.RayAnswerChecker``) sees a training step's attempts at once. A response
@@ -21,15 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synco.core.records import ExtractionMethod
-from synco.grading.answers import (
-    AnswerChecker,
-    BoxedPolicy,
-    ExtractMode,
-    Extraction,
-    _check_options,
-    _valid_rel_tol,
-    extract_answer_with_method,
-)
+from synco.grading.checker import AnswerChecker, _valid_rel_tol
+from synco.grading.extract import BoxedPolicy, _check_options, extract_answer_with_method, Extraction, ExtractMode
 
 __all__ = ["Graded", "grade"]
 
@@ -68,9 +62,9 @@ def grade(
 ) -> list[Graded]:
     """Grade every ``(response, reference)`` of ``items``, in order, with one ``match_many`` call for the batch.
 
-    ``mode`` and ``boxed`` choose the extraction rules (:func:`~synco.grading.answers.extract_answer_with_method`),
+    ``mode`` and ``boxed`` choose the extraction rules (:func:`~synco.grading.extract.extract_answer_with_method`),
     ``rel_tol`` the numeric tolerance of the checks and ``timeout`` each check's bound (None: the
-    checker's); see :meth:`~synco.grading.answers.AnswerChecker.match`. A bad ``mode``, ``boxed`` or
+    checker's); see :meth:`~synco.grading.checker.AnswerChecker.match`. A bad ``mode``, ``boxed`` or
     ``rel_tol`` raises ``ValueError`` naming it, even for an empty batch. No checker call is made
     when no response states an answer.
     """

@@ -73,7 +73,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from synco.grading.answers import AnswerChecker, extract_answer
+from synco.grading.checker import AnswerChecker
+from synco.grading.extract import extract_answer
 from synco.grading.benchmarks import load_benchmark, resolve_benchmark_paths
 from synco.grading.cards import CardError, parse_task_card
 from synco.grading.novelty import NoveltyIndex, normalize_text

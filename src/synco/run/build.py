@@ -11,7 +11,7 @@ from synco.config import RunConfig, domain_context
 from synco.cotrain.engine import StepSettings
 from synco.domains.base import Domain
 from synco.domains.registry import get_domain
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
 from synco.learn.build import build_policy, resolve_model_path
 from synco.learn.hf_policy import HFPolicy

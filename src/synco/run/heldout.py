@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from synco.core.policy import Policy, SamplingParams
 from synco.domains.base import Domain, HeldoutItem, solve
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.grading.grade import grade
 
 if TYPE_CHECKING:

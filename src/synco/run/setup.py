@@ -32,7 +32,7 @@ from synco.config import RunConfig, check_runnable
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.evosyn.run import build_evo_state, write_space
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
 from synco.run.rng import seed_everything, set_rng_state

@@ -12,7 +12,7 @@ import pytest
 
 import torch
 
-from synco.grading.answers import AnswerChecker
+from synco.grading.checker import AnswerChecker
 from synco.config import load_config
 from synco.domains.base import reasoner_prompts, solve
 from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings, grade_group
