@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
 
 import pytest
 import torch
 from ranks import rank_group, spawn_ranks
 
-from synco.distributed.fsdp import DataShard, rank_micro_batches
+from synco.distributed.fsdp import DataShard, join_rendezvous, open_rendezvous, rank_micro_batches
 
 
 def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
@@ -24,6 +26,19 @@ def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
     assert sum(shares, []) == list(range(11))
     with pytest.raises(ValueError, match="rank 2 of world 2"):
         DataShard(2, 2)
+
+
+def test_rank_0_holds_the_rendezvous_port_from_the_moment_it_is_picked() -> None:
+    store = open_rendezvous("127.0.0.1", 2, timeout_s=60)
+    port = int(store.port)
+    assert 0 < port < 65536
+    with socket.socket() as other, pytest.raises(OSError) as taken:  # no other process can take it meanwhile
+        other.bind(("127.0.0.1", port))
+    assert taken.value.errno == errno.EADDRINUSE
+    client = join_rendezvous("127.0.0.1", port, 2, timeout_s=60)
+    store.set("from rank 0", "hello")
+    client.set("from rank 1", "hi")
+    assert client.get("from rank 0") == b"hello" and store.get("from rank 1") == b"hi"
 
 
 def _policy(dtype: str = "float32"):
