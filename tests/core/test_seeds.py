@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
+import synco
 from synco.core.seeds import agent_seed, chunk_seed, derive_seed, regroup, row_chunks
 from synco.learn.hf_policy import HFPolicy
 from synco.core.policy import PolicyConfig, SamplingParams
@@ -30,8 +32,10 @@ def ids_of(groups):
 
 def test_derived_seeds_are_stable_across_processes_and_distinct():
     code = "from synco.core.seeds import derive_seed; print(derive_seed(7, 'chunk', 3))"
+    # a bare environment (another hash seed), but the same synco as this test imports
+    src = str(Path(synco.__file__).resolve().parents[1])
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.strip()
+                           env={"PYTHONHASHSEED": "123", "PATH": "", "PYTHONPATH": src}).stdout.strip()
     assert int(other) == derive_seed(7, "chunk", 3) == chunk_seed(7, 3)
     seeds = {derive_seed(7, "chunk", j) for j in range(100)} | {agent_seed(7, "synthesizer"), agent_seed(7, "reasoner")}
     assert len(seeds) == 102 and all(0 <= s < 2**63 for s in seeds)

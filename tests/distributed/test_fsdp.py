@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import errno
 import socket
 from pathlib import Path
 
 import pytest
 import torch
+from ranks import rank_group, spawn_ranks
 
-from synco.learn.fsdp import DataShard, rank_micro_batches
+from synco.learn.fsdp import DataShard, join_rendezvous, open_rendezvous, rank_micro_batches
 
 
 def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
@@ -25,6 +26,19 @@ def test_micro_batches_are_contiguous_shares_with_equal_counts() -> None:
     assert sum(shares, []) == list(range(11))
     with pytest.raises(ValueError, match="rank 2 of world 2"):
         DataShard(2, 2)
+
+
+def test_rank_0_holds_the_rendezvous_port_from_the_moment_it_is_picked() -> None:
+    store = open_rendezvous("127.0.0.1", 2, timeout_s=60)
+    port = int(store.port)
+    assert 0 < port < 65536
+    with socket.socket() as other, pytest.raises(OSError) as taken:  # no other process can take it meanwhile
+        other.bind(("127.0.0.1", port))
+    assert taken.value.errno == errno.EADDRINUSE
+    client = join_rendezvous("127.0.0.1", port, 2, timeout_s=60)
+    store.set("from rank 0", "hello")
+    client.set("from rank 1", "hi")
+    assert client.get("from rank 0") == b"hello" and store.get("from rank 1") == b"hi"
 
 
 def _policy(dtype: str = "float32"):
@@ -54,14 +68,10 @@ def _batches(pol):
     return first, second
 
 
-def _worker(rank: int, world: int, port: int, out: str, dtype: str = "float32") -> None:
-    import torch.distributed as dist
-
+def _worker(rank: int, world: int, init_method: str, out: str, dtype: str = "float32") -> None:
     from synco.learn.fsdp import full_state_dict, full_tensors, shard_policy
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with rank_group(rank, world, init_method):
         torch.set_num_threads(1)
         pol = shard_policy(_policy(dtype))
         stats = [pol.update(b) for b in _batches(pol)]
@@ -70,14 +80,6 @@ def _worker(rank: int, world: int, port: int, out: str, dtype: str = "float32") 
         if rank == 0:
             torch.save({"state": state, "masters": masters,
                         "stats": [(s.loss, s.grad_norm, s.clip_frac, s.stepped) for s in stats]}, out)
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_two_processes_give_the_same_update_as_one(tmp_path: Path) -> None:
@@ -85,7 +87,7 @@ def test_two_processes_give_the_same_update_as_one(tmp_path: Path) -> None:
     one = _policy()
     stats = [one.update(b) for b in _batches(one)]
     out = tmp_path / "sharded.pt"
-    torch.multiprocessing.spawn(_worker, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    spawn_ranks(_worker, str(out), world=2, folder=tmp_path)
     got = torch.load(out, weights_only=False)
     for (loss, norm, clip, stepped), s in zip(got["stats"], stats, strict=True):
         assert stepped and s.stepped
@@ -107,7 +109,7 @@ def test_bf16_with_fp32_masters_sharded_equals_one_process(tmp_path: Path) -> No
     assert one.masters and next(one.model.parameters()).dtype == torch.bfloat16
     stats = [one.update(b) for b in _batches(one)]
     out = tmp_path / "sharded.pt"
-    torch.multiprocessing.spawn(_worker, args=(2, _free_port(), str(out), "bfloat16"), nprocs=2, join=True)
+    spawn_ranks(_worker, str(out), "bfloat16", world=2, folder=tmp_path)
     got = torch.load(out, weights_only=False)
     for (loss, norm, _, stepped), s in zip(got["stats"], stats, strict=True):
         assert stepped and s.stepped

@@ -8,12 +8,11 @@ another order, so results agree to rounding (~1e-7), not bit for bit.
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
+from ranks import rank_group, spawn_ranks
 from safetensors.torch import load_file
 
 from synco.core.policy import STATE_FILE
@@ -47,12 +46,6 @@ def _grpo_batch(pol, first: bool):  # noqa: ANN001, ANN202
     return [row("8*3=", "24", 0.8), row("8*3=", "25", -0.3), row("9+9=", "18", 0.6)]  # 3 rows: one rank pads
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _sft_batch(pol):  # noqa: ANN001, ANN202
     from synco.learn.sft import SFTExample
 
@@ -73,14 +66,10 @@ def _stats(s) -> tuple:  # noqa: ANN001
     return (s.loss, s.grad_norm, s.n_tokens, s.stepped)
 
 
-def _worker(rank: int, world: int, port: int, start: str, out: str) -> None:
-    import torch.distributed as dist
-
+def _worker(rank: int, world: int, init_method: str, start: str, out: str) -> None:
     from synco.learn.fsdp import load_full_state, save_full, save_full_state, shard_policy
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with rank_group(rank, world, init_method):
         torch.set_num_threads(1)
         pol = shard_policy(_policy(start))
         load_full_state(pol, start)
@@ -89,8 +78,6 @@ def _worker(rank: int, world: int, port: int, start: str, out: str) -> None:
         save_full_state(pol, Path(out) / "model")
         if rank == 0:
             torch.save([_stats(s) for s in stats], Path(out) / "stats.pt")
-    finally:
-        dist.destroy_process_group()
 
 
 def test_sharded_resume_sft_and_grpo_steps_and_checkpoint_equal_one_process(tmp_path: Path) -> None:
@@ -104,7 +91,7 @@ def test_sharded_resume_sft_and_grpo_steps_and_checkpoint_equal_one_process(tmp_
     one.save(tmp_path / "one")
     one.save_state(tmp_path / "one")
 
-    torch.multiprocessing.spawn(_worker, args=(2, _free_port(), str(start), str(tmp_path / "two")), nprocs=2, join=True)
+    spawn_ranks(_worker, str(start), str(tmp_path / "two"), world=2, folder=tmp_path)
     got = torch.load(tmp_path / "two" / "stats.pt", weights_only=False)
     for (loss, norm, n_tok, stepped), s in zip(got, stats, strict=True):
         assert stepped and s.stepped and n_tok == s.n_tokens

@@ -283,10 +283,10 @@ def test_a_stuck_chunk_is_checked_in_the_driver_after_its_deadline(local_ray, ca
                      VerifierConfig(), None)
     pool.close()
     pool.actors = [ray.remote(StuckWorker).options(num_cpus=0.25).remote()]
-    ray.get(pool.actors[0].pid.remote())
     here = AnswerChecker(use_math_verify=False)
     pairs = [("7", "7"), ("8", "7"), ("1/2", "0.5")]
     try:
+        ray.get(pool.actors[0].pid.remote())
         start = time.monotonic()
         got = pool.run("match_many", [(pairs, 0.1)], [len(pairs)], 0.1, lambda p, t: here.match_many(p, timeout=t))
         waited = time.monotonic() - start

@@ -185,24 +185,27 @@ class LearnerActor(_AgentActor):
                  world: int = 1) -> None:
         super().__init__(config, model_path, seed, threads)
         self.rank, self.world = rank, world
+        self._store: Any = None  # rank 0: the group's TCP store, from rendezvous() on
 
     def rendezvous(self) -> tuple[str, int]:
-        """Rank 0: this node's address and a free port, where the group's TCP rendezvous will listen."""
-        import socket
+        """Rank 0: open the group's TCP store on this node, on a port the OS picks and the store holds from
+        then on (no other process can take it before the other ranks connect); its address and port."""
+        from synco.learn.fsdp import open_rendezvous
 
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = int(s.getsockname()[1])
-        return ray.util.get_node_ip_address(), port
+        address = ray.util.get_node_ip_address()
+        self._store = open_rendezvous(address, self.world)
+        return address, int(self._store.port)
 
     def join_group(self, address: str, port: int) -> int:
-        """Join the agent's process group (nccl on a GPU, else gloo) and shard the policy over it."""
-        import torch.distributed as dist
+        """Join the agent's process group (nccl on a GPU, else gloo) over rank 0's store and shard the policy
+        over it."""
+        from synco.learn.fsdp import join_group, join_rendezvous, shard_policy
 
-        from synco.learn.fsdp import shard_policy
-
+        if self.rank == 0 and self._store is None:
+            raise RuntimeError("join_group on rank 0 before rendezvous(): the group's store is not open")
+        store = self._store if self.rank == 0 else join_rendezvous(address, port, self.world)
         backend = "nccl" if self.policy.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=self.rank, world_size=self.world)
+        join_group(store, backend, self.rank, self.world)
         shard_policy(self.policy)
         return self.rank
 

@@ -104,6 +104,36 @@ def shard_policy(policy: Any, mesh: Any = None) -> Any:
     return policy
 
 
+def open_rendezvous(host: str, world: int, timeout_s: float = 1800.0) -> Any:
+    """Rank 0: the group's TCP store, listening on a port the OS picks (``store.port``) from now on.
+
+    The port is held from the moment it is chosen, so no other process can take it before the other ranks
+    connect (probing a free port, closing it and binding it again later leaves that window open). ``host``
+    is the address rank 0 reaches its own store at. Keep the store until :func:`join_group` has run.
+    """
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
+
+
+def join_rendezvous(address: str, port: int, world: int, timeout_s: float = 1800.0) -> Any:
+    """Ranks 1..world-1: a client of rank 0's store (:func:`open_rendezvous`) at ``address:port``."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.TCPStore(address, port, world, is_master=False, timeout=timedelta(seconds=timeout_s))
+
+
+def join_group(store: Any, backend: str, rank: int, world: int) -> None:
+    """Join the default process group over ``store`` (every rank, with its own store object)."""
+    import torch.distributed as dist
+
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world)
+
+
 def all_reduce_sum(values: Sequence[float], shard: DataShard) -> list[float]:
     """Sum each number over the ranks of ``shard``'s group (diagnostics every rank reports the same)."""
     import torch.distributed as dist
