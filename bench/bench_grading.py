@@ -92,9 +92,11 @@ def report(cases: list[Case], synco: Run, synco_two_step: Run, mv: Run, show: st
     mv_right = [i for i in everything if mv.verdicts[i] == labels[i]]
     print(f"cases: {n} ({sum(labels)} right, {n - sum(labels)} wrong) from {CASES.name}, "
           f"{len({c.cls for c in cases})} classes; labels by a careful human grader")
-    print(f"synco agreement with math-verify's verdicts: {agreement(synco.verdicts, mv.verdicts, everything):.1%} "
+    print(f"synco agreement with the expected verdicts (hand labels, as math-verify's regression rows carry): "
+          f"{agreement(synco.verdicts, labels, everything):.1%}")
+    print(f"synco agreement with math-verify's computed verdicts: {agreement(synco.verdicts, mv.verdicts, everything):.1%} "
           f"of all cases; {agreement(synco.verdicts, mv.verdicts, mv_right):.1%} of the {len(mv_right)} cases "
-          "math-verify grades right")
+          "math-verify grades right (where they differ, math-verify is off the label)")
     print(f"\n{'grader':26} {'agree w/ labels':>15} {'false accepts':>14} {'false rejects':>14} {'checks/s':>9}")
     for run in (synco, synco_two_step, mv):
         agree = agreement(run.verdicts, labels, everything)
