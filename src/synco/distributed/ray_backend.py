@@ -199,13 +199,15 @@ class LearnerActor(_AgentActor):
     def join_group(self, address: str, port: int) -> int:
         """Join the agent's process group (nccl on a GPU, else gloo) over rank 0's store and shard the policy
         over it."""
-        from synco.learn.fsdp import join_group, join_rendezvous, shard_policy
+        import torch.distributed as dist
+
+        from synco.learn.fsdp import join_rendezvous, shard_policy
 
         if self.rank == 0 and self._store is None:
             raise RuntimeError("join_group on rank 0 before rendezvous(): the group's store is not open")
         store = self._store if self.rank == 0 else join_rendezvous(address, port, self.world)
         backend = "nccl" if self.policy.device.type == "cuda" else "gloo"
-        join_group(store, backend, self.rank, self.world)
+        dist.init_process_group(backend, store=store, rank=self.rank, world_size=self.world)
         shard_policy(self.policy)
         return self.rank
 

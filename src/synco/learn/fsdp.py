@@ -109,7 +109,7 @@ def open_rendezvous(host: str, world: int, timeout_s: float = 1800.0) -> Any:
 
     The port is held from the moment it is chosen, so no other process can take it before the other ranks
     connect (probing a free port, closing it and binding it again later leaves that window open). ``host``
-    is the address rank 0 reaches its own store at. Keep the store until :func:`join_group` has run.
+    is the address rank 0 reaches its own store at. Keep the store: the process group uses it.
     """
     from datetime import timedelta
 
@@ -125,13 +125,6 @@ def join_rendezvous(address: str, port: int, world: int, timeout_s: float = 1800
     import torch.distributed as dist
 
     return dist.TCPStore(address, port, world, is_master=False, timeout=timedelta(seconds=timeout_s))
-
-
-def join_group(store: Any, backend: str, rank: int, world: int) -> None:
-    """Join the default process group over ``store`` (every rank, with its own store object)."""
-    import torch.distributed as dist
-
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world)
 
 
 def all_reduce_sum(values: Sequence[float], shard: DataShard) -> list[float]:
