@@ -39,6 +39,21 @@ class TaskCardError(ValueError):
     """Model text could not be turned into a task card; the message says why."""
 
 
+class CardRejected(ValueError):
+    """An oracle's refusal of a card, with a stable reason code (``action_failed``, ``unknown_tool``, ...).
+
+    A domain's ``oracle`` raises it to say *why* a card has no reference; the verifier records
+    ``"<code>: <detail>"`` as a hard failure (a plain ``None`` from the oracle is ``oracle_rejected``).
+    """
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        if not code or not code.replace("_", "").isalnum():
+            raise ValueError(f"CardRejected code must be a word like 'unknown_tool', got {code!r}")
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code = code
+        self.detail = detail
+
+
 class TaskCard(BaseModel):
     """A synthesized task: the problem the Reasoner sees plus reference and metadata.
 

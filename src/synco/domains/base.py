@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
 from synco.evosyn.space import Cell, HasFactorSpace
+from synco.core.episodes import Environment
 from synco.core.records import TaskCard
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasFactorSpace", "HasResponsePrefix",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasFactorSpace",
+           "HasResponsePrefix",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
 
@@ -144,6 +146,17 @@ class HasCardTemplate(Protocol):
 
     def card_template(self) -> CardTemplate:
         """The slots the model writes and the fixed JSON around them (``synco.domains.card_template``)."""
+        ...
+
+
+@runtime_checkable
+class HasEnvironment(Protocol):
+    """The Reasoner acts on an environment over several turns (``synco.core.episodes``) instead of
+    answering once: each attempt is an episode on a fresh :class:`~synco.core.episodes.Environment`,
+    graded by the environment, not by the answer checker."""
+
+    def environment(self, card: TaskCard, reference: str) -> Environment:
+        """A fresh environment for one episode on a verified card (``reference`` is its verdict's)."""
         ...
 
 

@@ -78,7 +78,7 @@ from synco.grading.extract import extract_answer
 from synco.grading.benchmarks import load_benchmark, resolve_benchmark_paths
 from synco.grading.cards import CardError, parse_task_card
 from synco.grading.novelty import NoveltyIndex, normalize_text
-from synco.core.records import CARD_FIELDS, CHECK_NAMES, TaskCard, TaskCardError, Verdict
+from synco.core.records import CARD_FIELDS, CHECK_NAMES, CardRejected, TaskCard, TaskCardError, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -429,7 +429,11 @@ class TaskVerifier:
         """Answer score and reasons; returns (reference, provisional reliability)."""
         final = card.final_answer
         if self.oracle is not None:
-            truth = self.oracle(card)
+            try:
+                truth = self.oracle(card)
+            except CardRejected as err:  # the oracle says why (a domain's own reason code)
+                checks.fail(str(err))
+                return None, 0.0
             if truth is None:
                 checks.fail("oracle_rejected: the oracle has no answer for this problem")
                 return None, 0.0
