@@ -55,6 +55,8 @@ class RunConfig(BaseModel):
     n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
     n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
     k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
+    max_turns: int = Field(6, ge=1, description="Domains with an environment (e.g. tools): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
+    max_episode_tokens: int = Field(384, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
     report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
     group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
     consensus: bool = Field(True, description="Apply the consensus check (independent answers must not agree on another answer) when the domain has no exact oracle.")

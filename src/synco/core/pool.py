@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS rollouts (
     truncated INTEGER NOT NULL,
     n_tokens  INTEGER NOT NULL,
     token_ids BLOB,
+    episode_json TEXT,
     PRIMARY KEY (task_id, idx)
 );
 CREATE TABLE IF NOT EXISTS task_factors (
@@ -163,9 +164,10 @@ class TaskPool:
 
     def _add_missing_columns(self) -> None:
         """Add the columns older pools lack, as NULL: ``target`` / ``on_target`` (before the Designer),
-        ``rollouts.token_ids`` (before sampled ids were kept; those attempts are re-tokenised for SFT)."""
+        ``rollouts.token_ids`` (before sampled ids were kept; those attempts are re-tokenised for SFT),
+        ``rollouts.episode_json`` (before multi-turn episodes)."""
         for table, name, kind in (("tasks", "target", "TEXT"), ("tasks", "on_target", "INTEGER"),
-                                  ("rollouts", "token_ids", "BLOB")):
+                                  ("rollouts", "token_ids", "BLOB"), ("rollouts", "episode_json", "TEXT")):
             have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
             if name not in have:
                 self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
@@ -295,10 +297,10 @@ class TaskPool:
         task_id = int(cursor.lastrowid or 0)
         self._conn.executemany(
             "INSERT INTO rollouts(task_id, idx, text, answer, method, correct, reward, truncated, "
-            "n_tokens, token_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "n_tokens, token_ids, episode_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (task_id, i, r.text, r.answer, r.method, int(r.correct), r.reward, int(r.truncated), r.n_tokens,
-                 None if r.completion_ids is None else pack_token_ids(r.completion_ids))
+                 None if r.completion_ids is None else pack_token_ids(r.completion_ids), _episode_json(r))
                 for i, r in enumerate(record.rollouts)
             ],
         )
@@ -370,7 +372,8 @@ class TaskPool:
             chunk = task_ids[start : start + _BATCH]
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens{ids_column} FROM rollouts "
+                f"SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens, episode_json{ids_column} "
+                f"FROM rollouts "
                 f"WHERE task_id IN ({marks}) ORDER BY task_id, idx",
                 chunk,
             ):
@@ -385,6 +388,7 @@ class TaskPool:
                         truncated=bool(row["truncated"]),
                         n_tokens=row["n_tokens"],
                         completion_ids=None if packed is None else self._unpack(packed, row),
+                        **_episode_fields(row["episode_json"]),
                     )
                 )
         return out
@@ -583,6 +587,21 @@ def _is_damage(error: sqlite3.OperationalError) -> bool:
     """True for the OperationalErrors that mean a damaged file rather than e.g. a read-only one."""
     text = str(error).lower()
     return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+_EPISODE_FIELDS = ("turns", "finish", "reward_parts")
+
+
+def _episode_json(r: Rollout) -> str | None:
+    """The episode part of a rollout (transcript, finish, reward parts) as JSON; None for a single-turn attempt."""
+    if r.turns is None:
+        return None
+    return r.model_dump_json(include=set(_EPISODE_FIELDS))
+
+
+def _episode_fields(text: str | None) -> dict[str, Any]:
+    """The Rollout fields stored in ``episode_json`` ({} for a single-turn attempt)."""
+    return {} if text is None else dict(json.loads(text))
 
 
 def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from synco.core.episodes import Finish, Turn
+
 CARD_FIELDS: tuple[str, ...] = (
     "teaching_intent",
     "target_reasoning_style",
@@ -111,7 +113,8 @@ class Rollout(BaseModel):
 
     ``text`` is the whole response (the domain's prefilled response prefix included);
     ``completion_ids`` are the token ids that were sampled after the prompt (prefix excluded,
-    EOS included when one was sampled), the tokens a supervised update on this attempt trains.
+    EOS included when one was sampled), the tokens a supervised update on this attempt trains
+    (for an episode: every id after the prompt, see ``turns``).
     None: not known (an attempt stored by a pool written before ids were kept, or a pool read
     without them: ``TaskPool.by_step(..., token_ids=True)`` loads them).
     """
@@ -124,6 +127,18 @@ class Rollout(BaseModel):
     truncated: bool = False
     n_tokens: int = 0
     completion_ids: list[int] | None = None
+    # multi-turn episodes (domains with an environment): the transcript, why it ended and the reward's parts.
+    # ``completion_ids`` then hold agent and environment ids; each turn's ``n_tokens`` and role give the mask.
+    turns: list[Turn] | None = None
+    finish: Finish | None = None
+    reward_parts: dict[str, float] | None = None
+
+    @property
+    def loss_mask(self) -> list[int] | None:
+        """1 per agent id, 0 per environment id, in ``completion_ids`` order (None: single-turn, all trainable)."""
+        if self.turns is None:
+            return None
+        return [int(t.role == "agent") for t in self.turns for _ in range(t.n_tokens)]
 
 
 class SynthReward(BaseModel):

@@ -33,12 +33,23 @@ class Experience:
     ``old_logprobs`` are the per-completion-token log-probs under the sampling
     policy (e.g. ``Completion.logprobs``); None means "use the current policy's
     detached log-probs", i.e. an exactly on-policy step with ratio 1.
+
+    ``loss_mask`` (one 0/1 per completion id) marks the ids the policy sampled (1) in an
+    episode whose completion also holds environment ids (0: a tool result, fed to the model
+    as context, never trained and not counted in the loss normaliser); None: every
+    completion id is trainable (a single-turn completion).
     """
 
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
     old_logprobs: list[float] | None = None
+    loss_mask: list[int] | None = None
+
+    @property
+    def n_trainable(self) -> int:
+        """Completion ids that carry loss (all of them without a ``loss_mask``)."""
+        return len(self.completion_ids) if self.loss_mask is None else sum(1 for m in self.loss_mask if m)
 
 
 @dataclass

@@ -40,7 +40,8 @@ from pydantic import BaseModel, model_serializer
 from synco.grading.checker import AnswerChecker
 from synco.grading.extract import extract_answer
 from synco.grading.grade import Graded, grade
-from synco.domains.base import Domain, solve
+from synco.core.episodes import Episode, EpisodeLimits
+from synco.domains.base import Domain, HasEnvironment, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import factor_control
 from synco.evosyn.run import EvoState
@@ -63,6 +64,7 @@ from synco.core.rewards import (
     synthesizer_reward,
 )
 from synco.grading.verifier import TaskVerifier
+from synco.rollout.episodes import act
 
 Mode = Literal["cotrain", "frozen", "static", "uniform"]
 
@@ -152,6 +154,8 @@ class StepSettings:
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
     seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
+    max_turns: int = 6  # domains with an environment: agent turns per episode
+    max_episode_tokens: int = 384  # domains with an environment: ids after the prompt per episode
 
 
 @dataclass(frozen=True)
@@ -271,21 +275,31 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
             verdicts[i] = verdict
         valid_idx = [i for i in valid_idx if verdicts[i].valid]
 
-    # 3. Solve: the Reasoner answers every valid card K times.
-    attempts: list[list[Completion]] = []
-    if valid_idx:
+    # 3. Solve: the Reasoner answers every valid card K times, or, in a domain with an environment, acts on
+    #    a fresh environment per attempt over several turns (an episode, graded by its environment).
+    references = [verdicts[i].reference or cards[i].final_answer for i in valid_idx]  # type: ignore[union-attr]
+    attempts: Sequence[Sequence[Completion | Episode]] = []
+    rollouts: dict[int, list[Rollout]] = {}
+    episodic = isinstance(state.domain, HasEnvironment)
+    if valid_idx and episodic:
+        t = time.perf_counter()
+        episodes = act(state.reasoner, state.domain, [cards[i] for i in valid_idx], references,  # type: ignore[misc]
+                       s.k, s.reasoner_sampling, EpisodeLimits(s.max_turns, s.max_episode_tokens), request_seed(state))
+        timer.add("generate", t)
+        attempts = episodes
+        rollouts = {i: [episode_rollout(e) for e in group] for i, group in zip(valid_idx, episodes)}
+    elif valid_idx:
         t = time.perf_counter()
         attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
                          s.k, s.reasoner_sampling, request_seed(state))
         timer.add("generate", t)
 
-    # 4. Grade each attempt against the verdict's reference (the step's answer checks in one batch: a
+    # 4. Grade each answer against the verdict's reference (the step's answer checks in one batch: a
     #    Ray-backed checker fans them out); 5. consensus on the same attempts, reusing those checks
     #    (unless a separate checker already judged the card in 2b).
-    references = [verdicts[i].reference or cards[i].final_answer for i in valid_idx]  # type: ignore[union-attr]
-    marks = _grade_attempts(state.checker, attempts, references)
-    rollouts: dict[int, list[Rollout]] = {}
-    for i, reference, group, graded in zip(valid_idx, references, attempts, marks):
+    answered = [] if episodic else attempts  # episodes were graded by their environments in 3
+    marks = _grade_attempts(state.checker, answered, references[:len(answered)])  # type: ignore[arg-type]
+    for i, reference, group, graded in zip(valid_idx, references, answered, marks):
         rs = [_rollout(c, g, s.reasoner_rewards) for c, g in zip(group, graded)]
         if s.consensus and not state.domain.has_oracle and not use_checker:
             # the checks count as agreement when they were made against consensus's reference
@@ -413,6 +427,20 @@ def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: 
     return [_rollout(c, g, cfg) for c, g in zip(group, graded)]
 
 
+def episode_rollout(ep: Episode) -> Rollout:
+    """The rollout record of one graded episode: its transcript, ids (agent and environment), reward and parts.
+
+    ``answer`` is the text of the last agent turn (the final message, when the episode ended on one);
+    ``truncated`` means the episode ended on a limit (turns or tokens) instead of finishing.
+    """
+    g = ep.grade
+    assert g is not None, "an episode is graded before it is recorded"
+    agent = [t for t in ep.turns if t.role == "agent"]
+    return Rollout(text=ep.text, answer=agent[-1].text[:200] if agent else None, correct=g.correct, reward=g.reward,
+                   truncated=ep.finish != "done", n_tokens=sum(ep.mask), completion_ids=list(ep.completion_ids),
+                   turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts))
+
+
 def _rollout(c: Completion, graded: Graded, cfg: ReasonerRewardConfig) -> Rollout:
     """The rollout of one Reasoner attempt, from its grade (answer, method, boxed answers, correct) and its reward.
 
@@ -431,7 +459,7 @@ def advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
     return group_advantages(torch.tensor(rewards, dtype=torch.float64), scale_by_std=scale_by_std).tolist()
 
 
-def group_experiences(samples: Sequence[Completion | None], rewards: Sequence[float],
+def group_experiences(samples: Sequence[Completion | Episode | None], rewards: Sequence[float],
                       scale_by_std: bool) -> list[Experience]:
     """One GRPO group's experiences: :func:`advantages` of its rewards, or all 0 when the rewards are equal
     (kept, so the loss is normalised over the whole batch). A sample that is None (a card of a fixed
@@ -439,10 +467,10 @@ def group_experiences(samples: Sequence[Completion | None], rewards: Sequence[fl
     if len(samples) != len(rewards):
         raise ValueError(f"a group of {len(samples)} samples has {len(rewards)} rewards")
     advs = advantages(rewards, scale_by_std) if is_gradient_bearing(rewards) else [0.0] * len(rewards)
-    return [Experience(c.prompt_ids, c.completion_ids, a, c.logprobs) for c, a in zip(samples, advs) if c is not None]
+    return [c.to_experience(a) for c, a in zip(samples, advs) if c is not None]
 
 
-def groups_batch(groups: Sequence[Sequence[Completion | None]], rewards: Sequence[Sequence[float]],
+def groups_batch(groups: Sequence[Sequence[Completion | Episode | None]], rewards: Sequence[Sequence[float]],
                  scale_by_std: bool) -> tuple[list[Experience], int]:
     """The GRPO batch of several groups and the number of groups skipped for equal rewards.
 
@@ -455,7 +483,8 @@ def groups_batch(groups: Sequence[Sequence[Completion | None]], rewards: Sequenc
     return batch, skipped
 
 
-def reasoner_batch(records: Sequence[TaskRecord], valid_idx: Sequence[int], attempts: Sequence[Sequence[Completion]],
+def reasoner_batch(records: Sequence[TaskRecord], valid_idx: Sequence[int],
+                   attempts: Sequence[Sequence[Completion | Episode]],
                    scale_by_std: bool) -> tuple[list[Experience], int]:
     """The Reasoner's GRPO batch of a step: one group per solved task (its K attempts, rewarded as recorded),
     tasks that consensus rejected after solving left out; and the groups skipped for equal rewards."""

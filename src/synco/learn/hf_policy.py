@@ -419,6 +419,15 @@ class HFPolicy:
         """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""
         return encode_prompt(self.tokenizer, text, add_bos=self.config.add_bos, max_tokens=self.config.max_prompt_tokens)
 
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of a piece of text inside a sequence (an environment's observation): no BOS, no truncation;
+        special tokens written in the text (a chat template's markers) are read as such."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of sampled ids, as a completion's ``text`` is decoded (special tokens skipped)."""
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
                  seed: int | None = None) -> list[list[Completion]]:
         """``n`` sampled completions for each (already formatted) prompt, in prompt order.
@@ -426,7 +435,12 @@ class HFPolicy:
         ``seed``: the rows are sampled in chunks of ``generation_batch_size``, each from its own seed
         (:mod:`synco.core.seeds`), so a Ray rollout worker sampling one chunk gets the same completions.
         """
-        ids = [self.encode_prompt(p) for p in prompts]
+        return self.generate_ids([self.encode_prompt(p) for p in prompts], n, params, seed)
+
+    def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
+                     seed: int | None = None) -> list[list[Completion]]:
+        """:meth:`generate` on token ids: token-in/token-out, what an episode's later turns sample from (its ids
+        so far, never re-tokenised). Same chunking and seeds as :meth:`generate`."""
         if any(not x for x in ids):
             raise ValueError("a prompt tokenized to zero tokens")
         params = params or self.config.sampling
@@ -453,6 +467,10 @@ class HFPolicy:
                 raise ValueError(
                     f"experience {i}: {len(e.old_logprobs)} old_logprobs for {len(e.completion_ids)} completion tokens"
                 )
+            if e.loss_mask is not None and (len(e.loss_mask) != len(e.completion_ids)
+                                            or any(m not in (0, 1) for m in e.loss_mask)):
+                raise ValueError(f"experience {i}: loss_mask must be {len(e.completion_ids)} values of 0 or 1 "
+                                 f"(one per completion id), got {len(e.loss_mask)}")
 
     def set_token_constraint(self, constraint: Any) -> None:
         """Sample under ``constraint`` (a :class:`~synco.rollout.card_decoding.CardGrammar`; None: unconstrained).
@@ -496,7 +514,7 @@ class HFPolicy:
             ids[i, p_len - p : p_len] = torch.tensor(e.prompt_ids, dtype=torch.long)
             ids[i, p_len : p_len + c] = torch.tensor(e.completion_ids, dtype=torch.long)
             att[i, p_len - p : p_len + c] = 1
-            mask[i, :c] = 1.0
+            mask[i, :c] = 1.0 if e.loss_mask is None else torch.tensor(e.loss_mask, dtype=torch.float32)
         ids, att, mask = ids.to(dev), att.to(dev), mask.to(dev)
         pos = (att.cumsum(-1) - 1).clamp(min=0)
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": att, "position_ids": pos, "use_cache": False}
@@ -530,10 +548,10 @@ class HFPolicy:
         g = self.config.grpo
         self._check_batch(batch)
         old_cache = {} if old_cache is None else old_cache
-        n_tokens = sum(len(e.completion_ids) for e in batch)
-        n_seqs = sum(1 for e in batch if e.completion_ids)
+        n_tokens = sum(e.n_trainable for e in batch)
+        n_seqs = sum(1 for e in batch if e.n_trainable)
         normalizer = float(n_tokens if g.loss_agg == "token-mean" else n_seqs)
-        active = [i for i, e in enumerate(batch) if e.completion_ids and (g.kl_coef > 0 or e.advantage != 0.0)]
+        active = [i for i, e in enumerate(batch) if e.n_trainable and (g.kl_coef > 0 or e.advantage != 0.0)]
         total_loss, w_clip, w_ratio, w_kl, n_fwd_tok = 0.0, 0.0, 0.0, 0.0, 0
         new_old: dict[int, torch.Tensor] = {}
         self.model.train()
@@ -598,8 +616,8 @@ class HFPolicy:
 
             batch = [replace(e, old_logprobs=None) for e in batch]
         g = self.config.grpo
-        n_tokens = sum(len(e.completion_ids) for e in batch)
-        skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.completion_ids and e.advantage == 0.0)
+        n_tokens = sum(e.n_trainable for e in batch)
+        skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.n_trainable and e.advantage == 0.0)
         stats = UpdateStats(
             loss=0.0, n_sequences=len(batch), n_tokens=n_tokens, n_skipped_zero_adv=skipped,
             grad_norm=0.0, clip_frac=0.0, kl=0.0, lr=float(opt.param_groups[0]["lr"]), nan_skipped=False,

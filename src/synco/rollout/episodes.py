@@ -1,0 +1,143 @@
+"""Run multi-turn episodes: a policy acts on one environment per episode, token-in/token-out.
+
+All episodes of a request advance in lockstep, one agent turn at a time: the active episodes'
+ids so far go to the policy in one :meth:`TokenPolicy.generate_ids` call (turn ``t`` seeded by
+``derive_seed(seed, "turn", t)`` when the request is seeded), each sampled turn goes to its own
+environment, and the observation's ids are appended exactly as they will be trained on (mask 0).
+Nothing is decoded and encoded again: the ids an update trains are the ids the model saw.
+
+Bounds: ``EpisodeLimits.max_turns`` agent turns and ``max_tokens`` ids after the prompt, per
+episode; a turn sampled past the budget is cut at it (its text decoded from the kept ids).
+An environment that raises (a bug, never model text: environments turn bad text into error
+observations) ends that episode with reward 0 and the error recorded; the other episodes go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from synco.core.episodes import EnvStep, Environment, Episode, EpisodeGrade, EpisodeLimits
+from synco.core.policy import Policy
+from synco.core.records import TaskCard
+from synco.core.sampling import Completion, SamplingParams
+from synco.core.seeds import derive_seed
+from synco.domains.base import Domain, HasEnvironment, reasoner_prompts
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TokenPolicy", "act", "run_episodes", "turn_seed"]
+
+
+@runtime_checkable
+class TokenPolicy(Protocol):
+    """What an episode needs of a policy besides ``format_prompt``: sampling on ids, and the tokenizer both ways."""
+
+    def encode_prompt(self, text: str) -> list[int]: ...
+
+    def encode_text(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
+                     seed: int | None = None) -> list[list[Completion]]: ...
+
+
+def turn_seed(seed: int | None, turn: int) -> int | None:
+    """The seed of a seeded request's ``turn``-th generate call (None: unseeded)."""
+    return None if seed is None else derive_seed(seed, "turn", turn)
+
+
+def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable[[int], Environment],
+                 params: SamplingParams, limits: EpisodeLimits, seed: int | None = None) -> list[Episode]:
+    """One finished, graded episode per formatted prompt; ``make_env(i)`` builds episode ``i``'s fresh environment."""
+    episodes = [Episode(prompt_ids=policy.encode_prompt(p)) for p in prompts]
+    envs: list[Environment | None] = []
+    for i, ep in enumerate(episodes):
+        try:
+            envs.append(make_env(i))
+        except Exception:  # a card the environment cannot host: the episode ends before it starts
+            logger.exception("building the environment of episode %d failed", i)
+            ep.finish, ep.grade = "done", _failed("env_error")
+            envs.append(None)
+    for turn in range(limits.max_turns):
+        active = [i for i, ep in enumerate(episodes) if not ep.done]
+        if not active:
+            break
+        budget = max(limits.max_tokens - len(episodes[i].completion_ids) for i in active)
+        turn_params = params.model_copy(update={"max_new_tokens": max(1, min(params.max_new_tokens, budget))})
+        sampled = policy.generate_ids([episodes[i].prompt_ids + episodes[i].completion_ids for i in active], 1,
+                                      turn_params, seed=turn_seed(seed, turn))
+        for i, [c] in zip(active, sampled):
+            _advance(policy, episodes[i], envs[i], c, limits, last_turn=turn == limits.max_turns - 1)
+    for ep, env in zip(episodes, envs):
+        if ep.grade is None and env is not None:
+            try:
+                ep.grade = env.grade()
+            except Exception:
+                logger.exception("grading an episode failed")
+                ep.grade = _failed("env_error")
+    return episodes
+
+
+def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Completion, limits: EpisodeLimits,
+             last_turn: bool) -> None:
+    """Add one sampled turn to ``ep``, step its environment, and add the observation (or end the episode)."""
+    left = limits.max_tokens - len(ep.completion_ids)
+    ids, logprobs, text, cut = list(c.completion_ids), list(c.logprobs), c.text, False
+    if len(ids) > left:  # the turn ran past the episode's budget: keep what fits
+        ids, logprobs, cut = ids[:left], logprobs[:left], True
+        text = policy.decode(ids)
+    assert env is not None, "an episode without an environment is finished before its first turn"
+    try:
+        step = env.step(text)
+    except Exception:  # environments turn model text into error observations; this is a bug
+        logger.exception("an environment's step raised")
+        ep.add_agent(text, ids, logprobs, None)
+        ep.finish, ep.grade = "done", _failed("env_error")
+        return
+    ep.add_agent(text, ids, logprobs, step)
+    ep.truncated = ep.truncated or c.truncated or cut
+    if step.done:
+        ep.finish = "done"
+    elif cut or len(ep.completion_ids) >= limits.max_tokens:
+        ep.finish = "token_budget"
+    elif last_turn:
+        ep.finish = "max_turns"
+    else:
+        _observe(policy, ep, step, limits)
+
+
+def _observe(policy: TokenPolicy, ep: Episode, step: EnvStep, limits: EpisodeLimits) -> None:
+    """Append the observation's ids (mask 0); an observation that does not fit ends the episode on the budget."""
+    obs = policy.encode_text(step.observation)
+    if len(ep.completion_ids) + len(obs) >= limits.max_tokens:
+        ep.finish = "token_budget"
+        return
+    ep.add_env(step.observation, obs, step.error)
+
+
+def _failed(code: str) -> EpisodeGrade:
+    """The grade of an episode an environment error ended (the traceback is in the log)."""
+    return EpisodeGrade(reward=0.0, correct=False, parts={code: 1.0})
+
+
+def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: Sequence[str], n: int,
+        params: SamplingParams, limits: EpisodeLimits, seed: int | None = None) -> list[list[Episode]]:
+    """``n`` episodes of ``policy`` on each card, each on its own fresh environment (``domain.environment``).
+
+    The multi-turn counterpart of :func:`synco.domains.base.solve`: the same prompts (the card's problem as the
+    first message), grouped per card in card order; one seeded request for all of them.
+    """
+    if not isinstance(domain, HasEnvironment):
+        raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
+    if not isinstance(policy, TokenPolicy):
+        raise TypeError(f"{type(policy).__name__} cannot run episodes: it lacks the TokenPolicy methods "
+                        f"(encode_prompt, encode_text, decode, generate_ids)")
+    if len(references) != len(cards):
+        raise ValueError(f"{len(cards)} cards but {len(references)} references")
+    prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
+    flat = run_episodes(policy, [p for p in prompts for _ in range(n)],
+                        lambda i: domain.environment(cards[i // n], references[i // n]), params, limits, seed)
+    return [flat[j * n:(j + 1) * n] for j in range(len(cards))]
