@@ -22,7 +22,7 @@ from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
-from synco.domains.base import HasCardTemplate
+from synco.domains.base import HasCardTemplate, HasEnvironment
 from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
@@ -155,6 +155,18 @@ class RunConfig(BaseModel):
                                                            HasCardTemplate):
             raise ValueError(f"synth_decoding=card needs a domain with a card template (HasCardTemplate, e.g. math); "
                              f"domain={self.domain!r} has none (use synth_decoding=free)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_episodes(self) -> "RunConfig":
+        """A domain with an environment (multi-turn episodes) runs online or alternating, in process, for now:
+        the rounds / rft protocols train on single-turn attempts and the Ray workers sample single turns."""
+        if self.protocol in ("online", "alternating") and self.backend != "ray":
+            return self
+        if isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment):
+            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes, which protocol={self.protocol!r} "
+                             f"with backend={self.backend!r} does not support yet (use protocol=online or "
+                             f"alternating, backend=inprocess)")
         return self
 
     @model_validator(mode="after")

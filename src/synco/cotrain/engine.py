@@ -114,10 +114,18 @@ class StepStats(BaseModel):
     round_loss: float | None = None  # their mean loss
     round_rollouts: int | None = None  # fresh Reasoner attempts the round's GRPO update sampled (0 for SFT)
     round_retokenized: int | None = None  # SFT attempts without stored sampled ids (an old pool's): text re-tokenised
+    # domains with an environment (absent from single-turn runs' lines)
+    mean_turns: float | None = None  # agent turns per episode
+    finishes: dict[str, int] | None = None  # episodes per finish: done / max_turns / token_budget
+    interaction_coverage: float | None = None  # valid tasks' gold trajectories: share of the tool inventory used
+    trajectory_diversity: float | None = None  # evenness of the gold tool-use patterns
+    distinct_action_sequences: int | None = None  # distinct gold tool-call sequences so far in the run
+    contrastive_support: float | None = None  # share of gold tool compositions seen in more than one order
 
     @model_serializer(mode="wrap")
     def _omit_unused_protocol_fields(self, handler: Any) -> dict[str, Any]:
-        """Leave the protocol-only fields out while unset, so an online run's lines keep their keys."""
+        """Leave the protocol-only and episode-only fields out while unset, so an online single-turn run's lines
+        keep their keys."""
         data = handler(self)
         for key in _PROTOCOL_ONLY:
             if data.get(key, 0) is None:
@@ -126,7 +134,8 @@ class StepStats(BaseModel):
 
 
 _PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts",
-                  "round_retokenized")
+                  "round_retokenized", "mean_turns", "finishes", "interaction_coverage", "trajectory_diversity",
+                  "distinct_action_sequences", "contrastive_support")
 
 
 @dataclass(frozen=True)
@@ -519,6 +528,12 @@ def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequ
     stats.reasoner_reward = sum(ro.reward for ro in rollouts) / max(1, len(rollouts))
     stats.reasoner_accuracy = sum(ro.correct for ro in rollouts) / max(1, len(rollouts))
     stats.n_reasoner_truncated = sum(ro.truncated for ro in rollouts)
+    episodes = [ro for ro in rollouts if ro.turns is not None]
+    if episodes:
+        stats.mean_turns = sum(sum(t.role == "agent" for t in ro.turns or []) for ro in episodes) / len(episodes)
+        stats.finishes = {}
+        for ro in episodes:
+            stats.finishes[str(ro.finish)] = stats.finishes.get(str(ro.finish), 0) + 1
     stats.n_synth_truncated = sum(1 for c in synth_samples if c is not None and c.truncated)
     stats.synth_reward = sum(r.synth_reward.total for r in records if r.synth_reward) / max(1, len(records))
     agreements = [r.verdict.agreement for r in records if r.verdict.agreement is not None]

@@ -159,6 +159,10 @@ class HasEnvironment(Protocol):
         """A fresh environment for one episode on a verified card (``reference`` is its verdict's)."""
         ...
 
+    def heldout_card(self, item: HeldoutItem) -> TaskCard:
+        """The card of a held-out item (from :meth:`Domain.heldout`), to build its environments."""
+        ...
+
 
 def response_prefix(domain: Domain) -> str:
     """The fixed text every Reasoner response starts with (:class:`HasResponsePrefix`; "" if none).

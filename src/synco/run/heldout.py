@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from synco.core.policy import Policy, SamplingParams
-from synco.domains.base import Domain, HeldoutItem, solve
+from synco.core.episodes import EpisodeLimits
+from synco.domains.base import Domain, HasEnvironment, HeldoutItem, solve
 from synco.grading.checker import AnswerChecker
 from synco.grading.grade import grade
+from synco.rollout.episodes import act
 
 if TYPE_CHECKING:
     from synco.run.state import Run
@@ -15,12 +17,14 @@ if TYPE_CHECKING:
 
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
                      max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
-                     n: int = 1, seed: int = 0, seed_per_request: bool = False) -> dict[str, float]:
+                     n: int = 1, seed: int = 0, seed_per_request: bool = False,
+                     limits: EpisodeLimits | None = None) -> dict[str, float]:
     """Held-out accuracy per group (e.g. difficulty level): greedy by default, else the mean over ``n`` samples.
 
     Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is
     repeatable and never shifts the training run's random stream. ``seed_per_request``: each
-    batch is one request with its own seed derived from ``seed`` (the same in every backend).
+    batch is one request with its own seed derived from ``seed`` (the same in every backend). In a domain with
+    an environment each item is an episode (``limits`` bound it) and success is its environment's grade.
     """
     import torch
 
@@ -32,8 +36,15 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
         torch.manual_seed(seed)
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
-            outs = solve(policy, domain, [it.problem for it in chunk], n, params,
-                         derive_seed(seed, "heldout", start) if seed_per_request else None)
+            request = derive_seed(seed, "heldout", start) if seed_per_request else None
+            if isinstance(domain, HasEnvironment):  # episodes, graded by their environments
+                cards = [domain.heldout_card(it) for it in chunk]
+                episodes = act(policy, domain, cards, [it.answer for it in chunk], n, params, limits or EpisodeLimits(),
+                               request)
+                for it, eps in zip(chunk, episodes):
+                    correct.setdefault(it.group, []).extend(e.grade is not None and e.grade.correct for e in eps)
+                continue
+            outs = solve(policy, domain, [it.problem for it in chunk], n, params, request)
             marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group]))
             for it, group in zip(chunk, outs):
                 correct.setdefault(it.group, []).extend(next(marks).correct for _ in group)
@@ -44,7 +55,7 @@ def evaluate_heldout_greedy(run: Run) -> dict[str, float]:
     """Greedy held-out accuracy per group of the run's Reasoner."""
     st = run.state
     return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens,
-                            seed_per_request=run.cfg.seed_per_request)
+                            seed_per_request=run.cfg.seed_per_request, limits=episode_limits(run))
 
 
 def evaluate_heldout_both(run: Run, greedy: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
@@ -55,8 +66,13 @@ def evaluate_heldout_both(run: Run, greedy: dict[str, float] | None = None) -> d
     if cfg.heldout_samples:
         out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
                                           params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed,
-                                          seed_per_request=cfg.seed_per_request)
+                                          seed_per_request=cfg.seed_per_request, limits=episode_limits(run))
     return out
+
+
+def episode_limits(run: Run) -> EpisodeLimits:
+    """The run's episode bounds (``max_turns``, ``max_episode_tokens``)."""
+    return EpisodeLimits(run.cfg.max_turns, run.cfg.max_episode_tokens)
 
 
 def mean(accuracy: dict[str, float]) -> float:
