@@ -179,7 +179,7 @@ def test_ray_run_records_the_in_process_run_and_survives_a_killed_rollout_worker
 
         # killed again: its one restart is used up, so the step fails and records nothing
         kill_worker_while_sampling(reasoner, 0)
-        with pytest.raises(RolloutError, match=r"reasoner's rollout worker 0 could not sample chunk 0 .* nothing of "
+        with pytest.raises(RolloutError, match=r"reasoner's rollout worker 0 could not sample a generate request \(part 0\) .* nothing of "
                                                r"this step was recorded"):
             cotrain_step(rr.state, 2)
         assert rr.state.pool.last_step() == 1

@@ -159,14 +159,13 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_episodes(self) -> "RunConfig":
-        """A domain with an environment (multi-turn episodes) runs online or alternating, in process, for now:
-        the rounds / rft protocols train on single-turn attempts and the Ray workers sample single turns."""
-        if self.protocol in ("online", "alternating") and self.backend != "ray":
+        """A domain with an environment (multi-turn episodes) runs the online or alternating protocol for now: the
+        rounds / rft protocols train on single-turn attempts (their SFT would train the environment's ids)."""
+        if self.protocol in ("online", "alternating"):
             return self
         if isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment):
             raise ValueError(f"domain={self.domain!r} runs multi-turn episodes, which protocol={self.protocol!r} "
-                             f"with backend={self.backend!r} does not support yet (use protocol=online or "
-                             f"alternating, backend=inprocess)")
+                             f"does not support yet (use protocol=online or alternating)")
         return self
 
     @model_validator(mode="after")

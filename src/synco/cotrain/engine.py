@@ -165,6 +165,7 @@ class StepSettings:
     seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
     max_turns: int = 6  # domains with an environment: agent turns per episode
     max_episode_tokens: int = 384  # domains with an environment: ids after the prompt per episode
+    episode_group_size: int = 64  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,8 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     if valid_idx and episodic:
         t = time.perf_counter()
         episodes = act(state.reasoner, state.domain, [cards[i] for i in valid_idx], references,  # type: ignore[misc]
-                       s.k, s.reasoner_sampling, EpisodeLimits(s.max_turns, s.max_episode_tokens), request_seed(state))
+                       s.k, s.reasoner_sampling, EpisodeLimits(s.max_turns, s.max_episode_tokens), request_seed(state),
+                       s.episode_group_size)
         timer.add("generate", t)
         attempts = episodes
         rollouts = {i: [episode_rollout(e) for e in group] for i, group in zip(valid_idx, episodes)}

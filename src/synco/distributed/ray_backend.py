@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +67,10 @@ from synco.config.ray import RayResources, RaySettings, local_cpus, resource_sho
 from synco.core.seeds import agent_seed, chunk_seed, regroup, row_chunks
 from synco.core.policy import PolicyConfig, UpdateStats
 from synco.core.prompts import build_prompt
+from synco.core.episodes import Episode
 from synco.core.sampling import Completion, Experience, SamplingParams
+from synco.domains.base import Domain
+from synco.rollout.episodes import EpisodeJob, run_job
 
 if TYPE_CHECKING:
     import torch
@@ -169,6 +172,14 @@ class _AgentActor:
         if any(not x for x in ids):
             raise ValueError("a prompt tokenized to zero tokens")
         return [g[0] for g in self.policy.generator.generate(ids, 1, params, seed=seed)]
+
+
+    def run_episode_job(self, domain: Domain, job: EpisodeJob, version: int | None) -> list[Episode]:
+        """One job of episodes (:func:`synco.rollout.episodes.run_job`): sampled and stepped here, where the
+        environments live for the episodes' length."""
+        if version is not None and version != self.version:
+            raise StaleWeights(f"this rollout worker holds weights version {self.version}, the request needs {version}")
+        return run_job(self.policy, domain, job)
 
 
 class LearnerActor(_AgentActor):
@@ -365,6 +376,12 @@ class RayPolicy:
         results = [self._chunk_result(j, ref, texts, params, s) for j, (ref, (texts, s)) in enumerate(zip(refs, jobs))]
         return regroup(len(prompts), chunks, results)
 
+    def run_episode_jobs(self, domain: Domain, jobs: Sequence[EpisodeJob]) -> list[list[Episode]]:
+        """Job ``j`` of episodes on worker ``j mod workers`` (on the learner when there are none), all in parallel:
+        each job the same episodes as in-process (:class:`synco.rollout.episodes.RunsEpisodes`)."""
+        refs = [self._submit_job(j, domain, job) for j, job in enumerate(jobs)]
+        return [self._job_result(j, ref, domain, job) for j, (ref, job) in enumerate(zip(refs, jobs))]
+
     def update(self, batch: Sequence[Experience]) -> UpdateStats:
         stats: UpdateStats = self._group("update", list(batch))
         if stats.stepped:
@@ -468,9 +485,25 @@ class RayPolicy:
             return self.learner.generate_chunk.remote(texts, params, seed, None)
         return self.workers[j % len(self.workers)].generate_chunk.remote(texts, params, seed, self.version)
 
+    def _submit_job(self, j: int, domain: Domain, job: EpisodeJob) -> ray.ObjectRef:
+        if not self.workers:
+            return self.learner.run_episode_job.remote(domain, job, None)
+        return self.workers[j % len(self.workers)].run_episode_job.remote(domain, job, self.version)
+
+    def _job_result(self, j: int, ref: ray.ObjectRef, domain: Domain, job: EpisodeJob) -> list[Episode]:
+        """Job ``j``'s episodes, retried on a restarted worker like a chunk (:meth:`_chunk_result`)."""
+        return self._retrying(j, ref, lambda worker: worker.run_episode_job.remote(domain, job, self.version),
+                              "an episode job")
+
     def _chunk_result(self, j: int, ref: ray.ObjectRef, texts: list[str], params: SamplingParams,
                       seed: int) -> list[Completion]:
         """Chunk ``j``'s completions; a dead or stale worker gets the current weights and the chunk again."""
+        return self._retrying(j, ref, lambda worker: worker.generate_chunk.remote(texts, params, seed, self.version),
+                              "a generate request")
+
+    def _retrying(self, j: int, ref: ray.ObjectRef, resubmit: Callable[[Any], ray.ObjectRef], what: str) -> Any:
+        """The result of request ``j`` on worker ``j mod workers``; a dead or stale worker gets the current weights
+        and the request again (``resubmit(worker)``), up to ``ray.retries`` times."""
         if not self.workers:
             return self._learner_result(ref)
         index = j % len(self.workers)
@@ -490,12 +523,12 @@ class RayPolicy:
                 self._wait_restarted(worker, index)
                 [payload] = self._group("publish_weights")
                 worker.load_weights.remote(payload, self.version)  # actor calls from one caller run in order
-                ref = worker.generate_chunk.remote(texts, params, seed, self.version)
+                ref = resubmit(worker)
             except RayActorError as e:
                 error = e
                 break
         raise RolloutError(
-            f"the {self.role}'s rollout worker {index} could not sample chunk {j} of a generate request "
+            f"the {self.role}'s rollout worker {index} could not sample {what} (part {j}) "
             f"({attempts} attempt(s); last: {type(error).__name__}: {last_line(error)}); Ray restarts a worker at "
             f"most ray.max_restarts times and a chunk is tried ray.retries={self.retries} more times; {RESUME_HINT}")
 

@@ -1,8 +1,11 @@
 """Run multi-turn episodes: a policy acts on one environment per episode, token-in/token-out.
 
-All episodes of a request advance in lockstep, one agent turn at a time: the active episodes'
-ids so far go to the policy in one :meth:`TokenPolicy.generate_ids` call (turn ``t`` seeded by
-``derive_seed(seed, "turn", t)`` when the request is seeded), each sampled turn goes to its own
+A request's episodes are cut into jobs of ``group_size`` (:func:`episode_jobs`), each with its own
+seed, so a job's episodes do not depend on which process runs it (here, or a Ray rollout worker:
+the environment steps where the generation happens). A job's episodes advance in lockstep, one
+agent turn at a time: the active episodes' ids so far go to the policy in one
+:meth:`TokenPolicy.generate_ids` call (turn ``t`` seeded by ``derive_seed(seed, "turn", t)`` when
+the job is seeded), each sampled turn goes to its own
 environment, and the observation's ids are appended exactly as they will be trained on (mask 0).
 Nothing is decoded and encoded again: the ids an update trains are the ids the model saw.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from synco.core.episodes import EnvStep, Environment, Episode, EpisodeGrade, EpisodeLimits
@@ -27,7 +31,7 @@ from synco.domains.base import Domain, HasEnvironment, reasoner_prompts
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TokenPolicy", "act", "run_episodes", "turn_seed"]
+__all__ = ["EpisodeJob", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "run_episodes", "run_job", "turn_seed"]
 
 
 @runtime_checkable
@@ -123,21 +127,69 @@ def _failed(code: str) -> EpisodeGrade:
     return EpisodeGrade(reward=0.0, correct=False, parts={code: 1.0})
 
 
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One group of episodes, as a process needs them: prompts, the cards and references their environments are
+    built from, the sampling settings, the limits and the group's seed. Picklable, so a Ray rollout worker runs
+    it where it samples (:class:`RunsEpisodes`)."""
+
+    prompts: tuple[str, ...]
+    cards: tuple[TaskCard, ...]
+    references: tuple[str, ...]
+    params: SamplingParams
+    limits: EpisodeLimits
+    seed: int | None
+
+
+def run_job(policy: TokenPolicy, domain: Domain, job: EpisodeJob) -> list[Episode]:
+    """The episodes of one job, each on a fresh environment of ``domain`` (one per episode)."""
+    if not isinstance(domain, HasEnvironment):
+        raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
+    return run_episodes(policy, job.prompts, lambda i: domain.environment(job.cards[i], job.references[i]),
+                        job.params, job.limits, job.seed)
+
+
+@runtime_checkable
+class RunsEpisodes(Protocol):
+    """A policy that runs episode jobs elsewhere (the Ray backend's workers), each job as :func:`run_job` would."""
+
+    def run_episode_jobs(self, domain: Domain, jobs: Sequence[EpisodeJob]) -> list[list[Episode]]: ...
+
+
+def episode_jobs(prompts: Sequence[str], cards: Sequence[TaskCard], references: Sequence[str], params: SamplingParams,
+                 limits: EpisodeLimits, seed: int | None, group_size: int) -> list[EpisodeJob]:
+    """The episodes cut into consecutive jobs of ``group_size``; job ``g`` samples from ``derive_seed(seed, "episodes",
+    g)`` alone, so its episodes are the same whichever process runs it."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return [EpisodeJob(tuple(prompts[a:a + group_size]), tuple(cards[a:a + group_size]),
+                       tuple(references[a:a + group_size]), params, limits,
+                       None if seed is None else derive_seed(seed, "episodes", g))
+            for g, a in enumerate(range(0, len(prompts), group_size))]
+
+
 def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: Sequence[str], n: int,
-        params: SamplingParams, limits: EpisodeLimits, seed: int | None = None) -> list[list[Episode]]:
+        params: SamplingParams, limits: EpisodeLimits, seed: int | None = None,
+        group_size: int = 64) -> list[list[Episode]]:
     """``n`` episodes of ``policy`` on each card, each on its own fresh environment (``domain.environment``).
 
     The multi-turn counterpart of :func:`synco.domains.base.solve`: the same prompts (the card's problem as the
-    first message), grouped per card in card order; one seeded request for all of them.
+    first message), grouped per card in card order. The episodes run in jobs of ``group_size`` (in this process,
+    or on the policy's own workers when it :class:`RunsEpisodes`), with the same episodes either way.
     """
     if not isinstance(domain, HasEnvironment):
         raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
-    if not isinstance(policy, TokenPolicy):
-        raise TypeError(f"{type(policy).__name__} cannot run episodes: it lacks the TokenPolicy methods "
-                        f"(encode_prompt, encode_text, decode, generate_ids)")
     if len(references) != len(cards):
         raise ValueError(f"{len(cards)} cards but {len(references)} references")
     prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
-    flat = run_episodes(policy, [p for p in prompts for _ in range(n)],
-                        lambda i: domain.environment(cards[i // n], references[i // n]), params, limits, seed)
+    jobs = episode_jobs([p for p in prompts for _ in range(n)], [c for c in cards for _ in range(n)],
+                        [r for r in references for _ in range(n)], params, limits, seed, group_size)
+    if isinstance(policy, RunsEpisodes):
+        done = policy.run_episode_jobs(domain, jobs)
+    elif isinstance(policy, TokenPolicy):
+        done = [run_job(policy, domain, job) for job in jobs]
+    else:
+        raise TypeError(f"{type(policy).__name__} cannot run episodes: it lacks the TokenPolicy methods "
+                        f"(encode_prompt, encode_text, decode, generate_ids)")
+    flat = [ep for group in done for ep in group]
     return [flat[j * n:(j + 1) * n] for j in range(len(cards))]

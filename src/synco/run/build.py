@@ -30,6 +30,7 @@ STEP_SETTINGS_FROM: dict[str, Callable[[RunConfig], Any]] = {
     "reasoner_scale_by_std": lambda cfg: cfg.reasoner.grpo.scale_adv_by_std,
     "checker_sampling": lambda cfg: (cfg.checker or cfg.reasoner).sampling,
     "window": lambda cfg: cfg.report.window,
+    "episode_group_size": lambda cfg: cfg.reasoner.generation_batch_size,
 }
 """The ``StepSettings`` fields that live elsewhere in the config; every other field is the ``RunConfig`` field of
 the same name."""

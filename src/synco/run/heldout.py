@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
                      max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
                      n: int = 1, seed: int = 0, seed_per_request: bool = False,
-                     limits: EpisodeLimits | None = None) -> dict[str, float]:
+                     limits: EpisodeLimits | None = None, group_size: int = 64) -> dict[str, float]:
     """Held-out accuracy per group (e.g. difficulty level): greedy by default, else the mean over ``n`` samples.
 
     Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is
@@ -40,7 +40,7 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
             if isinstance(domain, HasEnvironment):  # episodes, graded by their environments
                 cards = [domain.heldout_card(it) for it in chunk]
                 episodes = act(policy, domain, cards, [it.answer for it in chunk], n, params, limits or EpisodeLimits(),
-                               request)
+                               request, group_size)
                 for it, eps in zip(chunk, episodes):
                     correct.setdefault(it.group, []).extend(e.grade is not None and e.grade.correct for e in eps)
                 continue
@@ -55,7 +55,8 @@ def evaluate_heldout_greedy(run: Run) -> dict[str, float]:
     """Greedy held-out accuracy per group of the run's Reasoner."""
     st = run.state
     return evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, run.cfg.reasoner.sampling.max_new_tokens,
-                            seed_per_request=run.cfg.seed_per_request, limits=episode_limits(run))
+                            seed_per_request=run.cfg.seed_per_request, limits=episode_limits(run),
+                            group_size=run.cfg.reasoner.generation_batch_size)
 
 
 def evaluate_heldout_both(run: Run, greedy: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
@@ -66,7 +67,8 @@ def evaluate_heldout_both(run: Run, greedy: dict[str, float] | None = None) -> d
     if cfg.heldout_samples:
         out["sampled"] = evaluate_heldout(st.reasoner, st.domain, run.heldout, st.checker, 0,
                                           params=cfg.reasoner.sampling, n=cfg.heldout_samples, seed=cfg.seed,
-                                          seed_per_request=cfg.seed_per_request, limits=episode_limits(run))
+                                          seed_per_request=cfg.seed_per_request, limits=episode_limits(run),
+                                          group_size=cfg.reasoner.generation_batch_size)
     return out
 
 
