@@ -155,3 +155,6 @@ def test_first_wrong_call_names_the_position_and_what_went_wrong() -> None:
     assert first_wrong_call([*gold, ToolCall(name="refund")], gold) == (3, "extra_call:refund")
     assert first_wrong_call([], gold) == (0, "missing_call:find_user")
     assert first_wrong_call([], []) is None
+    # a call turn that did not parse (None) is wrong where it stands, also past the gold list
+    assert first_wrong_call([gold[0], None, gold[2]], gold) == (1, "malformed_call:list_orders")
+    assert first_wrong_call([*gold, None], gold) == (3, "extra_call:?")

@@ -244,16 +244,21 @@ class DistinctSequences:
 # ---------------------------------------------------------------- failures
 
 
-def first_wrong_call(agent_calls: Trajectory, gold: Trajectory) -> tuple[int, str] | None:
+def first_wrong_call(agent_calls: Sequence[ToolCall | None], gold: Trajectory) -> tuple[int, str] | None:
     """Where the agent's calls first differ from the gold ones: ``(index, "code:tool")``, or None if they match.
 
-    Codes (a stable code, then the tool, as verdict reasons are written): ``wrong_tool:<gold tool>``
-    (another tool at that position), ``wrong_arguments:<gold tool>`` (the right tool, other arguments
-    as parsed), ``missing_call:<gold tool>`` (the agent stopped before it), ``extra_call:<agent tool>``
-    (the agent went on after the gold list ended). A diagnostic for failed episodes: grading compares
-    end states, so a passing agent may well take another path than the gold one.
+    ``agent_calls`` are the agent's call turns in order, None for a turn meant as a call that did not
+    parse (malformed, unknown tool, bad arguments: the environment answered with an error). Codes (a
+    stable code, then the tool, as verdict reasons are written): ``wrong_tool:<gold tool>`` (another tool
+    at that position), ``wrong_arguments:<gold tool>`` (the right tool, other arguments as parsed),
+    ``malformed_call:<gold tool>`` (a call that did not parse), ``missing_call:<gold tool>`` (the agent
+    stopped before it), ``extra_call:<agent tool>`` (the agent went on after the gold list ended; ``?``
+    when that call did not parse). A diagnostic for failed episodes: grading compares end states, so a
+    passing agent may well take another path than the gold one.
     """
     for i, (mine, ref) in enumerate(zip(agent_calls, gold)):
+        if mine is None:
+            return i, f"malformed_call:{ref.name}"
         if mine.name != ref.name:
             return i, f"wrong_tool:{ref.name}"
         if mine.arguments != ref.arguments:
@@ -262,5 +267,6 @@ def first_wrong_call(agent_calls: Trajectory, gold: Trajectory) -> tuple[int, st
     if len(agent_calls) < len(gold):
         return n, f"missing_call:{gold[n].name}"
     if len(agent_calls) > len(gold):
-        return n, f"extra_call:{agent_calls[n].name}"
+        extra = agent_calls[n]
+        return n, f"extra_call:{extra.name if extra is not None else '?'}"
     return None
