@@ -1,4 +1,4 @@
-"""The ``synco`` command line: train, pretrain, config, eval, analyze, compare, contamination, data, merge.
+"""The ``synco`` command line: train, pretrain, config, verify, eval, analyze, compare, contamination, data, merge.
 
 Heavy imports (torch, transformers) happen inside the subcommands, so
 ``synco --help`` is instant.
@@ -57,6 +57,32 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the resolved configuration as YAML (preset + --config + overrides).")
     _add_config_args(p)
     p.add_argument("--reference", action="store_true", help="print every field with its default and description")
+
+    p = sub.add_parser(
+        "verify", help="screen a file of task cards as training does: one JSON verdict per line",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Verify a file of task cards exactly as a training step verifies the Synthesizer's cards "
+                    "(the domain and verifier of the config, chosen as in `synco train`; no model is loaded).",
+        epilog="Input: one card per line. A card's JSON object (or a valid_tasks.jsonl row) is taken as the card\n"
+               "text as it stands; a line holding a JSON string literal is decoded first, so a raw model output\n"
+               "with newlines fits on one line; blank lines are skipped.\n\n"
+               "Output (stdout): one JSON object per non-blank input line, in order:\n"
+               "  line       the input line number (1-based, blank lines counted)\n"
+               "  valid      true when the card passes training's verification (in a domain without an\n"
+               "             oracle, training then also asks consensus of a model's answers, not done here)\n"
+               "  reasons    reason codes (missing_field, oracle_rejected, duplicate_in_step, heldout_problem, ...)\n"
+               "  reference  the answer the Reasoner would be graded against (the domain oracle's, if any)\n"
+               "  details    the reasons with their details (slot=N: the N-th card of the file, from 0)\n"
+               "  quality    the verifier's quality score in [0, 1]\n"
+               "  factors    the factors the domain computes for a card the verifier passed\n\n"
+               "The file is one batch: a near-duplicate of an earlier line is rejected (duplicate_in_step), as\n"
+               "within one step; the domain's own rejections (heldout_problem, ...) apply as in training.\n\n"
+               "Exit status: 0 when every line got a verdict (valid or not); 2 when the file cannot be read or\n"
+               "the configuration is invalid. A progress bar goes to stderr when stderr is a terminal.\n\n"
+               "Examples: synco verify cards.jsonl\n"
+               "          synco verify --preset paper runs/x/valid_tasks.jsonl verifier.novelty_threshold=0.9")
+    p.add_argument("file", metavar="FILE", help="cards, one per line ('-' reads standard input)")
+    _add_config_args(p)
 
     from synco.analysis import configure_analyze, configure_compare
 
@@ -161,6 +187,28 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """One JSON verdict per card line of ``args.file``; exit 2 only for an unreadable file or a bad config."""
+    from synco.config import check_runnable
+
+    cfg = _load(args)
+    check_runnable(cfg)  # the verifier loads the contamination benchmarks: missing ones fail here, as in train
+    try:
+        if str(args.file) == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            text = stdin.read().decode("utf-8", errors="replace") if stdin is not None else sys.stdin.read()
+        else:
+            text = Path(args.file).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        print(f"synco verify: cannot read {str(args.file)!r}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    from synco.run.verify import read_lines, verify_cards
+
+    for verdict in verify_cards(cfg, read_lines(text.split("\n")), progress=sys.stderr.isatty()):
+        print(verdict.model_dump_json())
+    return 0
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from synco.analysis import run_analyze
 
@@ -197,7 +245,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return run_merge(args)
 
 
-_COMMANDS = {"train": cmd_train, "pretrain": cmd_pretrain, "config": cmd_config, "analyze": cmd_analyze,
+_COMMANDS = {"train": cmd_train, "pretrain": cmd_pretrain, "config": cmd_config, "verify": cmd_verify,
+             "analyze": cmd_analyze,
              "compare": cmd_compare, "eval": cmd_eval, "contamination": cmd_contamination, "data": cmd_data,
              "merge": cmd_merge}
 

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from synco.config import load_config
-from synco.cotrain.engine import cotrain_step
+from synco.cotrain.engine import cotrain_step, screen_card
+from synco.core.records import Verdict
+from synco.grading.cards import parse_task_card
 from synco.core.policy import Completion
 from synco.run.setup import setup_run
 from synco.domains.arith import ArithDomain
@@ -137,7 +139,7 @@ from synco.grading.checker import AnswerChecker# noqa: E402
 from synco.cotrain.engine import CoTrainState, StepSettings, _plan_contexts  # noqa: E402
 from synco.evosyn.config import EvoSynConfig  # noqa: E402
 from synco.evosyn.run import build_evo_state  # noqa: E402
-from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key  # noqa: E402
+from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key, factor_values  # noqa: E402
 from synco.core.policy import UpdateStats  # noqa: E402
 from synco.core.pool import TaskPool  # noqa: E402
 from synco.core.report import build_report  # noqa: E402
@@ -341,3 +343,29 @@ def test_a_steps_answers_are_checked_in_one_batch_and_regrouped():
     right, wrong = (_rollout(comp("\\boxed{7}"), g, ReasonerRewardConfig()) for g in (graded[0][0], graded[0][2]))
     assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct and wrong.answer == "8"
     assert right.reward > wrong.reward
+
+
+def test_screen_card_stamps_the_domains_factors_and_applies_its_rejection():
+    domain = ArithDomain()
+    defs = domain.factor_defs()
+    raw = domain.static_cards(random.Random(0), 1)[0]  # 876-530: level L7
+
+    card = parse_task_card(raw)
+    card.factors.update({"level": "L1", "mine": "x"})  # the card's claims: level is the domain's to compute
+    verdict = Verdict(valid=True, reasons=["reference_corrected: 345 -> 346"])
+    assert screen_card(domain, defs, card, verdict) is verdict
+    assert card.factors == {**domain.factors(card.problem), **factor_values(card.problem, defs), "mine": "x"}
+    assert card.factors["level"] == "L7" and card.factors["zeros"] == "yes"  # a card factor and a candidate's
+
+    held = domain.heldout(1, seed=1)[0]
+    card = parse_task_card(raw.replace("876-530", held.problem))
+    rejected = screen_card(domain, defs, card, verdict)
+    assert not rejected.valid and rejected.reasons == ["heldout_problem", "reference_corrected: 345 -> 346"]
+    assert verdict.valid  # the input verdict is not changed
+
+    card = parse_task_card(raw)
+    card.factors["level"] = "L1"
+    invalid = Verdict(valid=False, reasons=["near_duplicate"])
+    assert screen_card(domain, defs, card, invalid) is invalid and card.factors == {"level": "L1"}  # untouched
+    # no factor space: the claims are not dropped first, the domain's card factors still overwrite them
+    assert screen_card(domain, None, card, verdict) is verdict and card.factors["level"] == "L7"

@@ -47,7 +47,7 @@ from synco.evosyn.control import factor_control
 from synco.evosyn.run import EvoState
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.metrics import balance, controlled, coverage, spearman
-from synco.evosyn.space import Cell, cell_key, factor_values, parse_cell_key
+from synco.evosyn.space import Cell, FactorDef, cell_key, factor_values, parse_cell_key
 from synco.learn.grpo import group_advantages
 from synco.core.policy import Completion, Experience, Policy, SamplingParams, UpdateStats, generate_seeded
 from synco.core.pool import TaskPool
@@ -216,6 +216,30 @@ class _Timer:
         self.t[key] += time.perf_counter() - start
 
 
+def screen_card(domain: Domain, defs: Sequence[FactorDef] | None, card: TaskCard | None,
+                verdict: Verdict) -> Verdict:
+    """The domain's part of verifying one card the verifier passed: stamp its factors, apply ``reject_reason``.
+
+    ``card.factors`` is rewritten in place: the card's own claims for the factors in ``defs`` are dropped
+    (they never place it in a cell), then come ``domain.card_factors`` and every factor ``defs`` can compute
+    (so the Reflector can test them). ``defs`` is None for a domain without a factor space. A domain
+    rejection makes the verdict invalid with the domain's code first. An invalid verdict is returned as is.
+    Shared by the step and ``synco verify``, so a file is screened the way training screens it.
+    """
+    if card is None or not verdict.valid:
+        return verdict
+    if defs is not None:
+        for d in defs:
+            card.factors.pop(d.name, None)
+    card.factors.update(domain.card_factors(card))
+    if defs is not None:
+        card.factors.update(factor_values(card.problem, defs))
+    reason = domain.reject_reason(card)
+    if reason is None:
+        return verdict
+    return verdict.model_copy(update={"valid": False, "reasons": [reason, *verdict.reasons]})
+
+
 def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> StepStats:
     """Run one co-training step and record it; never raises on bad model output.
 
@@ -251,22 +275,11 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     targets = [contexts[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
 
     # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle.
+    #    Then the domain's part: factors stamped from the card itself, its hard rejections (held-out problems).
     checked = state.verifier.verify_batch(raws)
-    cards: list[TaskCard | None] = []
-    verdicts: list[Verdict] = []
-    for card, verdict in checked:
-        if card is not None and verdict.valid:
-            if state.evo is not None:  # the card's own claims never place it in a cell: drop them first
-                for d in state.evo.defs:
-                    card.factors.pop(d.name, None)
-            card.factors.update(state.domain.card_factors(card))
-            if state.evo is not None:  # every factor the domain can compute, so the Reflector can test them
-                card.factors.update(factor_values(card.problem, state.evo.defs))
-            domain_reason = state.domain.reject_reason(card)
-            if domain_reason is not None:
-                verdict = verdict.model_copy(update={"valid": False, "reasons": [domain_reason, *verdict.reasons]})
-        cards.append(card)
-        verdicts.append(verdict)
+    cards: list[TaskCard | None] = [card for card, _ in checked]
+    defs = state.evo.defs if state.evo is not None else None
+    verdicts: list[Verdict] = [screen_card(state.domain, defs, card, verdict) for card, verdict in checked]
     valid_idx = [i for i, v in enumerate(verdicts) if v.valid]
     use_checker = s.consensus and not state.domain.has_oracle and state.consensus_checker is not None
 

@@ -13,6 +13,10 @@
   does not follow (its cards miss the requested bucket) stays in use, observed only,
   out of the Designer's cells.
 * :mod:`~synco.evosyn.metrics` — controllability, coverage, balance, Spearman ρ.
+* :mod:`~synco.evosyn.trajectory` — tool-use worlds: factors of a gold action list
+  (``num_write``, ``num_read``, ``pattern``, ``distinct_tools``), its structural metrics
+  (interaction coverage, pattern diversity, distinct sequences, contrastive support) and
+  the first wrong call of a failed episode.
 * :mod:`~synco.evosyn.proposer` — the opt-in LLM proposer: a keyword factor proposed by
   the Synthesizer model as strict JSON (parsed as hostile text), computed by synco from
   the problem, a Reflector candidate like any other.

@@ -114,9 +114,16 @@ def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tu
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
     """(answer checker, task verifier): in process, or as Ray tasks when ``backend=ray`` with check workers
     (then the checker returned is the Ray one)."""
-    oracle = domain.oracle if domain.has_oracle else None
     if cfg.backend == "ray" and cfg.ray.checks.workers:  # answer checks and per-card verification as Ray tasks
         from synco.distributed.ray_checks import build_ray_checks
 
-        return build_ray_checks(cfg.ray, cfg.verifier, oracle, checker)
-    return checker, TaskVerifier(cfg.verifier, checker=checker, oracle=oracle)
+        return build_ray_checks(cfg.ray, cfg.verifier, domain.oracle if domain.has_oracle else None, checker)
+    return checker, local_verifier(cfg, domain, checker)
+
+
+def local_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> TaskVerifier:
+    """The in-process task verifier of a run: the config's settings, the domain's oracle when it has one.
+
+    Ray's check workers give the same verdicts (``synco.distributed.ray_checks``), so ``synco verify`` uses
+    this one whatever the backend."""
+    return TaskVerifier(cfg.verifier, checker=checker, oracle=domain.oracle if domain.has_oracle else None)

@@ -1,0 +1,81 @@
+"""``synco verify``: screen a file of task cards the way a training step does, with no model loaded.
+
+The domain and the task verifier are built from the run config as a run builds them
+(:func:`synco.run.build.build_domain`, :func:`synco.run.build.local_verifier`); the whole file is one
+batch (novelty within the file counts, as within a step's cards; the pool is empty) and the domain's part
+(factors, ``reject_reason``) is the step's own :func:`synco.cotrain.engine.screen_card`. Consensus is not
+applied: it needs a model's answers.
+
+Input: one card per line. A line holding a JSON string literal (``"..."``) is decoded first, so a raw
+Synthesizer output with newlines fits on one line; any other line (a card's JSON object, a
+``valid_tasks.jsonl`` row, free text) is the card text as it stands. Blank lines are skipped: they get no
+verdict, and ``line`` keeps counting the file's lines, so a verdict points at its line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from synco.config import RunConfig
+from synco.cotrain.engine import screen_card
+from synco.evosyn.space import HasFactorSpace
+from synco.grading.checker import AnswerChecker
+from synco.run.build import build_domain, local_verifier
+
+
+class LineVerdict(BaseModel):
+    """The verdict on one input line; one JSON object of ``synco verify``'s output."""
+
+    line: int = Field(description="1-based line number in the input file.")
+    valid: bool
+    reasons: list[str] = Field(description="Reason codes (missing_field, near_duplicate, heldout_problem, ...).")
+    reference: str | None = Field(description="The answer a Reasoner would be graded against (the oracle's when the domain has one).")
+    details: list[str] = Field(description="The reasons with their details, as the pool records them.")
+    quality: float = Field(description="The verifier's quality score in [0, 1].")
+    factors: dict[str, str] = Field(description="Factors computed by the domain (cards the verifier passed; else empty).")
+
+
+def card_text(line: str) -> str:
+    """The card text of one input line: a JSON string literal decoded, anything else as it stands."""
+    s = line.strip()
+    if s.startswith('"'):
+        try:
+            value = json.loads(s)
+        except ValueError:
+            return line
+        if isinstance(value, str):
+            return value
+    return line
+
+
+def read_lines(lines: Iterable[str]) -> list[tuple[int, str]]:
+    """``(line number, card text)`` of every non-blank line, numbered from 1 over all lines."""
+    return [(n, card_text(line.rstrip("\r\n"))) for n, line in enumerate(lines, start=1) if line.strip()]
+
+
+def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: bool = False) -> list[LineVerdict]:
+    """One verdict per ``(line number, card text)``, in order, as one training step's verification would give.
+
+    ``progress``: a progress bar on stderr over the per-card checks.
+    """
+    from tqdm.auto import tqdm
+
+    domain = build_domain(cfg)
+    defs = list(domain.factor_defs()) if isinstance(domain, HasFactorSpace) else None
+    with AnswerChecker() as checker:
+        verifier = local_verifier(cfg, domain, checker)
+        checks = []
+        for slot, (_, raw) in enumerate(tqdm(cards, desc="verify", unit="card", disable=not progress)):
+            checks += verifier.check_cards([raw], first_slot=slot)
+        checked = verifier.finish_batch(checks)
+    out = []
+    for (n, _), (card, verdict) in zip(cards, checked):
+        screened = card is not None and verdict.valid
+        verdict = screen_card(domain, defs, card, verdict)
+        out.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes, reference=verdict.reference,
+                               details=verdict.reasons, quality=verdict.quality,
+                               factors=dict(card.factors) if screened and card is not None else {}))
+    return out

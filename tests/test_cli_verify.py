@@ -1,0 +1,104 @@
+"""`synco verify FILE`: one JSON verdict per non-blank line, exit 0 for any cards, 2 for a bad file or config."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from synco.cli import main
+from synco.domains.arith import ArithDomain
+
+DOMAIN = ArithDomain()
+
+
+def _verify(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict], str]:
+    rc = main(["verify", *argv])
+    out, err = capsys.readouterr()
+    return rc, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_verify_prints_one_verdict_per_card_line_in_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cards = DOMAIN.static_cards(random.Random(3), 3)
+    held = DOMAIN.heldout(1, seed=2)[0]
+    held_card = json.dumps({**json.loads(cards[0]), "problem": held.problem, "final_answer": held.answer})
+    lines = [cards[0], "", cards[1], "{not json", '{"problem": "2+2"}', held_card, cards[1], json.dumps(cards[2]), ""]
+    f = tmp_path / "cards.jsonl"
+    f.write_text("\n".join(lines))
+    rc, verdicts, err = _verify(capsys, str(f))
+    assert rc == 0 and err == ""  # no progress bar when stderr is not a terminal
+    assert [v["line"] for v in verdicts] == [1, 3, 4, 5, 6, 7, 8]
+    assert [v["valid"] for v in verdicts] == [True, True, False, False, False, False, True]
+    assert verdicts[2]["reasons"] == ["no_json"]
+    assert verdicts[3]["reasons"] == ["missing_field"]
+    assert verdicts[4]["reasons"] == ["heldout_problem"]
+    assert verdicts[5]["reasons"] == ["duplicate_in_step"]
+    assert verdicts[6]["reference"] == json.loads(cards[2])["final_answer"]  # a JSON string line, decoded
+    assert set(verdicts[0]) >= {"line", "valid", "reasons", "reference", "details", "quality", "factors"}
+
+
+def test_verify_shows_progress_on_stderr_only_when_it_is_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    f = tmp_path / "cards.jsonl"
+    f.write_text("\n".join(DOMAIN.static_cards(random.Random(0), 2)))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    rc, verdicts, err = _verify(capsys, str(f))
+    assert rc == 0 and len(verdicts) == 2 and "verify" in err and "2/2" in err  # stdout stays pure JSON lines
+
+
+def test_verify_of_an_empty_file_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "empty.jsonl"
+    f.write_text("")
+    assert _verify(capsys, str(f)) == (0, [], "")
+    f.write_text("\n  \n")
+    assert _verify(capsys, str(f)) == (0, [], "")
+
+
+def test_verify_reads_standard_input_for_a_dash(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n" + DOMAIN.static_cards(random.Random(0), 1)[0] + "\n"))
+    rc, verdicts, _ = _verify(capsys, "-")
+    assert rc == 0 and [(v["line"], v["valid"]) for v in verdicts] == [(2, True)]
+
+
+def test_verify_follows_overrides_like_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cards = DOMAIN.static_cards(random.Random(0), 1)
+    f = tmp_path / "cards.jsonl"
+    f.write_text(cards[0] + "\n")
+    # the arith preset allows 3-40 characters; under this override a 7-character problem is too short
+    rc, verdicts, _ = _verify(capsys, str(f), "verifier.min_problem_chars=20")
+    assert rc == 0 and verdicts[0]["valid"] is False and verdicts[0]["reasons"] == ["problem_too_short"]
+
+
+def test_verify_of_a_missing_file_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, verdicts, err = _verify(capsys, str(tmp_path / "nope.jsonl"))
+    assert rc == 2 and verdicts == []
+    assert err.count("\n") == 1 and err.startswith("synco verify: cannot read") and "nope.jsonl" in err
+    rc, _, err = _verify(capsys, str(tmp_path))  # a folder
+    assert rc == 2 and err.startswith("synco verify: cannot read")
+
+
+def test_verify_with_a_bad_override_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "cards.jsonl"
+    f.write_text(DOMAIN.static_cards(random.Random(0), 1)[0])
+    rc, verdicts, err = _verify(capsys, str(f), "stepz=3")
+    assert rc == 2 and verdicts == [] and "stepz" in err and "Traceback" not in err
+    rc, _, err = _verify(capsys, str(f), "domain=nope")
+    assert rc == 2 and "unknown domain 'nope'" in err
+
+
+def test_verify_help_documents_the_input_the_output_and_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("FILE", "KEY=VALUE", "--preset", "JSON string literal", "blank lines", "reasons", "reference",
+                 "duplicate_in_step", "Exit status", "progress bar"):
+        assert word in text, word
