@@ -2,7 +2,7 @@
 
 One namespace, three sources:
 
-* the built-ins, ``arith`` and ``math`` (their modules are imported only when one is built);
+* the built-ins, ``arith``, ``math`` and ``tools`` (their modules are imported only when one is built);
 * :func:`register_domain`, called by a script before it loads a config or calls ``synco.cli.main``;
 * the ``synco.domains`` entry-point group of any installed package (the entry point's name is the
   domain's name, its object the factory), so ``synco train domain=NAME`` finds a domain that a
@@ -28,6 +28,7 @@ from synco.domains.base import Domain
 if TYPE_CHECKING:
     from synco.domains.arith import ArithDomain
     from synco.domains.math import MathDomain
+    from synco.domains.tools import ToolsDomain
 
 ENTRY_POINT_GROUP = "synco.domains"
 """The entry-point group a package declares its domains in (``[project.entry-points."synco.domains"]``)."""
@@ -63,7 +64,13 @@ def _math(context: DomainContext) -> MathDomain:
     return MathDomain(prompts_dir=context.prompts_dir)
 
 
-_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "math": _math}
+def _tools(context: DomainContext) -> ToolsDomain:
+    from synco.domains.tools import ToolsDomain
+
+    return ToolsDomain()
+
+
+_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "math": _math, "tools": _tools}
 """Built-ins and :func:`register_domain` calls."""
 
 _LOADED: dict[str, DomainFactory] = {}

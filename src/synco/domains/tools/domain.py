@@ -1,0 +1,342 @@
+"""``ToolsDomain``: the embedded tool-use world as a synco domain (tiny character models, exact oracle).
+
+* Card: the nine fields as compact JSON (:meth:`ToolsDomain.format_card`): ``problem`` the instruction,
+  ``solution`` the gold action list (``find_user(bob);list_orders(u2);cancel_order(o58)``),
+  ``final_answer`` the outputs (``12`` or ``none``), ``difficulty_estimate`` the family.
+* Oracle: verification by execution (``synco.domains.tools.verify``); it returns the canonical outputs
+  (what the verifier's answer check compares ``final_answer`` with), or raises ``CardRejected``.
+* Environment: :class:`~synco.domains.tools.env.ToolsEnv` per episode, the gold hash from the card's
+  actions replayed (cached per action list).
+* Held-out: the tasks in a stable 10 % hash bucket of their canonical trajectory
+  (:func:`~synco.domains.tools.tasks.task_key`), grouped by the number of writes (``w0``, ``w1``, ``w2``,
+  ``w3+``); a :class:`~synco.domains.base.HeldoutItem` carries the instruction (``problem``) and the
+  outputs (``answer``), and :meth:`ToolsDomain.heldout_card` rebuilds its card from the instruction.
+* Factors: computed from the *subject* ``instruction + "\\n" + solution`` (:meth:`ToolsDomain.factor_subject`),
+  i.e. from the gold trajectory, never from the card's claims. Built in: ``pattern``; candidates:
+  ``num_write``, ``num_read``, ``computation``, ``distinct_tools``, ``family``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import OrderedDict
+
+from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
+from synco.domains.base import DomainNeeds, HeldoutItem
+from synco.domains.tools.db import DB, build_db
+from synco.domains.tools.env import ToolsEnv
+from synco.domains.tools.syntax import ActionError, format_actions, format_outputs, parse_actions, parse_outputs
+from synco.domains.tools.tasks import (
+    FAMILY_NAMES,
+    HELDOUT_GROUPS,
+    MAX_INSTRUCTION_CHARS,
+    Task,
+    family_of_instruction,
+    is_heldout_task,
+    raw_task,
+    sample_task,
+    task_of_instruction,
+    writes_group,
+)
+from synco.domains.tools.tools import TOOL_KINDS
+from synco.domains.tools.verify import replay, verify_task
+from synco.evosyn.space import Cell, FactorDef, cell_key
+
+_GOLD_CACHE_SIZE = 4096
+
+
+def split_subject(subject: str) -> tuple[str, str]:
+    """``(instruction, solution)`` of a factor subject ``instruction + "\\n" + solution``."""
+    instruction, _, solution = subject.partition("\n")
+    return instruction, solution
+
+
+class ToolsDomain:
+    """The tools world (see the module docstring and ``synco.domains.tools``)."""
+
+    name = "tools"
+    needs = DomainNeeds(chat_model=False)
+    """Tiny character models: no chat template (chat models may still call tools in JSON)."""
+    min_problem_chars = 8
+    max_problem_chars = MAX_INSTRUCTION_CHARS
+    report_budget = 64
+    """Characters of the compact capability report put in the Synthesizer prompt."""
+
+    def __init__(self) -> None:
+        self.db: DB = build_db()
+        self.families: list[str] = list(FAMILY_NAMES)
+        self._gold: OrderedDict[str, str] = OrderedDict()  # action list -> gold final-state hash
+        self._producers: dict[str, list[str]] | None = None  # writes group -> families (see _group_families)
+
+    @property
+    def has_oracle(self) -> bool:
+        return True
+
+    # --- verification and environments
+
+    def oracle(self, card: TaskCard) -> str:
+        """The canonical outputs (``12``, ``none``) of a card whose task verifies; CardRejected (with a code) if not."""
+        rep = verify_task(self.db, card.problem, card.solution, card.final_answer)
+        self._remember(format_actions(rep.actions), rep.final_hash)
+        return format_outputs(rep.outputs)
+
+    def _remember(self, key: str, gold: str) -> None:
+        self._gold[key] = gold
+        self._gold.move_to_end(key)
+        while len(self._gold) > _GOLD_CACHE_SIZE:
+            self._gold.popitem(last=False)
+
+    def gold_hash(self, solution: str) -> str:
+        """The final-state hash after the action list ``solution`` (cached); CardRejected if it does not run."""
+        try:
+            actions = parse_actions(solution)
+        except ActionError as err:
+            raise CardRejected(err.code, err.detail) from None
+        key = format_actions(actions)
+        if key not in self._gold:
+            state, _ = replay(self.db, actions)
+            self._remember(key, state.state_hash())
+        return self._gold[key]
+
+    def environment(self, card: TaskCard, reference: str) -> ToolsEnv:
+        """A fresh environment for one episode: its own database copy, the gold hash of ``card.solution``,
+        the outputs of ``reference`` (the verdict's canonical outputs)."""
+        try:
+            outputs = parse_outputs(reference)
+        except ActionError as err:
+            raise CardRejected(err.code, err.detail) from None
+        return ToolsEnv(self.db, self.gold_hash(card.solution), outputs)
+
+    def is_heldout(self, card: TaskCard) -> bool:
+        """Whether the card's task (its actions and outputs) falls in the held-out bucket; False if they do not parse."""
+        try:
+            return is_heldout_task(parse_actions(card.solution), parse_outputs(card.final_answer))
+        except ActionError:
+            return False
+
+    def reject_reason(self, card: TaskCard) -> str | None:
+        """``heldout_task`` when the card's task is held out (so held-out stays unseen), else None."""
+        return "heldout_task" if self.is_heldout(card) else None
+
+    # --- factors
+
+    def factor_subject(self, card: TaskCard) -> str:
+        """What the factor extractors read: ``instruction + "\\n" + solution`` (the gold trajectory's text)."""
+        return f"{card.problem}\n{card.solution}"
+
+    def card_factors(self, card: TaskCard) -> dict[str, str]:
+        """Every applicable factor of the card's subject (computed from its actions, never its claims)."""
+        subject = self.factor_subject(card)
+        out = {}
+        for d in self.factor_defs():
+            v = d.value(subject)
+            if v is not None:
+                out[d.name] = v
+        return out
+
+    builtin_factors: tuple[str, ...] = ("pattern",)
+    """Factors the space starts with; the rest of :meth:`factor_defs` are the Reflector's candidates."""
+
+    def factor_defs(self) -> list[FactorDef]:
+        """Every factor this world computes from a subject, built-in first (see :func:`tool_factor_defs`)."""
+        return tool_factor_defs(self.db)
+
+    def sample_any(self, rng: random.Random) -> str:
+        """The subject of a training task of a uniformly drawn family (to enumerate feasible cells)."""
+        task = self.sample_task(rng, rng.choice(self.families))
+        return f"{task.instruction}\n{format_actions(task.actions)}"
+
+    # --- prompts and formats
+
+    def synthesizer_prompt(self, report: object, target: Cell | None = None) -> str:
+        """``<compact report>\\n[DO:<cell>\\n]CARD:`` for the tiny char Synthesizer (as in the arith world)."""
+        render = getattr(report, "render_compact", None)
+        text = render(self.report_budget) if callable(render) else str(report or "")
+        text = " ".join(text.split())[: self.report_budget]
+        if target:
+            order = {d.name: i for i, d in enumerate(self.factor_defs())}
+            text += "\nDO:" + cell_key(tuple(sorted(target, key=lambda kv: order.get(kv[0], len(order)))))
+        return f"{text}\nCARD:"
+
+    def reasoner_prompt(self, problem: str) -> str:
+        """``T:<instruction>\\n``: the agent's first call follows on the next line."""
+        return f"T:{problem}\n"
+
+    def synthesizer_system_prompt(self) -> str | None:
+        return None
+
+    def reasoner_system_prompt(self) -> str | None:
+        return None
+
+    def format_card(self, instruction: str, actions: object, outputs: object, family: str) -> str:
+        """The compact JSON card (nine fields): ``actions`` a list of calls or their text, ``outputs`` values or text."""
+        solution = actions if isinstance(actions, str) else format_actions(actions)  # type: ignore[arg-type]
+        answer = outputs if isinstance(outputs, str) else format_outputs(outputs)  # type: ignore[arg-type]
+        values = {
+            "teaching_intent": "tools",
+            "target_reasoning_style": "act",
+            "expected_reasoner_weakness": "lookup",
+            "difficulty_estimate": family,
+            "problem": instruction,
+            "solution": solution,
+            "final_answer": answer,
+            "verification_notes": "x",
+            "novelty_notes": "x",
+        }
+        return json.dumps({k: values[k] for k in CARD_FIELDS}, separators=(",", ":"))
+
+    # --- generators
+
+    def sample_task(self, rng: random.Random, family: str) -> Task:
+        """A random training task of ``family``; never a held-out one."""
+        return sample_task(self.db, rng, family)
+
+    def static_cards(self, rng: random.Random, n: int) -> list[str]:
+        """``n`` correct card texts with families drawn uniformly: the ``static`` baseline's source."""
+        out = []
+        for _ in range(n):
+            family = rng.choice(self.families)
+            task = self.sample_task(rng, family)
+            out.append(self.format_card(task.instruction, task.actions, task.outputs, family))
+        return out
+
+    def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
+        """``n_per_group`` distinct held-out tasks (by instruction) per writes group (``w0``, ``w1``, ``w2``,
+        ``w3+``), deterministic in ``seed``; ``problem`` is the instruction, ``answer`` the canonical outputs.
+
+        Each group is drawn from the families that produce it. The bucket holds about 190 read-only (``w0``)
+        instructions, and far more of the other groups; a larger request is a ValueError naming the shortfall.
+        """
+        rng = random.Random(seed)
+        producers = self._group_families()
+        items: list[HeldoutItem] = []
+        for group in HELDOUT_GROUPS:
+            found: dict[str, Task] = {}
+            for _ in range(1000 * max(1, n_per_group)):
+                if len(found) >= n_per_group:
+                    break
+                task = raw_task(self.db, rng, rng.choice(producers[group]))
+                if writes_group(task.actions) == group and is_heldout_task(task.actions, task.outputs):
+                    found.setdefault(task.instruction, task)
+            if len(found) < n_per_group:
+                raise ValueError(f"held-out group {group}: found {len(found)} distinct tasks, "
+                                 f"{n_per_group} requested")
+            items += [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=group)
+                      for t in found.values()]
+        return items
+
+    def _group_families(self) -> dict[str, list[str]]:
+        """The families that produce each writes group (probed once with a fixed seed: 100 tasks per family)."""
+        if self._producers is None:
+            rng = random.Random(0)
+            producers: dict[str, list[str]] = {g: [] for g in HELDOUT_GROUPS}
+            for family in self.families:
+                for group in sorted({writes_group(raw_task(self.db, rng, family).actions) for _ in range(100)}):
+                    producers[group].append(family)
+            self._producers = producers
+        return self._producers  # type: ignore[return-value]
+
+    def heldout_card(self, item: HeldoutItem) -> TaskCard:
+        """The card of a held-out item (rebuilt from its instruction), for :meth:`environment`."""
+        solved = task_of_instruction(self.db, item.problem)
+        if solved is None:
+            raise ValueError(f"held-out problem {item.problem!r} is not an instruction of this world's templates")
+        family, task = solved
+        return TaskCard(**json.loads(self.format_card(task.instruction, task.actions, task.outputs, family)))
+
+
+# ----------------------------------------------------------------- factor extractors
+
+
+def _actions(subject: str) -> list | None:
+    try:
+        return parse_actions(split_subject(subject)[1])
+    except ActionError:
+        return None
+
+
+def _kinds(subject: str) -> str | None:
+    actions = _actions(subject)
+    return None if actions is None else "".join("r" if TOOL_KINDS[a.name] == "read" else "w" for a in actions)
+
+
+def _pattern(subject: str) -> str | None:
+    """``r`` reads only; ``rw`` reads then one write; ``rww`` reads then several writes; ``rwr`` a read after a
+    write (interleaved); None when the trajectory writes before it reads (never a valid task)."""
+    kinds = _kinds(subject)
+    if not kinds or kinds[0] != "r":
+        return None
+    if "w" not in kinds:
+        return "r"
+    if "r" in kinds[kinds.index("w"):]:
+        return "rwr"
+    return "rw" if kinds.count("w") == 1 else "rww"
+
+
+def _num_write(subject: str) -> str | None:
+    kinds = _kinds(subject)
+    if kinds is None:
+        return None
+    n = kinds.count("w")
+    return str(n) if n <= 2 else "3-4" if n <= 4 else "5+"
+
+
+def _num_read(subject: str) -> str | None:
+    kinds = _kinds(subject)
+    if kinds is None:
+        return None
+    n = kinds.count("r")
+    return str(n) if n <= 4 else "5+"
+
+
+def _distinct_tools(subject: str) -> str | None:
+    actions = _actions(subject)
+    if actions is None:
+        return None
+    n = len({a.name for a in actions})
+    return str(n) if n <= 3 else "4+"
+
+
+def _family(subject: str) -> str | None:
+    return family_of_instruction(split_subject(subject)[0])
+
+
+def tool_factor_defs(db: DB) -> list[FactorDef]:
+    """The tools world's factors; ``computation`` replays the actions on ``db`` (None if they do not run)."""
+
+    def computation(subject: str) -> str | None:
+        """``yes`` when the trajectory implies working a value out rather than copying it: a write task with a
+        read whose result no later action uses (it only decides: a comparison or a condition), or a read-only
+        task that reads more than one record or whose instruction gives a number (its output combines values)."""
+        instruction, _ = split_subject(subject)
+        actions = _actions(subject)
+        if not actions:
+            return None
+        try:
+            _, observations = replay(db, actions)
+        except CardRejected:
+            return None
+        writes = [a for a in actions if TOOL_KINDS[a.name] == "write"]
+        if not writes:
+            has_number = any(w.isdigit() for w in instruction.split())
+            return "yes" if len(actions) > 1 or has_number else "no"
+        for i, (call, obs) in enumerate(zip(actions, observations)):
+            if TOOL_KINDS[call.name] != "read":
+                continue
+            tokens = set(obs.replace(":", ",").split(","))
+            later = {str(v) for a in actions[i + 1:] for v in a.arguments.values()}
+            if not tokens & later:
+                return "yes"
+        return "no"
+
+    return [
+        FactorDef("pattern", ("r", "rw", "rww", "rwr"), _pattern,
+                  "tool-use pattern: reads only, then one write, then several writes, or interleaved"),
+        FactorDef("num_write", ("0", "1", "2", "3-4", "5+"), _num_write, "write calls in the gold trajectory"),
+        FactorDef("num_read", ("1", "2", "3", "4", "5+"), _num_read, "read calls in the gold trajectory"),
+        FactorDef("computation", ("no", "yes"), computation,
+                  "a comparison, condition or arithmetic the gold trajectory implies"),
+        FactorDef("distinct_tools", ("1", "2", "3", "4+"), _distinct_tools, "distinct tools the gold trajectory calls"),
+        FactorDef("family", FAMILY_NAMES, _family, "the generator template the instruction follows (if any)"),
+    ]
