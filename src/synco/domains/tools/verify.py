@@ -45,7 +45,7 @@ NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "fiv
 """Instruction words that state a number (``buy bob a lamp`` grounds the quantity 1)."""
 
 MAX_NUMBERS = 24
-"""Most distinct numbers the output search combines (bounds its time)."""
+"""Most numbers the output search combines (bounds its time)."""
 
 _WORD = re.compile(r"[a-z0-9]+")
 _OBS_SPLIT = re.compile(r"[,:]")
@@ -67,8 +67,10 @@ def instruction_words(instruction: str) -> list[str]:
     return _WORD.findall(instruction.lower()[:MAX_INSTRUCTION_CHARS * 2])
 
 
-def _instruction_numbers(words: Sequence[str]) -> set[int]:
-    return {int(w) for w in words if w.isdigit() and len(w) <= 6} | {NUMBER_WORDS[w] for w in words if w in NUMBER_WORDS}
+def _instruction_numbers(words: Sequence[str]) -> list[int]:
+    """The numbers an instruction states, in order (digits, or number words such as ``a`` and ``two``)."""
+    return [int(w) if w.isdigit() else NUMBER_WORDS[w] for w in words
+            if (w.isdigit() and len(w) <= 6) or w in NUMBER_WORDS]
 
 
 def _names_grounded(value: str, words: set[str]) -> bool:
@@ -76,7 +78,8 @@ def _names_grounded(value: str, words: set[str]) -> bool:
 
 
 def _computable(target: int, numbers: Sequence[int]) -> bool:
-    """Whether ``target`` is one of ``numbers``, a sum of 2..4 of them, or a difference, product or quotient of two."""
+    """Whether ``target`` is one of ``numbers``, a sum of 2..4 of them, or a difference, product or quotient of two
+    (each entry used once; a value listed twice may be used twice). Only the first :data:`MAX_NUMBERS` count."""
     nums = list(numbers)[:MAX_NUMBERS]
     if target in nums:
         return True
@@ -114,7 +117,7 @@ def verify_task(db: DB, instruction: str, solution: str, final_answer: str) -> R
     except ActionError as err:
         raise _reject(err.code, err.detail) from None
     words = instruction_words(instruction)
-    word_set, numbers = set(words), sorted(_instruction_numbers(words))
+    word_set, numbers = set(words), _instruction_numbers(words)
     seen_tokens: set[str] = set()
     seen_numbers: list[int] = []
     state = db.copy()
@@ -134,8 +137,8 @@ def verify_task(db: DB, instruction: str, solution: str, final_answer: str) -> R
         observations += obs
         for token in _OBS_SPLIT.split(obs[0]):
             seen_tokens.add(token)
-            if token.isdigit() and len(token) <= 6 and int(token) not in seen_numbers:
-                seen_numbers.append(int(token))
+            if token.isdigit() and len(token) <= 6:
+                seen_numbers.append(int(token))  # a multiset: 15 + 15 needs both
     n_writes = sum(TOOL_KINDS[a.name] == "write" for a in actions)
     asks = sorted(word_set & CHANGE_VERBS)
     if asks and not n_writes:
@@ -144,7 +147,7 @@ def verify_task(db: DB, instruction: str, solution: str, final_answer: str) -> R
         raise _reject("unasked_write", f"{n_writes} write(s) but the instruction asks for no change")
     if not n_writes and not outputs:
         raise _reject("nothing_to_check", "the task writes nothing and states no output")
-    pool = seen_numbers + [n for n in numbers if n not in seen_numbers]
+    pool = numbers + seen_numbers  # the instruction's first: 5 cups at 5 is 5 * 5
     for value in outputs:
         ok = (value in seen_tokens or value in word_set
               or (value.isdigit() and len(value) <= 9 and _computable(int(value), pool)))
