@@ -205,15 +205,16 @@ class ToolsDomain:
         """``n_per_group`` distinct held-out tasks (by instruction) per writes group (``w0``, ``w1``, ``w2``,
         ``w3+``), deterministic in ``seed``; ``problem`` is the instruction, ``answer`` the canonical outputs.
 
-        Each group is drawn from the families that produce it. The bucket holds about 190 read-only (``w0``)
-        instructions, and far more of the other groups; a larger request is a ValueError naming the shortfall.
+        Each group is drawn from the families that produce it. The bucket holds 184 read-only (``w0``)
+        instructions and over a thousand of each other group; a larger request is a ValueError naming the
+        shortfall (after ``100 n + 20000`` draws, a few seconds).
         """
         rng = random.Random(seed)
         producers = self._group_families()
         items: list[HeldoutItem] = []
         for group in HELDOUT_GROUPS:
             found: dict[str, Task] = {}
-            for _ in range(1000 * max(1, n_per_group)):
+            for _ in range(100 * n_per_group + 20_000):  # ~70 draws per item in the rarest group (w2)
                 if len(found) >= n_per_group:
                     break
                 task = raw_task(self.db, rng, rng.choice(producers[group]))

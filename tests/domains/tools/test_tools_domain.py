@@ -1,0 +1,176 @@
+"""synco.domains.tools.domain: the domain contract, cards, held-out bucket, factors and environments."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from synco.core.records import CardRejected, TaskCard
+from synco.domains.base import Domain, HasEnvironment, HasFactorSpace, HasResponsePrefix, HeldoutItem
+from synco.domains.tools import ToolsDomain
+from synco.domains.tools.syntax import format_call, parse_actions
+from synco.domains.tools.tasks import (
+    FAMILY_NAMES,
+    HELDOUT_GROUPS,
+    is_heldout_task,
+    task_key,
+    task_of_instruction,
+    writes_group,
+)
+from synco.evosyn.space import FactorSpace, feasible_cells
+
+DOMAIN = ToolsDomain()
+
+
+def card(text: str) -> TaskCard:
+    return TaskCard(**json.loads(text))
+
+
+def make(instruction: str, solution: str, answer: str = "none", family: str = "x") -> TaskCard:
+    return card(DOMAIN.format_card(instruction, solution, answer, family))
+
+
+def test_the_domain_contract_and_its_capabilities() -> None:
+    assert isinstance(DOMAIN, Domain) and isinstance(DOMAIN, HasEnvironment) and isinstance(DOMAIN, HasFactorSpace)
+    assert not isinstance(DOMAIN, HasResponsePrefix)
+    assert DOMAIN.name == "tools" and DOMAIN.has_oracle and not DOMAIN.needs.chat_model
+    assert DOMAIN.synthesizer_system_prompt() is None and DOMAIN.reasoner_system_prompt() is None
+
+
+def test_prompts_are_compact() -> None:
+    assert DOMAIN.reasoner_prompt("cancel bob's pending order") == "T:cancel bob's pending order\n"
+    assert DOMAIN.synthesizer_prompt("acc 0.50\n by pattern", None) == "acc 0.50 by pattern\nCARD:"
+    target = (("num_write", "2"), ("pattern", "rww"))  # written in the world's factor order
+    assert DOMAIN.synthesizer_prompt("r", target) == "r\nDO:pattern=rww,num_write=2\nCARD:"
+
+
+def test_the_card_layout() -> None:
+    text = DOMAIN.format_card("cancel bob's pending order", parse_actions("find_user(bob);list_orders(u2)"), (), "cancel")
+    assert text == ('{"teaching_intent":"tools","target_reasoning_style":"act","expected_reasoner_weakness":"lookup",'
+                    '"difficulty_estimate":"cancel","problem":"cancel bob\'s pending order",'
+                    '"solution":"find_user(bob);list_orders(u2)","final_answer":"none","verification_notes":"x",'
+                    '"novelty_notes":"x"}')
+
+
+def test_static_cards_verify_cover_every_family_and_are_never_held_out() -> None:
+    texts = DOMAIN.static_cards(random.Random(0), 400)
+    families = Counter()
+    for text in texts:
+        c = card(text)
+        assert DOMAIN.oracle(c) == c.final_answer and DOMAIN.reject_reason(c) is None
+        assert len(c.problem) <= DOMAIN.max_problem_chars and len(text) <= 400
+        families[c.difficulty_estimate] += 1
+    assert set(families) == set(FAMILY_NAMES)
+    assert DOMAIN.static_cards(random.Random(0), 5) == texts[:5]
+
+
+def test_sample_task_is_never_held_out() -> None:
+    rng = random.Random(1)
+    for family in FAMILY_NAMES:
+        for _ in range(100):
+            task = DOMAIN.sample_task(rng, family)
+            assert not is_heldout_task(task.actions, task.outputs)
+    with pytest.raises(ValueError, match="unknown family 'nope'"):
+        DOMAIN.sample_task(rng, "nope")
+
+
+def test_the_heldout_bucket_is_stable_and_keyed_on_what_the_task_does() -> None:
+    _, pam = task_of_instruction(DOMAIN.db, "buy a pen for pam")  # type: ignore[misc]
+    _, lamp = task_of_instruction(DOMAIN.db, "what does the lamp cost?")  # type: ignore[misc]
+    assert is_heldout_task(pam.actions, pam.outputs) and not is_heldout_task(lamp.actions, lamp.outputs)
+    assert task_key(pam.actions, pam.outputs) == "W:place_order(u16,p3,1)|R:|O:none"
+    # another wording, an extra read, reordered reads: the same task, so the same bucket
+    same = make("buy pam a pen if affordable, else a mug",
+                "find_product(pen);find_user(pam);find_user(bob);place_order(u16,p3,1)")
+    assert DOMAIN.reject_reason(same) == "heldout_task"
+    gift = parse_actions("find_user(rex);find_user(bob);find_user(tom);find_user(cal);transfer(u17,u2,30);"
+                         "transfer(u17,u19,30);transfer(u17,u3,30)")
+    assert task_key(gift, ()) == task_key(gift[:4] + gift[4:][::-1], ())
+    assert DOMAIN.reject_reason(make("x", "not actions")) is None  # the oracle rejects it instead
+
+
+def test_heldout_items_are_deterministic_grouped_by_writes_and_rebuild_their_cards() -> None:
+    items = DOMAIN.heldout(6, seed=3)
+    assert items == DOMAIN.heldout(6, seed=3) and items != DOMAIN.heldout(6, seed=4)
+    assert Counter(i.group for i in items) == {g: 6 for g in HELDOUT_GROUPS}
+    assert len({i.problem for i in items}) == len(items)
+    for item in items:
+        c = DOMAIN.heldout_card(item)
+        actions = parse_actions(c.solution)
+        assert c.problem == item.problem and writes_group(actions) == item.group
+        assert DOMAIN.oracle(c) == item.answer and DOMAIN.reject_reason(c) == "heldout_task"
+        env = DOMAIN.environment(c, item.answer)
+        for a in actions:
+            env.step(format_call(a))
+        env.step(f"done({'' if item.answer == 'none' else item.answer})")
+        assert env.grade().reward == 1.0
+
+
+def test_heldout_says_when_a_group_runs_out() -> None:
+    with pytest.raises(ValueError, match=r"held-out group w0: found \d+ distinct tasks, 250 requested"):
+        DOMAIN.heldout(250, seed=0)
+    with pytest.raises(ValueError, match="not an instruction of this world"):
+        DOMAIN.heldout_card(HeldoutItem(problem="fly me to the moon", answer="none", group="w0"))
+
+
+@pytest.mark.parametrize(("instruction", "solution", "factors"), [
+    ("what does the lamp cost?", "find_product(lamp)",
+     {"pattern": "r", "num_write": "0", "num_read": "1", "computation": "no", "distinct_tools": "1",
+      "family": "lookup"}),
+    ("how much do 3 lamps cost?", "find_product(lamp)",
+     {"pattern": "r", "num_write": "0", "num_read": "1", "computation": "yes", "distinct_tools": "1",
+      "family": "cost_n"}),
+    ("buy cal a lamp or a mug, whichever is cheaper", "find_user(cal);find_product(lamp);find_product(mug);"
+     "place_order(u3,p2,1)",  # the mug is out of stock: the factors do not care that it fails
+     {"pattern": "rw", "num_write": "1", "num_read": "3", "distinct_tools": "3", "family": "buy_cheaper"}),
+    ("buy cal a lamp or a cup, whichever is cheaper", "find_user(cal);find_product(lamp);find_product(cup);"
+     "place_order(u3,p4,1)",  # the lamp read only decides: a comparison
+     {"pattern": "rw", "num_write": "1", "num_read": "3", "computation": "yes", "distinct_tools": "3",
+      "family": "buy_cheaper"}),
+    ("cancel oli's pending order, then buy oli a tray", "find_user(oli);list_orders(u15);cancel_order(o30);"
+     "find_product(tray);place_order(u15,p16,1)",
+     {"pattern": "rwr", "num_write": "2", "num_read": "3", "computation": "no", "distinct_tools": "4+",
+      "family": "cancel_buy"}),
+    ("cancel all of ann's pending orders", "find_user(ann);list_orders(u1);cancel_order(o20);cancel_order(o21);"
+     "cancel_order(o38)",
+     {"pattern": "rww", "num_write": "3-4", "num_read": "2", "computation": "no", "distinct_tools": "3",
+      "family": "cancel_all"}),
+    ("please tidy up", "find_user(bob);list_orders(u2);get_order(o22);get_order(o29);get_order(o58)",
+     {"pattern": "r", "num_write": "0", "num_read": "5+", "computation": "yes", "distinct_tools": "3"}),
+])
+def test_card_factors_are_computed_from_the_trajectory(instruction: str, solution: str,
+                                                       factors: dict[str, str]) -> None:
+    c = make(instruction, solution, "none", family="lookup")  # the claimed family is ignored
+    assert DOMAIN.card_factors(c) == factors
+    assert DOMAIN.factor_subject(c) == f"{instruction}\n{solution}"
+
+
+def test_factor_extractors_never_raise_on_bad_subjects() -> None:
+    for subject in ("", "\n", "x\nnot actions", "x\n" + "find_user(bob);" * 50, "\u00e9\n\u00e9", "x\ncancel_order(o1)"):
+        for d in DOMAIN.factor_defs():
+            d.value(subject)
+    assert [d.name for d in DOMAIN.factor_defs()][: len(DOMAIN.builtin_factors)] == list(DOMAIN.builtin_factors)
+
+
+def test_the_generator_realises_every_bucket_of_the_builtin_and_num_write() -> None:
+    defs = DOMAIN.factor_defs()
+    cells = feasible_cells(FactorSpace.from_defs([d for d in defs if d.name == "pattern"]), defs, DOMAIN.sample_any,
+                           n=600)
+    assert {dict(c)["pattern"] for c in cells} == {"r", "rw", "rww", "rwr"}
+    rng = random.Random(0)
+    num_write = {d.name: d for d in defs}["num_write"]
+    assert {num_write.value(DOMAIN.sample_any(rng)) for _ in range(600)} == {"0", "1", "2", "3-4"}
+
+
+def test_environment_replays_the_cards_actions_for_the_gold_hash_and_caches_it() -> None:
+    c = make("cancel bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58);cancel_order(o61)")
+    ref = DOMAIN.oracle(c)
+    gold = DOMAIN.gold_hash(c.solution)
+    assert gold == DOMAIN.gold_hash(" find_user(bob) ;list_orders(u2);cancel_order(o58);cancel_order(o61)")
+    assert gold != DOMAIN.db.state_hash()
+    assert DOMAIN.environment(c, ref).gold_hash == gold
+    with pytest.raises(CardRejected, match="policy_violation"):
+        DOMAIN.gold_hash("cancel_order(o22)")
