@@ -43,8 +43,8 @@ def test_the_domain_contract_and_its_capabilities() -> None:
 def test_prompts_are_compact() -> None:
     assert DOMAIN.reasoner_prompt("cancel bob's pending order") == "T:cancel bob's pending order\n"
     assert DOMAIN.synthesizer_prompt("acc 0.50\n by pattern", None) == "acc 0.50 by pattern\nCARD:"
-    target = (("num_write", "2"), ("pattern", "rww"))  # written in the world's factor order
-    assert DOMAIN.synthesizer_prompt("r", target) == "r\nDO:pattern=rww,num_write=2\nCARD:"
+    target = (("num_write", "2"), ("pattern", "rw+"))  # written in the world's factor order
+    assert DOMAIN.synthesizer_prompt("r", target) == "r\nDO:pattern=rw+,num_write=2\nCARD:"
 
 
 def test_the_card_layout() -> None:
@@ -125,18 +125,22 @@ def test_heldout_says_when_a_group_runs_out() -> None:
       "family": "cost_n"}),
     ("buy cal a lamp or a mug, whichever is cheaper", "find_user(cal);find_product(lamp);find_product(mug);"
      "place_order(u3,p2,1)",  # the mug is out of stock: the factors do not care that it fails
-     {"pattern": "rw", "num_write": "1", "num_read": "3", "distinct_tools": "3", "family": "buy_cheaper"}),
+     {"pattern": "rw", "num_write": "1", "num_read": "3-4", "distinct_tools": "3", "family": "buy_cheaper"}),
     ("buy cal a lamp or a cup, whichever is cheaper", "find_user(cal);find_product(lamp);find_product(cup);"
      "place_order(u3,p4,1)",  # the lamp read only decides: a comparison
-     {"pattern": "rw", "num_write": "1", "num_read": "3", "computation": "yes", "distinct_tools": "3",
+     {"pattern": "rw", "num_write": "1", "num_read": "3-4", "computation": "yes", "distinct_tools": "3",
       "family": "buy_cheaper"}),
+    ("cancel oli's pending order and say oli's new balance", "find_user(oli);list_orders(u15);cancel_order(o30);"
+     "find_user(oli)",  # the last read reports the output: no decision
+     {"pattern": "rwr", "num_write": "1", "num_read": "3-4", "computation": "no", "distinct_tools": "3",
+      "family": "cancel_balance"}),
     ("cancel oli's pending order, then buy oli a tray", "find_user(oli);list_orders(u15);cancel_order(o30);"
      "find_product(tray);place_order(u15,p16,1)",
-     {"pattern": "rwr", "num_write": "2", "num_read": "3", "computation": "no", "distinct_tools": "4+",
+     {"pattern": "rw+", "num_write": "2", "num_read": "3-4", "computation": "no", "distinct_tools": "4+",
       "family": "cancel_buy"}),
     ("cancel all of ann's pending orders", "find_user(ann);list_orders(u1);cancel_order(o20);cancel_order(o21);"
      "cancel_order(o38)",
-     {"pattern": "rww", "num_write": "3-4", "num_read": "2", "computation": "no", "distinct_tools": "3",
+     {"pattern": "rw", "num_write": "3-4", "num_read": "2", "computation": "no", "distinct_tools": "3",
       "family": "cancel_all"}),
     ("please tidy up", "find_user(bob);list_orders(u2);get_order(o22);get_order(o29);get_order(o58)",
      {"pattern": "r", "num_write": "0", "num_read": "5+", "computation": "yes", "distinct_tools": "3"}),
@@ -159,7 +163,7 @@ def test_the_generator_realises_every_bucket_of_the_builtin_and_num_write() -> N
     defs = DOMAIN.factor_defs()
     cells = feasible_cells(FactorSpace.from_defs([d for d in defs if d.name == "pattern"]), defs, DOMAIN.sample_any,
                            n=600)
-    assert {dict(c)["pattern"] for c in cells} == {"r", "rw", "rww", "rwr"}
+    assert {dict(c)["pattern"] for c in cells} == {"r", "rw", "rwr", "rw+"}
     rng = random.Random(0)
     num_write = {d.name: d for d in defs}["num_write"]
     assert {num_write.value(DOMAIN.sample_any(rng)) for _ in range(600)} == {"0", "1", "2", "3-4"}
@@ -174,3 +178,19 @@ def test_environment_replays_the_cards_actions_for_the_gold_hash_and_caches_it()
     assert DOMAIN.environment(c, ref).gold_hash == gold
     with pytest.raises(CardRejected, match="policy_violation"):
         DOMAIN.gold_hash("cancel_order(o22)")
+
+
+def test_the_gold_trajectory_and_tool_kinds_feed_the_trajectory_metrics() -> None:
+    from synco.evosyn.trajectory import interaction_coverage, trajectory_factors
+
+    c = make("cancel oli's pending order and say oli's new balance",
+             "find_user(oli);list_orders(u15);cancel_order(o30);find_user(oli)", "69")
+    gold = DOMAIN.gold_actions(c)
+    assert [a.name for a in gold] == ["find_user", "list_orders", "cancel_order", "find_user"]
+    assert trajectory_factors(gold, DOMAIN.tool_kinds) == {"num_write": "1", "num_read": "3-4", "pattern": "rwr",
+                                                           "distinct_tools": "3"}
+    assert DOMAIN.oracle(c) == "69"  # 17 + 52 refunded
+    # 4 transitions (^ -> find_user -> list_orders -> cancel_order -> find_user) of 8 * 9 possible
+    assert interaction_coverage([gold], DOMAIN.tool_kinds) == pytest.approx(4 / 72)
+    with pytest.raises(CardRejected, match="bad_actions"):
+        DOMAIN.gold_actions(make("x", "nope"))

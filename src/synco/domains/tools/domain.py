@@ -13,7 +13,8 @@
   outputs (``answer``), and :meth:`ToolsDomain.heldout_card` rebuilds its card from the instruction.
 * Factors: computed from the *subject* ``instruction + "\\n" + solution`` (:meth:`ToolsDomain.factor_subject`),
   i.e. from the gold trajectory, never from the card's claims. Built in: ``pattern``; candidates:
-  ``num_write``, ``num_read``, ``computation``, ``distinct_tools``, ``family``.
+  ``num_write``, ``num_read``, ``computation``, ``distinct_tools``, ``family``. ``pattern``, ``num_*`` and
+  ``distinct_tools`` are ``synco.evosyn.trajectory``'s definitions (one definition for every tool world).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from __future__ import annotations
 import json
 import random
 from collections import OrderedDict
+from collections.abc import Callable
 
+from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.domains.tools.db import DB, build_db
@@ -42,6 +45,15 @@ from synco.domains.tools.tasks import (
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.domains.tools.verify import replay, verify_task
 from synco.evosyn.space import Cell, FactorDef, cell_key
+from synco.evosyn.trajectory import (
+    COUNT_BUCKETS,
+    DISTINCT_BUCKETS,
+    PATTERN_BUCKETS,
+    distinct_tools,
+    num_read,
+    num_write,
+    pattern,
+)
 
 _GOLD_CACHE_SIZE = 4096
 
@@ -107,6 +119,16 @@ class ToolsDomain:
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
         return ToolsEnv(self.db, self.gold_hash(card.solution), outputs)
+
+    tool_kinds = TOOL_KINDS
+    """Each tool's tag, ``read`` or ``write`` (for ``synco.evosyn.trajectory``)."""
+
+    def gold_actions(self, card: TaskCard) -> list[ToolCall]:
+        """The card's gold trajectory: its parsed action list (CardRejected with a code if it does not parse)."""
+        try:
+            return parse_actions(card.solution)
+        except ActionError as err:
+            raise CardRejected(err.code, err.detail) from None
 
     def is_heldout(self, card: TaskCard) -> bool:
         """Whether the card's task (its actions and outputs) falls in the held-out bucket; False if they do not parse."""
@@ -250,53 +272,19 @@ class ToolsDomain:
 # ----------------------------------------------------------------- factor extractors
 
 
-def _actions(subject: str) -> list | None:
+def _actions(subject: str) -> list[ToolCall] | None:
     try:
         return parse_actions(split_subject(subject)[1])
     except ActionError:
         return None
 
 
-def _kinds(subject: str) -> str | None:
-    actions = _actions(subject)
-    return None if actions is None else "".join("r" if TOOL_KINDS[a.name] == "read" else "w" for a in actions)
-
-
-def _pattern(subject: str) -> str | None:
-    """``r`` reads only; ``rw`` reads then one write; ``rww`` reads then several writes; ``rwr`` a read after a
-    write (interleaved); None when the trajectory writes before it reads (never a valid task)."""
-    kinds = _kinds(subject)
-    if not kinds or kinds[0] != "r":
-        return None
-    if "w" not in kinds:
-        return "r"
-    if "r" in kinds[kinds.index("w"):]:
-        return "rwr"
-    return "rw" if kinds.count("w") == 1 else "rww"
-
-
-def _num_write(subject: str) -> str | None:
-    kinds = _kinds(subject)
-    if kinds is None:
-        return None
-    n = kinds.count("w")
-    return str(n) if n <= 2 else "3-4" if n <= 4 else "5+"
-
-
-def _num_read(subject: str) -> str | None:
-    kinds = _kinds(subject)
-    if kinds is None:
-        return None
-    n = kinds.count("r")
-    return str(n) if n <= 4 else "5+"
-
-
-def _distinct_tools(subject: str) -> str | None:
-    actions = _actions(subject)
-    if actions is None:
-        return None
-    n = len({a.name for a in actions})
-    return str(n) if n <= 3 else "4+"
+def _on_actions(fn: Callable[[list[ToolCall]], str]) -> Callable[[str], str | None]:
+    """A subject extractor from a function of the parsed gold actions (None when they do not parse)."""
+    def extract(subject: str) -> str | None:
+        actions = _actions(subject)
+        return None if actions is None else fn(actions)
+    return extract
 
 
 def _family(subject: str) -> str | None:
@@ -308,7 +296,8 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
 
     def computation(subject: str) -> str | None:
         """``yes`` when the trajectory implies working a value out rather than copying it: a write task with a
-        read whose result no later action uses (it only decides: a comparison or a condition), or a read-only
+        read before its last write whose result no later action uses (it only decides: a comparison or a
+        condition; a read after the last write reports an output), or a read-only
         task that reads more than one record or whose instruction gives a number (its output combines values)."""
         instruction, _ = split_subject(subject)
         actions = _actions(subject)
@@ -322,7 +311,8 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
         if not writes:
             has_number = any(w.isdigit() for w in instruction.split())
             return "yes" if len(actions) > 1 or has_number else "no"
-        for i, (call, obs) in enumerate(zip(actions, observations)):
+        last_write = max(i for i, a in enumerate(actions) if TOOL_KINDS[a.name] == "write")
+        for i, (call, obs) in enumerate(zip(actions[:last_write], observations)):
             if TOOL_KINDS[call.name] != "read":
                 continue
             tokens = set(obs.replace(":", ",").split(","))
@@ -332,12 +322,15 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
         return "no"
 
     return [
-        FactorDef("pattern", ("r", "rw", "rww", "rwr"), _pattern,
-                  "tool-use pattern: reads only, then one write, then several writes, or interleaved"),
-        FactorDef("num_write", ("0", "1", "2", "3-4", "5+"), _num_write, "write calls in the gold trajectory"),
-        FactorDef("num_read", ("1", "2", "3", "4", "5+"), _num_read, "read calls in the gold trajectory"),
+        FactorDef("pattern", PATTERN_BUCKETS, _on_actions(lambda a: pattern(a, TOOL_KINDS)),
+                  "coarse tool-use pattern: the read/write runs of the gold trajectory (r, rw, rwr, rw+, ...)"),
+        FactorDef("num_write", COUNT_BUCKETS, _on_actions(lambda a: num_write(a, TOOL_KINDS)),
+                  "write calls in the gold trajectory"),
+        FactorDef("num_read", COUNT_BUCKETS, _on_actions(lambda a: num_read(a, TOOL_KINDS)),
+                  "read calls in the gold trajectory"),
         FactorDef("computation", ("no", "yes"), computation,
                   "a comparison, condition or arithmetic the gold trajectory implies"),
-        FactorDef("distinct_tools", ("1", "2", "3", "4+"), _distinct_tools, "distinct tools the gold trajectory calls"),
+        FactorDef("distinct_tools", DISTINCT_BUCKETS, _on_actions(distinct_tools),
+                  "distinct tools the gold trajectory calls"),
         FactorDef("family", FAMILY_NAMES, _family, "the generator template the instruction follows (if any)"),
     ]

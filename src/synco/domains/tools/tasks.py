@@ -26,10 +26,13 @@ buy_else        2-3    1       buy bob a lamp if affordable, else a mug        c
 transfer        2      1       send 20 from bob to ann                         --
 transfer_all    2      1       give all of bob's money to ann                  --
 gift            3-4    2-3     send 5 each from bob to ann, cal and dan        --
+cancel_balance  3      1       cancel bob's pending order and say bob's new    read after the write
+                               balance
 cancel_buy      3      2       cancel bob's pending order, then buy bob a mug  write, read, write
 ==============  =====  ======  ==============================================  ========================
 
-Every write needs reads first (its ids come from lookups). A stable 10 % hash bucket of tasks is held
+Patterns (``synco.evosyn.trajectory.pattern``): the read-only families ``r``; ``cancel_balance`` ``rwr``;
+``cancel_buy`` ``rw+``; the others ``rw``. Every write needs reads first (its ids come from lookups). A stable 10 % hash bucket of tasks is held
 out (:func:`is_heldout_task`): :func:`sample_task` never returns one.
 """
 
@@ -231,6 +234,17 @@ def _gift(db: DB, t: int, s: Slots) -> Plan | None:
     return reads + [_call("transfer", src.id, d.id, n) for d in dsts], []  # type: ignore[union-attr]
 
 
+def _cancel_balance(db: DB, t: int, s: Slots) -> Plan | None:
+    user = db.user_by_name(s["user"])
+    if user is None:
+        return None
+    pending = db.pending_of(user.id)
+    if len(pending) != 1:
+        return None
+    return [_call("find_user", user.name), _call("list_orders", user.id), _call("cancel_order", pending[0].id),
+            _call("find_user", user.name)], [str(user.balance + pending[0].paid)]
+
+
 def _cancel_buy(db: DB, t: int, s: Slots) -> Plan | None:
     user, product = db.user_by_name(s["user"]), db.product_by_name(s["product"])
     if user is None or product is None:
@@ -307,6 +321,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("transfer_all", ("give all of {user}'s money to {user2}",), _one("uu"), _transfer_all),
     Family("gift", ("send {n} each from {user} to {user2} and {user3}",
                     "send {n} each from {user} to {user2}, {user3} and {user4}"), _sample_gift, _gift),
+    Family("cancel_balance", ("cancel {user}'s pending order and say {user}'s new balance",), _one("u"),
+           _cancel_balance),
     Family("cancel_buy", ("cancel {user}'s pending order, then buy {user} a {product}",), _one("up"), _cancel_buy),
 )
 """The task families (see the module docstring's table)."""
