@@ -194,3 +194,11 @@ def test_the_gold_trajectory_and_tool_kinds_feed_the_trajectory_metrics() -> Non
     assert interaction_coverage([gold], DOMAIN.tool_kinds) == pytest.approx(4 / 72)
     with pytest.raises(CardRejected, match="bad_actions"):
         DOMAIN.gold_actions(make("x", "nope"))
+
+
+def test_the_domain_pickles_for_rollout_workers() -> None:
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(DOMAIN))
+    c = make("cancel all of bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58);cancel_order(o61)")
+    assert copy.db.state_hash() == DOMAIN.db.state_hash() and copy.gold_hash(c.solution) == DOMAIN.gold_hash(c.solution)
