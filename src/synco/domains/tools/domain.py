@@ -43,7 +43,7 @@ from synco.domains.tools.tasks import (
     writes_group,
 )
 from synco.domains.tools.tools import TOOL_KINDS
-from synco.domains.tools.verify import replay, verify_task
+from synco.domains.tools.verify import instruction_words, replay, verify_task
 from synco.evosyn.space import Cell, FactorDef, cell_key
 from synco.evosyn.trajectory import (
     COUNT_BUCKETS,
@@ -309,7 +309,7 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
             return None
         writes = [a for a in actions if TOOL_KINDS[a.name] == "write"]
         if not writes:
-            has_number = any(w.isdigit() for w in instruction.split())
+            has_number = any(w.isdigit() for w in instruction_words(instruction))
             return "yes" if len(actions) > 1 or has_number else "no"
         last_write = max(i for i, a in enumerate(actions) if TOOL_KINDS[a.name] == "write")
         for i, (call, obs) in enumerate(zip(actions[:last_write], observations)):
