@@ -30,7 +30,7 @@ from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
 from synco.grading.verifier import VerifierConfig
 
-PRESETS = ("arith", "paper", "paper-1gpu", "smollm2")
+PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "tools")
 
 
 class ConfigError(ValueError):
@@ -253,8 +253,12 @@ def check_runnable(cfg: RunConfig) -> None:
         raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
 
 
+BUILTIN_MODELS = ("builtin:arith/synthesizer", "builtin:arith/reasoner", "builtin:tools/synthesizer",
+                  "builtin:tools/reasoner")
+"""The shipped warm starts of the embedded worlds."""
+
 MODEL_PATH_FORMS = ("a local folder, a hub id such as Qwen/Qwen3-8B, builtin:arith/synthesizer, "
-                    "builtin:arith/reasoner or a model preset such as smollm2")
+                    "builtin:arith/reasoner (or builtin:tools/...) or a model preset such as smollm2")
 """The forms a model path may take (for error messages)."""
 
 _HUB_ID = re.compile(r"(?:\w(?:[\w.-]*\w)?/)?\w(?:[\w.-]*\w)?")
@@ -270,7 +274,7 @@ def model_path_problem(path: str) -> str | None:
     from synco.learn.models import PRESETS as MODEL_PRESETS
 
     if path.startswith("builtin:"):
-        return None if path in ("builtin:arith/synthesizer", "builtin:arith/reasoner") else f"unknown built-in model {path!r}"
+        return None if path in BUILTIN_MODELS else f"unknown built-in model {path!r}; known: {', '.join(BUILTIN_MODELS)}"
     if path in MODEL_PRESETS or Path(path).exists():
         return None
     if _HUB_ID.fullmatch(path) and ".." not in path and "--" not in path and len(path) <= 96:

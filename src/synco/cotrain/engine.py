@@ -41,13 +41,22 @@ from synco.grading.checker import AnswerChecker
 from synco.grading.extract import extract_answer
 from synco.grading.grade import Graded, grade
 from synco.core.episodes import Episode, EpisodeLimits
-from synco.domains.base import Domain, HasEnvironment, solve
+from synco.domains.base import Domain, HasEnvironment, HasTrajectories, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import factor_control
 from synco.evosyn.run import EvoState
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.metrics import balance, controlled, coverage, spearman
-from synco.evosyn.space import Cell, FactorDef, cell_key, factor_values, parse_cell_key
+from synco.evosyn.trajectory import (
+    DistinctSequences,
+    contrastive_support,
+    distinct_action_sequences,
+    interaction_coverage,
+    pattern,
+    possible_patterns,
+    trajectory_diversity,
+)
+from synco.evosyn.space import Cell, FactorDef, cell_key, factor_subject, factor_values, parse_cell_key
 from synco.learn.grpo import group_advantages
 from synco.core.policy import Completion, Experience, Policy, SamplingParams, UpdateStats, generate_seeded
 from synco.core.pool import TaskPool
@@ -206,6 +215,7 @@ class CoTrainState:
     consensus_checker: Policy | None = None  # frozen model answering for consensus; None: reuse the K attempts
     evo: EvoState | None = None  # the factor space (domains that offer factors)
     corpus: list[str] | None = None  # static mode: the fixed corpus of raw cards, revisited
+    sequences: DistinctSequences | None = None  # trajectory domains: the run's distinct gold action sequences so far
 
 
 class _Timer:
@@ -233,7 +243,7 @@ def screen_card(domain: Domain, defs: Sequence[FactorDef] | None, card: TaskCard
             card.factors.pop(d.name, None)
     card.factors.update(domain.card_factors(card))
     if defs is not None:
-        card.factors.update(factor_values(card.problem, defs))
+        card.factors.update(factor_values(factor_subject(domain, card), defs))
     reason = domain.reject_reason(card)
     if reason is None:
         return verdict
@@ -374,6 +384,7 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     # 8. Record the whole step in one transaction, then admit its valid problems to the novelty index.
     _fill_stats(stats, records, synth_samples, r_update, s_update, s.group_factor)
     _fill_evosyn_stats(stats, records, state.evo, allocation, gaps)
+    _fill_trajectory_stats(stats, records, state.domain, state.sequences)
     state.pool.record_step(step, records, metrics=_step_tags(plan))
     for rec in records:
         if rec.valid and rec.card is not None and s.mode != "static":  # a fixed corpus is revisited on purpose
@@ -566,6 +577,30 @@ def _fill_stats(stats: StepStats, records: list[TaskRecord], synth_samples: Sequ
         if not upd.nan_skipped and math.isfinite(upd.loss):
             setattr(stats, f"{prefix}_loss", upd.loss)
             setattr(stats, f"{prefix}_grad_norm", upd.grad_norm)
+
+
+def _fill_trajectory_stats(stats: StepStats, records: list[TaskRecord], domain: Domain,
+                           sequences: DistinctSequences | None) -> None:
+    """The valid tasks' gold trajectories (:class:`HasTrajectories` domains): interaction coverage of the tool
+    inventory, evenness of their patterns, contrastive support, and the run's distinct action sequences so far."""
+    if not isinstance(domain, HasTrajectories):
+        return
+    gold = []
+    for r in records:
+        if r.valid and r.card is not None:
+            try:
+                gold.append(domain.gold_actions(r.card))
+            except ValueError:  # a valid card's actions parse; never let a metric end the step
+                continue
+    kinds = domain.tool_kinds
+    stats.interaction_coverage = interaction_coverage(gold, kinds)
+    stats.trajectory_diversity = trajectory_diversity([pattern(g, kinds) for g in gold], possible_patterns(domain))
+    stats.contrastive_support = contrastive_support(gold)
+    if sequences is not None:
+        sequences.update(gold)
+        stats.distinct_action_sequences = len(sequences)
+    else:
+        stats.distinct_action_sequences = distinct_action_sequences(gold)
 
 
 def _fill_evosyn_stats(stats: StepStats, records: list[TaskRecord], evo: EvoState | None,

@@ -19,13 +19,13 @@ never touch. The loop itself is domain-free.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
 from synco.evosyn.space import Cell, HasFactorSpace
-from synco.core.episodes import Environment
+from synco.core.episodes import Environment, ToolCall
 from synco.core.records import TaskCard
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasFactorSpace",
-           "HasResponsePrefix",
+           "HasResponsePrefix", "HasTrajectories",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
 
@@ -161,6 +161,19 @@ class HasEnvironment(Protocol):
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
         """The card of a held-out item (from :meth:`Domain.heldout`), to build its environments."""
+        ...
+
+
+@runtime_checkable
+class HasTrajectories(Protocol):
+    """A card's gold solution is a tool-call trajectory (the tools world): what the structural metrics of a step
+    (interaction coverage, pattern diversity, distinct action sequences, contrastive support) are computed on."""
+
+    tool_kinds: Mapping[str, str]
+    """Every tool's tag, ``read`` or ``write``."""
+
+    def gold_actions(self, card: TaskCard) -> list[ToolCall]:
+        """The card's gold trajectory (CardRejected when its action list does not parse)."""
         ...
 
 

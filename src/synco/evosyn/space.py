@@ -34,6 +34,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from synco.core.records import TaskCard
 from synco.evosyn.proposed import ProposedFactor
 
 Cell = tuple[tuple[str, str], ...]
@@ -251,6 +252,21 @@ def parse_cell_key(key: str) -> Cell:
             raise ValueError(f"cell {key!r}: part {part!r} is not factor=bucket")
         out.append((name, value))
     return tuple(out)
+
+
+@runtime_checkable
+class HasFactorSubject(Protocol):
+    """A domain whose factors are read from more than the problem text (a capability): e.g. the tools world's
+    ``instruction + "\n" + gold actions``, so factors describe the gold trajectory."""
+
+    def factor_subject(self, card: TaskCard) -> str:
+        """The text the domain's factor extractors read for ``card``."""
+        ...
+
+
+def factor_subject(domain: object, card: TaskCard) -> str:
+    """What ``domain``'s factor extractors read for ``card``: its :class:`HasFactorSubject` text, else the problem."""
+    return domain.factor_subject(card) if isinstance(domain, HasFactorSubject) else card.problem
 
 
 def factor_values(problem: str, defs: Sequence[FactorDef]) -> dict[str, str]:

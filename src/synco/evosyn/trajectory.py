@@ -270,3 +270,15 @@ def first_wrong_call(agent_calls: Sequence[ToolCall | None], gold: Trajectory) -
         extra = agent_calls[n]
         return n, f"extra_call:{extra.name if extra is not None else '?'}"
     return None
+
+
+def possible_patterns(domain: object) -> tuple[str, ...]:
+    """The patterns ``domain`` can produce: the buckets of its ``pattern`` factor when it has one, else all of
+    :data:`PATTERN_BUCKETS` (what :func:`trajectory_diversity` normalises by)."""
+    from synco.evosyn.space import HasFactorSpace
+
+    if isinstance(domain, HasFactorSpace):
+        for d in domain.factor_defs():
+            if d.name == "pattern":
+                return d.buckets
+    return PATTERN_BUCKETS

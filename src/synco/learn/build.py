@@ -10,12 +10,16 @@ from synco.learn.hf_policy import HFPolicy
 
 
 def resolve_model_path(path: str) -> str:
-    """``builtin:arith/<role>`` -> the shipped warm-start checkpoint; a model preset (``smollm2``) -> its
+    """``builtin:arith/<role>`` / ``builtin:tools/<role>`` -> the shipped warm-start checkpoint; a model preset (``smollm2``) -> its
     cached HF folder (converted on first use, see ``synco.learn.models``); anything else unchanged."""
     if path.startswith("builtin:arith/"):
         from synco.learn.pretrain import load_arith_warm_start
 
         return str(load_arith_warm_start() / path.split("/", 1)[1])
+    if path.startswith("builtin:tools/"):
+        from synco.learn.pretrain_tools import load_tools_warm_start
+
+        return str(load_tools_warm_start() / path.split("/", 1)[1])
     from synco.learn.models import resolve_model
 
     return resolve_model(path)

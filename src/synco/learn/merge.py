@@ -65,7 +65,7 @@ def resolve_base(path: str) -> str:
     """``builtin:arith/<role>`` and model preset names (``smollm2``) -> local folders; anything else unchanged."""
     from synco.learn.models import resolve_model
 
-    if path.startswith("builtin:arith/"):
+    if path.startswith(("builtin:arith/", "builtin:tools/")):
         from synco.learn.build import resolve_model_path
 
         path = resolve_model_path(path)

@@ -409,20 +409,22 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
 def train_sft(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    make_pair: Callable[[], Pair],
+    make_pair: Callable[[], Any],
     steps: int,
     batch_size: int,
     lr: float = 1e-3,
     name: str = "sft",
     progress: bool = True,
     on_step: Callable[[int], None] | None = None,
+    encode: Callable[[PreTrainedTokenizerBase, Sequence[Any]], tuple[torch.Tensor, ...]] | None = None,
 ) -> float:
     """Supervised next-token training on ``steps`` fresh batches; returns the mean loss of the last 20 steps.
 
     The loss is :func:`synco.learn.sft.completion_loss` (the one SFT loss; ``encode_pairs`` puts labels
     on the completion and EOS only).
 
-    ``on_step(step)`` (1-based) runs after every optimiser step, e.g. to probe a schedule.
+    ``on_step(step)`` (1-based) runs after every optimiser step, e.g. to probe a schedule. ``encode`` turns a
+    batch of ``make_pair()`` examples into ``input_ids, attention_mask, labels`` (default :func:`encode_pairs`).
     """
     import torch
 
@@ -433,7 +435,7 @@ def train_sft(
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)
-        ids, mask, labels = encode_pairs(tokenizer, [make_pair() for _ in range(batch_size)])
+        ids, mask, labels = (encode or encode_pairs)(tokenizer, [make_pair() for _ in range(batch_size)])
         loss = completion_loss(model(input_ids=ids, attention_mask=mask).logits, shift_labels(labels))
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import Callable
 
 from synco.config import RunConfig, check_runnable
+from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
+from synco.domains.base import Domain, HasTrajectories
 from synco.evosyn.run import build_evo_state, write_space
+from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
@@ -81,5 +84,21 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
               if cfg.mode == "static" else None)
     state = CoTrainState(settings=step_settings(cfg), domain=domain, synthesizer=synthesizer, reasoner=reasoner,
                          verifier=verifier, checker=checker, pool=pool, report=point.report, rng=rng,
-                         consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus)
+                         consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus,
+                         sequences=run_sequences(domain, pool))
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout)
+
+
+def run_sequences(domain: Domain, pool: TaskPool) -> DistinctSequences | None:
+    """The distinct gold action sequences of the pool's valid tasks (a resumed run goes on counting where it
+    stopped); None for a domain whose solutions are no trajectories."""
+    if not isinstance(domain, HasTrajectories):
+        return None
+    gold = []
+    for rec in pool.by_validity(True):
+        if rec.card is not None:
+            try:
+                gold.append(domain.gold_actions(rec.card))
+            except ValueError:
+                continue
+    return DistinctSequences([tuple(c.name for c in g) for g in gold])

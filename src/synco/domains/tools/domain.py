@@ -48,7 +48,6 @@ from synco.evosyn.space import Cell, FactorDef, cell_key
 from synco.evosyn.trajectory import (
     COUNT_BUCKETS,
     DISTINCT_BUCKETS,
-    PATTERN_BUCKETS,
     distinct_tools,
     num_read,
     num_write,
@@ -291,6 +290,11 @@ def _family(subject: str) -> str | None:
     return family_of_instruction(split_subject(subject)[0])
 
 
+TOOLS_PATTERNS: tuple[str, ...] = ("r", "rw", "rwr", "rw+")
+"""The patterns a valid task of this world can have: it reads before it writes (a write's ids come from reads),
+so of :data:`~synco.evosyn.trajectory.PATTERN_BUCKETS` only these occur."""
+
+
 def tool_factor_defs(db: DB) -> list[FactorDef]:
     """The tools world's factors; ``computation`` replays the actions on ``db`` (None if they do not run)."""
 
@@ -322,7 +326,7 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
         return "no"
 
     return [
-        FactorDef("pattern", PATTERN_BUCKETS, _on_actions(lambda a: pattern(a, TOOL_KINDS)),
+        FactorDef("pattern", TOOLS_PATTERNS, _on_actions(lambda a: pattern(a, TOOL_KINDS)),
                   "coarse tool-use pattern: the read/write runs of the gold trajectory (r, rw, rwr, rw+, ...)"),
         FactorDef("num_write", COUNT_BUCKETS, _on_actions(lambda a: num_write(a, TOOL_KINDS)),
                   "write calls in the gold trajectory"),

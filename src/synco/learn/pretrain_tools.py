@@ -1,0 +1,307 @@
+"""Deterministic warm start of the tools world's tiny agents (``synco pretrain --world tools``).
+
+* **Reasoner**: a char-level ``tiny_llama`` trained on gold episodes: the task's prompt, then each gold
+  call as an agent turn (``find_user(bob)`` + EOS), the observation the environment really answers, and
+  finally ``done(<outputs>)`` + EOS. Loss on the agent's ids only (:func:`encode_segments`), the same
+  split an episode's GRPO row has, so nothing the environment writes is ever a target.
+* **Synthesizer**: the card tokenizer (JSON keys and tool names as whole tokens) trained on
+  ``(prompt, card)`` pairs: a capability-report-like line, a ``DO:pattern=<p>`` target on most prompts
+  (the task drawn to match it, so the card follows its cell), then the compact card.
+
+Family weights make the Reasoner's start uneven on purpose: families that need a computed value
+(``cost_n``, ``afford``, ``total``...) or several writes are trained less, so the run starts with a
+teachable band instead of a solved world. Held-out success (greedy episodes on ``domain.heldout``)
+and the Synthesizer's card validity are measured and written to ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from synco.core.episodes import EpisodeLimits
+from synco.core.records import CardRejected, TaskCard
+from synco.domains.tools.domain import ToolsDomain
+from synco.domains.tools.env import ToolsEnv
+from synco.domains.tools.syntax import DONE, format_call, format_outputs
+from synco.domains.tools.tasks import FAMILY_NAMES, Task
+from synco.domains.tools.tools import TOOL_KINDS
+from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
+from synco.learn.pretrain import INIT_STD, exit_with_parent, init_weights, random_report, train_sft
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tools"
+"""Where the shipped tools warm start lives (packaged with synco)."""
+
+HELDOUT_SEED = 12345
+
+FAMILY_WEIGHTS: dict[str, float] = {
+    "lookup": 4, "cancel": 4, "buy": 4, "transfer": 4, "richer": 3, "sum2": 2, "diff": 2, "ship": 2,
+    "cancel_all": 2, "transfer_all": 2, "left": 1.5, "buy_cheaper": 1.5, "cancel_buy": 1.5, "cost_n": 1,
+    "afford": 1, "total": 1, "buy_else": 1, "gift": 1,
+}
+"""Relative share of each family in the Reasoner's SFT data: plain look-ups and one-write tasks first,
+computed values and long write chains least (the run's teachable band)."""
+
+P_TARGET = 0.8
+"""Share of the Synthesizer's training prompts with a ``DO:pattern=`` target."""
+
+MAX_POSITIONS = 768
+"""Context of both tiny agents: a prompt plus the longest gold episode fits with room to spare."""
+
+Segments = list[tuple[str, bool]]
+"""A training row as ``(text, is_target)`` pieces: targets are the agent's turns (each followed by EOS)."""
+
+
+def gold_segments(domain: ToolsDomain, task: Task) -> Segments:
+    """The gold episode of ``task`` as segments: prompt, then (call, observation)..., then ``done(outputs)``.
+
+    The observations come from a real :class:`ToolsEnv` stepping the gold calls, so they are exactly what
+    the agent will see in training.
+    """
+    env = ToolsEnv(domain.db, "", task.outputs)
+    rows: Segments = [(domain.reasoner_prompt(task.instruction), False)]
+    for call in task.actions:
+        text = format_call(call)
+        step = env.step(text)
+        if step.error is not None:
+            raise ValueError(f"gold call {text!r} of {task.instruction!r} failed: {step.error}")
+        rows += [(text, True), (step.observation, False)]
+    rows.append((f"{DONE}({format_outputs(task.outputs) if task.outputs else ''})", True))
+    return rows
+
+
+def encode_segments(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Segments]) -> tuple[torch.Tensor, ...]:
+    """Right-padded ``input_ids, attention_mask, labels``: labels on target segments and the EOS after each."""
+    import torch
+
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    encoded: list[tuple[list[int], list[int]]] = []
+    for row in rows:
+        ids: list[int] = []
+        labels: list[int] = []
+        for text, target in row:
+            piece = list(tokenizer(text, add_special_tokens=False)["input_ids"]) + ([eos] if target else [])
+            ids += piece
+            labels += piece if target else [-100] * len(piece)
+        encoded.append((ids, labels))
+    width = max(len(i) for i, _ in encoded)
+    out_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    out_labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    for r, (ids, labels) in enumerate(encoded):
+        out_ids[r, :len(ids)] = torch.tensor(ids)
+        mask[r, :len(ids)] = 1
+        out_labels[r, :len(ids)] = torch.tensor(labels)
+    return out_ids, mask, out_labels
+
+
+def weighted_family(rng: random.Random, weights: dict[str, float] = FAMILY_WEIGHTS) -> str:
+    return rng.choices(list(FAMILY_NAMES), weights=[weights.get(f, 1.0) for f in FAMILY_NAMES])[0]
+
+
+def reasoner_row(domain: ToolsDomain, rng: random.Random) -> Segments:
+    return gold_segments(domain, domain.sample_task(rng, weighted_family(rng)))
+
+
+def synthesizer_pair(domain: ToolsDomain, rng: random.Random) -> tuple[str, str]:
+    """``(prompt, card)``: a random report line, a ``DO:`` target naming the drawn task's own pattern on
+    :data:`P_TARGET` of prompts, then the task's card."""
+    family = rng.choice(FAMILY_NAMES)
+    task = domain.sample_task(rng, family)
+    card = domain.format_card(task.instruction, task.actions, task.outputs, family)
+    subject = f"{task.instruction}\n{json.loads(card)['solution']}"
+    pattern = next(d for d in domain.factor_defs() if d.name == "pattern").value(subject)
+    target = (("pattern", pattern),) if pattern is not None and rng.random() < P_TARGET else None
+    report = random_report(rng, list(FAMILY_NAMES))
+    return domain.synthesizer_prompt(report, target=target), card
+
+
+def tool_tokens() -> list[str]:
+    """Tool names with their opening parenthesis (``find_user(``) as whole tokens of the Synthesizer's tokenizer."""
+    return [f"{name}(" for name in [*TOOL_KINDS, DONE]]
+
+
+# ----------------------------------------------------------------- evaluation
+
+
+def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limits: EpisodeLimits) -> dict[str, float]:
+    """Greedy held-out success per writes group of the Reasoner saved in ``model_dir`` (synco's own episode path)."""
+    from synco.core.policy import PolicyConfig, SamplingParams
+    from synco.learn.hf_policy import HFPolicy
+    from synco.rollout.episodes import act
+
+    policy = HFPolicy.from_config(PolicyConfig(model_path=str(model_dir), device="cpu", add_bos=False, trainable=False))
+    items = domain.heldout(n_per_group, HELDOUT_SEED)
+    episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], 1,
+                   SamplingParams(greedy=True, max_new_tokens=24), limits, group_size=256)
+    wins: dict[str, list[bool]] = {}
+    for it, [ep] in zip(items, episodes):
+        wins.setdefault(it.group, []).append(ep.grade is not None and ep.grade.correct)
+    return {g: sum(v) / len(v) for g, v in wins.items()}
+
+
+def card_validity(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed: int) -> dict[str, float]:
+    """Well-formed, valid (the task replays, not held out) and distinct rates of ``n`` cards sampled at T=1."""
+    import torch
+
+    from synco.grading.cards import CardError, parse_task_card
+
+    torch.manual_seed(seed)
+    prompt = domain.synthesizer_prompt("")
+    ids = tokenizer([prompt] * n, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0,
+                             max_new_tokens=160, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    texts = tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
+    wellformed, valid, problems = 0, 0, set()
+    for text in texts:
+        try:
+            card: TaskCard = parse_task_card(text)
+        except (CardError, ValueError):
+            continue
+        wellformed += 1
+        try:
+            domain.oracle(card)
+        except CardRejected:
+            continue
+        if domain.reject_reason(card) is None:
+            valid += 1
+            problems.add(card.problem + "|" + card.solution)
+    return {"wellformed": wellformed / n, "valid": valid / n, "distinct": len(problems) / n}
+
+
+# ----------------------------------------------------------------- training
+
+
+class ToolsPretrainMeta(BaseModel):
+    """What ``meta.json`` records about one tools warm start."""
+
+    seed: int
+    reasoner_steps: int
+    synthesizer_steps: int
+    batch: int
+    lr: float
+    n_params_reasoner: int
+    n_params_synthesizer: int
+    reasoner_final_loss: float
+    synthesizer_final_loss: float
+    family_weights: dict[str, float]
+    heldout_per_group: int
+    heldout_success: dict[str, float]
+    cards: dict[str, float]
+    seconds_total: float
+
+
+@dataclass(frozen=True)
+class _Role:
+    role: str
+    seed: int
+    steps: int
+    batch: int
+    lr: float
+    out_dir: Path
+    progress: bool
+
+
+def _train_role(spec: _Role) -> tuple[float, int]:
+    """Train one agent from scratch and save it (model + tokenizer); one torch thread (bitwise repeatable)."""
+    import torch
+
+    torch.set_num_threads(1)
+    domain = ToolsDomain()
+    tokenizer = char_tokenizer() if spec.role == "reasoner" else card_tokenizer(tool_tokens())
+    model = tiny_llama(tokenizer, seed=spec.seed, max_positions=MAX_POSITIONS)
+    init_weights(model, INIT_STD, spec.seed)
+    rng = random.Random(f"tools-{spec.role}-{spec.seed}")
+    if spec.role == "reasoner":
+        def make() -> Segments:
+            return reasoner_row(domain, rng)
+    else:
+        def make() -> Segments:
+            prompt, card = synthesizer_pair(domain, rng)
+            return [(prompt, False), (card, True)]
+    loss = train_sft(model, tokenizer, make, spec.steps, spec.batch, spec.lr, spec.role, spec.progress, encode=encode_segments)
+    model.save_pretrained(spec.out_dir / spec.role)
+    tokenizer.save_pretrained(spec.out_dir / spec.role)
+    return loss, sum(p.numel() for p in model.parameters())
+
+
+def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 1500, synthesizer_steps: int = 1500,
+                   batch: int = 32, lr: float = 1e-3, heldout_per_group: int = 50, n_cards: int = 64,
+                   parallel: bool = True, progress: bool = True) -> ToolsPretrainMeta:
+    """Train and save the tools warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
+
+    With ``parallel`` the two agents train at once in two spawned workers (one torch thread each), with the
+    same weights as one after the other.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = [_Role("reasoner", seed, reasoner_steps, batch, lr, out, progress),
+             _Role("synthesizer", seed + 1, synthesizer_steps, batch, lr, out, progress)]
+    if parallel:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+            (r_loss, r_params), (s_loss, s_params) = pool.map(_train_role, specs)
+    else:
+        (r_loss, r_params), (s_loss, s_params) = (_train_role(s) for s in specs)
+    domain = ToolsDomain()
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        success = heldout_success(out / "reasoner", domain, heldout_per_group, EpisodeLimits(8, 400))
+        synth = AutoModelForCausalLM.from_pretrained(out / "synthesizer")
+        cards = card_validity(synth, AutoTokenizer.from_pretrained(out / "synthesizer"), domain, n_cards, seed)
+    finally:
+        torch.set_num_threads(old)
+    meta = ToolsPretrainMeta(
+        seed=seed, reasoner_steps=reasoner_steps, synthesizer_steps=synthesizer_steps, batch=batch, lr=lr,
+        n_params_reasoner=r_params, n_params_synthesizer=s_params, reasoner_final_loss=round(r_loss, 5),
+        synthesizer_final_loss=round(s_loss, 5), family_weights=FAMILY_WEIGHTS, heldout_per_group=heldout_per_group,
+        heldout_success={k: round(v, 4) for k, v in success.items()}, cards={k: round(v, 4) for k, v in cards.items()},
+        seconds_total=round(time.perf_counter() - t0, 1))
+    (out / "meta.json").write_text(meta.model_dump_json(indent=2) + "\n")
+    if progress:
+        print(f"[pretrain] tools warm start saved to {out} in {meta.seconds_total:.0f}s; held-out success "
+              + " ".join(f"{k}={v:.2f}" for k, v in meta.heldout_success.items())
+              + f"; cards valid {cards['valid']:.2f} distinct {cards['distinct']:.2f}", flush=True)
+    return meta
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / role / "config.json").is_file() for role in ("reasoner", "synthesizer"))
+
+
+def load_tools_warm_start(seed: int = 0) -> Path:
+    """The folder holding the tools world's ``reasoner/`` and ``synthesizer/``: the shipped one (seed 0), else
+    the cache ``~/.cache/synco/tools-<seed>``, pretrained into first when missing (minutes on CPU)."""
+    if seed == 0 and _complete(ASSET_DIR):
+        return ASSET_DIR
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synco"
+    target = cache_root / f"tools-{seed}"
+    if not _complete(target):
+        tmp = cache_root / f".tools-{seed}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        pretrain_tools(tmp, seed=seed)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    return target

@@ -1,0 +1,102 @@
+"""The co-training step in a domain with an environment (the tools world): the Reasoner acts in episodes,
+the pool keeps their transcripts, the metrics carry the episode and trajectory keys, and the GRPO rows
+mask the environment's ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from synco.config import load_config
+from synco.core.episodes import Episode, EpisodeGrade
+from synco.core.records import Rollout, TaskRecord, Verdict
+from synco.cotrain.engine import cotrain_step, episode_rollout, reasoner_batch
+from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
+from synco.run.setup import setup_run
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Random (untrained) tiny agents for the tools world: a char Reasoner and a card-token Synthesizer."""
+    root = tmp_path_factory.mktemp("models")
+    for role, tok in (("reasoner", char_tokenizer()), ("synthesizer", card_tokenizer())):
+        model = tiny_llama(tok, seed=1, hidden_size=32, num_layers=1, max_positions=768)
+        model.save_pretrained(root / role)
+        tok.save_pretrained(root / role)
+    return root / "synthesizer", root / "reasoner"
+
+
+def tools_state(tmp_path: Path, models: tuple[Path, Path], *extra: str):  # noqa: ANN201 - a CoTrainState
+    synth, reasoner = models
+    overrides = ["mode=static", "n_cards=6", "k=3", "seed=0", f"runs_dir={tmp_path}", "run_id=t",
+                 "heldout_per_group=0", "tensorboard=false", "progress=false", "threads=1",
+                 f"synthesizer.model_path={synth}", f"reasoner.model_path={reasoner}",
+                 "reasoner.sampling.max_new_tokens=12", "max_turns=3", "max_episode_tokens=120", *extra]
+    return setup_run(load_config("tools", overrides=overrides))
+
+
+def test_a_tools_step_records_episodes_with_masked_environment_ids(tmp_path: Path, tiny_models) -> None:
+    run = tools_state(tmp_path, tiny_models)
+    stats = cotrain_step(run.state, 0)
+    assert stats.n_valid == 6  # static cards of the world's own generator are all valid
+    assert stats.mean_turns is not None and 1 <= stats.mean_turns <= 3
+    assert sum((stats.finishes or {}).values()) == 6 * 3
+    assert stats.interaction_coverage is not None and 0 < stats.interaction_coverage <= 1
+    assert stats.trajectory_diversity is not None and stats.contrastive_support is not None
+    assert stats.distinct_action_sequences is not None and stats.distinct_action_sequences >= 1
+    line = json.loads(stats.model_dump_json())
+    assert {"mean_turns", "interaction_coverage", "trajectory_diversity", "distinct_action_sequences"} <= set(line)
+    [rec, *_] = run.state.pool.by_step(0, token_ids=True)
+    for ro in rec.rollouts:
+        assert ro.turns is not None and ro.finish in ("done", "max_turns", "token_budget")
+        assert ro.turns[0].role == "agent"
+        mask = ro.loss_mask
+        assert mask is not None and ro.completion_ids is not None and len(mask) == len(ro.completion_ids)
+        assert ro.n_tokens == sum(mask)  # agent ids only
+        assert ro.reward_parts is not None and ro.reward in (0.0, 1.0)
+    env_turns = [t for ro in rec.rollouts for t in ro.turns or [] if t.role == "env"]
+    assert all(t.text.startswith("\n") and t.text.endswith("\n") for t in env_turns)
+
+
+def test_single_turn_metrics_lines_keep_their_keys(tmp_path: Path) -> None:
+    """The episode and trajectory keys are absent from an arith run's lines (its metrics.jsonl is unchanged)."""
+    from synco.cotrain.engine import StepStats
+
+    line = json.loads(StepStats(step=0, mode="cotrain").model_dump_json())
+    assert not {"mean_turns", "finishes", "interaction_coverage", "trajectory_diversity",
+                "distinct_action_sequences", "contrastive_support"} & set(line)
+
+
+def _episode(reward: float, agent: list[int], env: list[int]) -> Episode:
+    ep = Episode(prompt_ids=[5, 6])
+    ep.add_agent("a", agent, [-1.0] * len(agent), None)
+    ep.add_env("e", env, None)
+    ep.add_agent("b", agent, [-0.5] * len(agent), None)
+    ep.finish, ep.grade = "done", EpisodeGrade(reward=reward, correct=reward == 1.0)
+    return ep
+
+
+def test_the_reasoner_batch_of_episodes_carries_their_masks() -> None:
+    group = [_episode(1.0, [7, 8, 2], [9, 9]), _episode(0.0, [7, 2], [9, 9, 9])]
+    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[episode_rollout(e) for e in group])
+    batch, skipped = reasoner_batch([rec], [0], [group], scale_by_std=True)
+    assert skipped == 0 and len(batch) == 2
+    assert batch[0].loss_mask == [1, 1, 1, 0, 0, 1, 1, 1] and batch[1].loss_mask == [1, 1, 0, 0, 0, 1, 1]
+    assert batch[0].advantage > 0 > batch[1].advantage
+    assert batch[0].completion_ids == [7, 8, 2, 9, 9, 7, 8, 2] and batch[0].old_logprobs == [-1.0] * 3 + [0.0] * 2 + [-0.5] * 3
+
+
+def test_episode_rollout_keeps_the_transcript() -> None:
+    ro: Rollout = episode_rollout(_episode(1.0, [7, 2], [9]))
+    assert ro.correct and ro.reward == 1.0 and ro.n_tokens == 4 and ro.loss_mask == [1, 1, 0, 1, 1]
+    assert [t.role for t in ro.turns or []] == ["agent", "env", "agent"] and ro.answer == "b"
+
+
+def test_rounds_protocol_is_refused_for_episode_domains(tiny_models) -> None:
+    with pytest.raises(Exception, match="protocol='rounds'"):
+        load_config("tools", overrides=["protocol=rounds"])
