@@ -46,8 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(config from RUN_DIR/config.yaml plus overrides)")
 
     p = sub.add_parser("pretrain", help="build the embedded world's warm-start checkpoints",
-                       description="Supervised warm start of the tiny Synthesizer and Reasoner of the arith world, "
-                                   "deterministic from the seed.")
+                       description="Supervised warm start of the tiny Synthesizer and Reasoner of an embedded world "
+                                   "(arith or tools), deterministic from the seed.")
+    p.add_argument("--world", choices=("arith", "tools"), default="arith",
+                   help="which embedded world's agents to train (default: %(default)s)")
     p.add_argument("--out", type=Path, default=Path("runs/warm_start"), help="output folder (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--reasoner-steps", type=int, default=None, help="SFT steps for the Reasoner (default: the shipped recipe)")
@@ -160,15 +162,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from synco.learn.pretrain import pretrain_arith
-
     kwargs = {}
     if args.reasoner_steps is not None:
         kwargs["reasoner_steps"] = args.reasoner_steps
     if args.synthesizer_steps is not None:
         kwargs["synthesizer_steps"] = args.synthesizer_steps
-    result = pretrain_arith(args.out, seed=args.seed, **kwargs)
-    print(result)
+    if args.world == "tools":
+        from synco.learn.pretrain_tools import pretrain_tools
+
+        print(pretrain_tools(args.out, seed=args.seed, **kwargs))
+        return 0
+    from synco.learn.pretrain import pretrain_arith
+
+    print(pretrain_arith(args.out, seed=args.seed, **kwargs))
     return 0
 
 

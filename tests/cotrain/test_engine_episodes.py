@@ -100,3 +100,19 @@ def test_episode_rollout_keeps_the_transcript() -> None:
 def test_rounds_protocol_is_refused_for_episode_domains(tiny_models) -> None:
     with pytest.raises(Exception, match="protocol='rounds'"):
         load_config("tools", overrides=["protocol=rounds"])
+
+
+def test_valid_tasks_rows_of_the_tools_world_carry_instruction_actions_outputs(tmp_path: Path, tiny_models) -> None:
+    from synco.domains.base import export_fields
+
+    run = tools_state(tmp_path, tiny_models)
+    cotrain_step(run.state, 0)
+    out = tmp_path / "valid_tasks.jsonl"
+    n = run.state.pool.export_jsonl(out, export_fields(run.state.domain))
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert n == len(rows) == 6
+    for row in rows:
+        assert row["instruction"] == row["problem"]
+        assert row["actions"] and all(set(a) == {"name", "arguments"} for a in row["actions"])
+        assert isinstance(row["outputs"], list)
+        assert ";".join(a["name"] for a in row["actions"]) == ";".join(c.split("(")[0] for c in row["solution"].split(";"))

@@ -22,7 +22,7 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,9 @@ from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, Task
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import datasets
+
+ExportExtra = Callable[[TaskCard], Mapping[str, Any]]
+"""A domain's own export columns of a card (``HasExportFields.export_fields``)."""
 
 SCHEMA_VERSION = 1
 """Bumped whenever the table layout changes; a pool with another version is refused."""
@@ -475,8 +478,9 @@ class TaskPool:
 
     # ------------------------------------------------------------------ export
 
-    def _export_rows(self, step: int | None = None) -> Iterator[dict[str, Any]]:
-        """One flat dict per valid task with a card (the run's synthesized dataset), by id; only ``step``'s if given."""
+    def _export_rows(self, step: int | None = None, extra: ExportExtra | None = None) -> Iterator[dict[str, Any]]:
+        """One flat dict per valid task with a card (the run's synthesized dataset), by id; only ``step``'s if given;
+        ``extra(card)`` adds a domain's own columns (e.g. the tools world's ``instruction``, ``actions``, ``outputs``)."""
         last = -1
         only_step = "" if step is None else "AND step = ? "
         while True:
@@ -490,30 +494,33 @@ class TaskPool:
             if not rows:
                 return
             for row in rows:
-                yield _export_row(row)
+                out = _export_row(row)
+                if extra is not None:
+                    out.update(extra(TaskCard.from_json(row["card_json"])))
+                yield out
             last = int(rows[-1]["task_id"])
 
-    def export_jsonl(self, path: str | Path) -> int:
+    def export_jsonl(self, path: str | Path, extra: ExportExtra | None = None) -> int:
         """Write the valid tasks as JSON lines (e.g. ``valid_tasks.jsonl``); return how many.
 
         Each line holds ``EXPORT_COLUMNS``: task_id, step, the nine card fields with
         ``final_answer`` the verified reference (and ``solution`` null where ``answer_corrected``),
-        synthesizer_answer, answer_corrected, factors, success_rate, quality, reliability.
-        The file is replaced whole.
+        synthesizer_answer, answer_corrected, factors, success_rate, quality, reliability, plus
+        ``extra(card)``'s columns when given. The file is replaced whole.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         n = 0
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", encoding="utf-8") as fh:
-            for row in self._export_rows():
+            for row in self._export_rows(extra=extra):
                 fh.write(json.dumps(row, ensure_ascii=False))
                 fh.write("\n")
                 n += 1
         tmp.replace(path)  # a reader never sees a half-written export
         return n
 
-    def append_step_jsonl(self, path: str | Path, step: int) -> int:
+    def append_step_jsonl(self, path: str | Path, step: int, extra: ExportExtra | None = None) -> int:
         """Append the valid tasks of one recorded step to a JSONL export (rows as in ``export_jsonl``); return how many.
 
         The step's rows go out in one ``write`` on an append-mode descriptor, so the
@@ -521,7 +528,7 @@ class TaskPool:
         The caller appends each step once (a resumed run first rewrites the file
         with ``export_jsonl``); the file is created when absent, even for no rows.
         """
-        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self._export_rows(step)).encode("utf-8")
+        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self._export_rows(step, extra)).encode("utf-8")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             view = memoryview(data)

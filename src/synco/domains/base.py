@@ -19,9 +19,9 @@ never touch. The loop itself is domain-free.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
 from synco.evosyn.space import Cell, HasFactorSpace
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasFactorSpace",
-           "HasResponsePrefix", "HasTrajectories",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace",
+           "HasResponsePrefix", "HasTrajectories", "export_fields",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
 
@@ -175,6 +175,20 @@ class HasTrajectories(Protocol):
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
         """The card's gold trajectory (CardRejected when its action list does not parse)."""
         ...
+
+
+@runtime_checkable
+class HasExportFields(Protocol):
+    """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``)."""
+
+    def export_fields(self, card: TaskCard) -> dict[str, Any]:
+        """The domain's export columns of a valid card (JSON values)."""
+        ...
+
+
+def export_fields(domain: Domain) -> Callable[[TaskCard], dict[str, Any]] | None:
+    """``domain.export_fields`` when it has its own export columns (:class:`HasExportFields`), else None."""
+    return domain.export_fields if isinstance(domain, HasExportFields) else None
 
 
 def response_prefix(domain: Domain) -> str:

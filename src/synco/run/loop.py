@@ -14,6 +14,7 @@ from typing import Any
 from synco.config import RunConfig
 from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
 from synco.cotrain.health import HealthMonitor
+from synco.domains.base import export_fields
 from synco.run.checkpoints import latest_checkpoint, save_checkpoint
 from synco.run.files import read_json, write_atomic
 from synco.run.heldout import evaluate_heldout_both
@@ -97,7 +98,7 @@ def _run_steps(run: Run, bar: Any, hooks: list[StepHook], loggers: Loggers, moni
     run_step = cotrain_step if cfg.protocol == "online" else protocol_step(cfg)
     for step in bar:
         stats = run_step(st, step)
-        st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step)
+        st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step, export_fields(st.domain))
         loggers.log(stats)
         ctx = StepContext(run, step, stats, signals)
         run_hooks(hooks, ctx)

@@ -32,7 +32,7 @@ from synco.config import RunConfig, check_runnable
 from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
-from synco.domains.base import Domain, HasTrajectories
+from synco.domains.base import Domain, HasTrajectories, export_fields
 from synco.evosyn.run import build_evo_state, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
@@ -74,7 +74,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         set_rng_state(trainer_state["rng"], rng)
     elif resume is not None:
         restart_records(run_dir, pool, log)
-    pool.export_jsonl(run_dir / "valid_tasks.jsonl")  # from the pool as it now stands; each step then appends its rows
+    pool.export_jsonl(run_dir / "valid_tasks.jsonl", export_fields(domain))  # from the pool as it now stands; each step then appends its rows
 
     evo = build_evo_state(domain, point.space)
     if evo is not None:

@@ -129,6 +129,16 @@ class ToolsDomain:
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
 
+    def export_fields(self, card: TaskCard) -> dict[str, object]:
+        """``valid_tasks.jsonl`` columns of a card: ``instruction``, ``actions`` (``{"name", "arguments"}`` each) and
+        ``outputs`` (the values the agent must state); empty lists when the card's actions or outputs do not parse."""
+        try:
+            actions = [{"name": c.name, "arguments": dict(c.arguments)} for c in parse_actions(card.solution)]
+            outputs = list(parse_outputs(card.final_answer))
+        except ActionError:
+            actions, outputs = [], []
+        return {"instruction": card.problem, "actions": actions, "outputs": outputs}
+
     def is_heldout(self, card: TaskCard) -> bool:
         """Whether the card's task (its actions and outputs) falls in the held-out bucket; False if they do not parse."""
         try:
