@@ -116,3 +116,25 @@ def test_valid_tasks_rows_of_the_tools_world_carry_instruction_actions_outputs(t
         assert row["actions"] and all(set(a) == {"name", "arguments"} for a in row["actions"])
         assert isinstance(row["outputs"], list)
         assert ";".join(a["name"] for a in row["actions"]) == ";".join(c.split("(")[0] for c in row["solution"].split(";"))
+
+
+def test_a_failed_episode_records_its_first_wrong_call_and_the_report_counts_them() -> None:
+    from synco.core.episodes import EnvStep, ToolCall
+    from synco.core.report import build_report
+
+    gold = [ToolCall(name="find_user", arguments={"name": "bob"}), ToolCall(name="cancel_order", arguments={"order_id": "o5"})]
+    ep = Episode(prompt_ids=[1])
+    ep.add_agent("find_user(bob)", [3], [0.0], EnvStep("\n=u2,9\n", False, gold[0]))
+    ep.add_env("\n=u2,9\n", [4], None)
+    ep.add_agent("cancel_order(o6)", [5], [0.0], EnvStep("", False, ToolCall(name="cancel_order", arguments={"order_id": "o6"})))
+    ep.add_env("\n!not_found\n", [4], "not_found")
+    ep.add_agent("done()", [6], [0.0], EnvStep("", True, ToolCall(name="done")))
+    ep.finish, ep.grade = "done", EpisodeGrade(reward=0.0, correct=False)
+    ro = episode_rollout(ep, gold)
+    assert ro.first_wrong == "wrong_arguments:cancel_order"
+    won = _episode(1.0, [7], [8])
+    assert episode_rollout(won, gold).first_wrong is None  # a solved episode needs no diagnosis
+    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[ro, ro, episode_rollout(won, gold)])
+    report = build_report([rec])
+    assert [(c.code, c.count) for c in report.first_wrong] == [("wrong_arguments:cancel_order", 2)]
+    assert "first go wrong at" in report.render() and "wrong_arguments:cancel_order: 2 (100%)" in report.render()

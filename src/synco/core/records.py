@@ -132,6 +132,7 @@ class Rollout(BaseModel):
     turns: list[Turn] | None = None
     finish: Finish | None = None
     reward_parts: dict[str, float] | None = None
+    first_wrong: str | None = None  # a failed episode: where it first left the gold trajectory (``wrong_tool:cancel_order``)
 
     @property
     def loss_mask(self) -> list[int] | None:

@@ -124,6 +124,7 @@ class CapabilityReport(BaseModel):
     under_covered: list[CoverageStat] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
     recent_problems: list[str] = Field(default_factory=list)  # latest valid problems, oldest first, each <= RECENT_PROBLEM_CHARS
+    first_wrong: list[ReasonCount] = Field(default_factory=list)  # failed episodes: where they first left the gold trajectory
     config: ReportConfig = Field(default_factory=ReportConfig)
 
     @property
@@ -255,6 +256,7 @@ def build_report(
         over_covered=[],
         under_covered=[],
         recent_problems=_recent_problems(valid, config.recent_problems),
+        first_wrong=_first_wrong(valid, config.top_k),
         config=config,
     )
     report.over_covered, report.under_covered = _coverage(valid, config)
@@ -268,6 +270,14 @@ def _recent_problems(valid: Sequence[TaskRecord], n: int) -> list[str]:
         return []
     problems = [" ".join(r.card.problem.split())[:RECENT_PROBLEM_CHARS] for r in valid if r.card is not None]
     return problems[-n:]
+
+
+def _first_wrong(valid: Sequence[TaskRecord], top_k: int) -> list[ReasonCount]:
+    """Failed episodes' first departures from the gold trajectory (``wrong_arguments:cancel_order``), most frequent
+    first: which tool call the Reasoner gets wrong first (domains with an environment and gold trajectories)."""
+    counts = Counter(ro.first_wrong for r in valid for ro in r.rollouts if ro.first_wrong)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [ReasonCount(code=code, count=n) for code, n in ranked[:top_k]]
 
 
 def _reason_counts(records: Sequence[TaskRecord], top_k: int) -> list[ReasonCount]:
@@ -448,6 +458,12 @@ def _sections(report: CapabilityReport) -> list[tuple[str, list[str]]]:
             "Weakest (lowest Reasoner success, >= " + str(cfg.min_samples) + " tasks):",
             ["- " + _pair(f.key, f.value) + ": " + _num(_rate(f)) + " over " + str(f.n_measured) + " tasks"
              for f in report.weakest],
+        ))
+    if report.first_wrong:
+        n_failed = sum(c.count for c in report.first_wrong)
+        sections.append((
+            "Failed episodes first go wrong at (top " + str(len(report.first_wrong)) + "):",
+            ["- " + c.code + ": " + str(c.count) + " (" + _pct(c.count / n_failed) + ")" for c in report.first_wrong],
         ))
     if report.n_measured:
         b = report.bands

@@ -40,7 +40,7 @@ from pydantic import BaseModel, model_serializer
 from synco.grading.checker import AnswerChecker
 from synco.grading.extract import extract_answer
 from synco.grading.grade import Graded, grade
-from synco.core.episodes import Episode, EpisodeLimits
+from synco.core.episodes import Episode, EpisodeLimits, ToolCall
 from synco.domains.base import Domain, HasEnvironment, HasTrajectories, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import factor_control
@@ -51,6 +51,7 @@ from synco.evosyn.trajectory import (
     DistinctSequences,
     contrastive_support,
     distinct_action_sequences,
+    first_wrong_call,
     interaction_coverage,
     pattern,
     possible_patterns,
@@ -321,7 +322,8 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
                        s.episode_group_size)
         timer.add("generate", t)
         attempts = episodes
-        rollouts = {i: [episode_rollout(e) for e in group] for i, group in zip(valid_idx, episodes)}
+        rollouts = {i: [episode_rollout(e, _gold(state.domain, cards[i])) for e in group]  # type: ignore[arg-type]
+                    for i, group in zip(valid_idx, episodes)}
     elif valid_idx:
         t = time.perf_counter()
         attempts = solve(state.reasoner, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
@@ -462,18 +464,37 @@ def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: 
     return [_rollout(c, g, cfg) for c, g in zip(group, graded)]
 
 
-def episode_rollout(ep: Episode) -> Rollout:
+def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None) -> Rollout:
     """The rollout record of one graded episode: its transcript, ids (agent and environment), reward and parts.
 
     ``answer`` is the text of the last agent turn (the final message, when the episode ended on one);
-    ``truncated`` means the episode ended on a limit (turns or tokens) instead of finishing.
+    ``truncated`` means the episode ended on a limit (turns or tokens) instead of finishing. With the task's
+    ``gold`` trajectory, a failed episode records where its calls first left it (``first_wrong``, for the
+    capability report).
     """
     g = ep.grade
     assert g is not None, "an episode is graded before it is recorded"
     agent = [t for t in ep.turns if t.role == "agent"]
+    first_wrong = None
+    if gold is not None and not g.correct:
+        calls = [t.tool_call for t in agent]
+        if calls and calls[-1] is not None and calls[-1].name == "done":
+            calls = calls[:-1]
+        wrong = first_wrong_call(calls, gold)
+        first_wrong = wrong[1] if wrong is not None else None
     return Rollout(text=ep.text, answer=agent[-1].text[:200] if agent else None, correct=g.correct, reward=g.reward,
                    truncated=ep.finish != "done", n_tokens=sum(ep.mask), completion_ids=list(ep.completion_ids),
-                   turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts))
+                   turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts), first_wrong=first_wrong)
+
+
+def _gold(domain: Domain, card: TaskCard) -> list[ToolCall] | None:
+    """The card's gold trajectory in a :class:`HasTrajectories` domain (None otherwise, or when it does not parse)."""
+    if not isinstance(domain, HasTrajectories):
+        return None
+    try:
+        return domain.gold_actions(card)
+    except ValueError:
+        return None
 
 
 def _rollout(c: Completion, graded: Graded, cfg: ReasonerRewardConfig) -> Rollout:
