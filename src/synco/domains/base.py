@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
-from synco.evosyn.space import Cell, HasFactorSpace
+from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject
 from synco.core.episodes import Environment, ToolCall
 from synco.core.records import TaskCard
 from synco.core.report import CapabilityReport
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
            "HasResponsePrefix", "HasTrajectories", "export_fields",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
