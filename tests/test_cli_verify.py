@@ -102,3 +102,30 @@ def test_verify_help_documents_the_input_the_output_and_the_exit_status(capsys: 
     for word in ("FILE", "KEY=VALUE", "--preset", "JSON string literal", "blank lines", "reasons", "reference",
                  "duplicate_in_step", "Exit status", "progress bar"):
         assert word in text, word
+
+
+def test_verify_screens_tools_cards_and_hostile_action_lists_by_reason_code(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from synco.domains.tools.domain import ToolsDomain
+
+    tools = ToolsDomain()
+    good = tools.static_cards(random.Random(5), 2)
+    base = json.loads(good[0])
+    hostile = [
+        {**base, "solution": "find_user(bob);" * 200},                      # far too many actions
+        {**base, "solution": "__import__('os').system('x')"},               # code, not calls
+        {**base, "solution": "find_user(" + "b" * 5000 + ")"},               # a giant argument
+        {**base, "solution": "nuke_db(all)"},                                # an unknown tool
+        {**base, "solution": "find_user(bob);cancel_order(o58)", "problem": "cancel bob's order"},  # id never read
+        {**base, "problem": "what does b\u00f6b have?"},                    # not the world's charset
+    ]
+    f = tmp_path / "tools.jsonl"
+    f.write_text("\n".join([*good, *(json.dumps(h) for h in hostile)]))
+    rc, verdicts, _ = _verify(capsys, str(f), "--preset", "tools")
+    assert rc == 0 and len(verdicts) == 8
+    assert [v["valid"] for v in verdicts] == [True, True] + [False] * 6
+    codes = [v["reasons"][0] for v in verdicts[2:]]
+    assert codes[0] in ("too_many_actions", "bad_actions") and codes[1] == "bad_actions"
+    assert codes[2] in ("bad_actions", "bad_arguments") and codes[3] == "unknown_tool"
+    assert codes[4] == "ungrounded_argument" and codes[5] == "bad_instruction"
+    assert verdicts[0]["factors"]["pattern"] in ("r", "rw", "rwr", "rw+")

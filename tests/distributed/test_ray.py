@@ -246,3 +246,48 @@ def test_a_run_asking_for_more_than_the_cluster_has_fails_before_starting_actors
                                               "ask for 1, the Ray cluster has 0. Lower ray.<agent>"):
         setup_run(cfg, log=lambda _: None)
     assert not started
+
+
+# the tools world: 4 cards x 4 episodes in jobs of 4 (reasoner.generation_batch_size), run on two rollout workers
+TOOLS = ["n_cards=4", "k=4", "heldout_per_group=0", "progress=false", "threads=1", "tensorboard=false",
+         "max_turns=4", "reasoner.generation_batch_size=4", "synthesizer.generation_batch_size=4",
+         "evosyn.reflector=false"]
+
+
+@pytest.mark.slow
+def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_thread):
+    """Episodes run where they are sampled (each job on a rollout worker, its environments there) and record the
+    same steps as in-process: metrics, pool rows with every episode's transcript, both agents' weights."""
+    from synco.cotrain.engine import cotrain_step
+    from synco.run.loop import close_policies
+    from synco.run.setup import setup_run
+
+    def run(run_id, *extra):  # noqa: ANN001, ANN202
+        return setup_run(load_config("tools", overrides=[*TOOLS, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra]),
+                         log=lambda _: None)
+
+    def episodes(path):  # noqa: ANN001, ANN202
+        with sqlite3.connect(path) as db:
+            return db.execute("select task_id, idx, reward, token_ids, episode_json from rollouts "
+                              "order by task_id, idx").fetchall()
+
+    ref = run("inprocess", "seed_per_request=true")
+    ref_stats = [clean(cotrain_step(ref.state, step)) for step in range(2)]
+    assert ref_stats[0]["mean_turns"] > 1 and ref_stats[0]["n_valid"] > 0
+    rr = run("ray", *RAY_ROUNDS)
+    try:
+        calls = []
+        original = rr.state.reasoner._submit_job
+        rr.state.reasoner._submit_job = lambda j, domain, job: calls.append(j) or original(j, domain, job)
+        assert [clean(cotrain_step(rr.state, step)) for step in range(2)] == ref_stats
+        assert calls, "the episodes ran as jobs on the rollout workers"
+        assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
+        assert episodes(rr.dir / "pool.sqlite") == episodes(ref.dir / "pool.sqlite")
+        for role in ("synthesizer", "reasoner"):
+            ours = dict(getattr(rr.state, role).trainable_parameters())
+            theirs = dict(getattr(ref.state, role).trainable_parameters())
+            assert all(torch.equal(ours[k], theirs[k].detach()) for k in ours), role
+    finally:
+        rr.state.pool.close()
+        ref.state.pool.close()
+        close_policies(rr.state)

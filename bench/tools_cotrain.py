@@ -1,0 +1,119 @@
+"""Co-training on the embedded tools world against the papers' controls (issue 22's outcome).
+
+    python bench/tools_cotrain.py [--steps N] --seeds 1 2 3 [--jobs 2] [--arms ...] [KEY=VALUE ...]
+
+Every arm runs ``--preset tools`` with the same seed, cards per step and episodes per card (the same
+rollout budget per step: n_cards x k episodes; the Reasoner's initial weights and the held-out set depend
+only on the seed). The arms:
+
+=================  ==================================================================================
+evosyn             co-training + EvoSyn (Designer + Reflector + learner feedback): the preset
+frozen             the paper's control: the Synthesizer frozen, no Designer, no Reflector
+frozen-designer    the frozen Synthesizer steered by the Designer: what the Synthesizer's own RL adds
+                   is evosyn - frozen-designer
+static             a static corpus of gold tasks drawn once from the world's generator, revisited
+=================  ==================================================================================
+
+Prints per arm (mean ± sample std over seeds): held-out greedy success gain (mean over the writes groups
+w0 .. w3+), sampled gain, Learn / Retain (per held-out task, greedy), the gradient-bearing share of valid
+tasks first -> last 10 % of steps, Reasoner episodes per step, and the structural metrics of the
+synthesized tasks (interaction coverage, pattern diversity and contrastive support averaged over the
+run, distinct gold action sequences at the end); then success per writes group and each arm's paired
+difference to ``frozen`` and ``static``. ``--out DIR`` keeps the runs and writes ``tools.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from cotrain_modes import _mean, arm_jobs, print_arm_table, print_levels, print_paired, run_jobs
+
+from synco.config import load_config
+
+ARMS: dict[str, list[str]] = {
+    "evosyn": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=true"],
+    "frozen": ["mode=frozen", "evosyn.designer=false", "evosyn.reflector=false"],
+    "frozen-designer": ["mode=frozen", "evosyn.designer=true", "evosyn.reflector=true"],
+    "static": ["mode=static", "evosyn.designer=false", "evosyn.reflector=false"],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=None, help="steps per run (default: the tools preset's)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel, one torch thread each (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    ap.add_argument("overrides", nargs="*", help="extra config overrides applied to every run")
+    args = ap.parse_args()
+
+    root = args.out or Path(tempfile.mkdtemp(prefix="synco-tools-"))
+    steps = args.steps or load_config("tools").steps
+    jobs = arm_jobs(ARMS, args.arms, args.seeds, steps, root, args.jobs, args.overrides)
+    results = run_jobs(jobs, args.jobs, _run, lambda r: f"{r['sec_per_step']:.1f} s/step, "
+                                                         f"coverage {r['coverage']:.2f}, sequences {r['sequences']}")
+    print(f"\n# tools world, {steps} steps, seeds {args.seeds}, overrides {args.overrides or '-'}; runs in {root}\n")
+    print_arm_table(results, [("episodes/step", "episodes", 0), ("interaction coverage", "coverage", 2),
+                              ("pattern diversity", "diversity", 2), ("contrastive support", "contrast", 2),
+                              ("distinct sequences", "sequences", 0), ("mean turns", "turns", 2),
+                              ("s/step", "sec_per_step", 1)])
+    print_levels(results, gain=False)
+    print_paired(results, tuple(b for b in ("frozen", "static") if b in results), width=max(map(len, results)))
+    (root / "tools.json").write_text(json.dumps(results, indent=2))
+
+
+def _run(job: tuple[str, int, list[str]]) -> dict:
+    """One run in a worker process, then per-task greedy outcomes before / after for Learn / Retain."""
+    from synco.run.trainer import train
+
+    cfg = load_config("tools", overrides=job[2])
+    s = train(cfg, log=lambda *a, **k: None)
+    lines = [json.loads(x) for x in (Path(s.run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
+    wrong = [k for k, ok in before.items() if not ok]
+    right = [k for k, ok in before.items() if ok]
+    n = max(1, len(before))
+
+    def avg(key: str) -> float | None:
+        xs = [x[key] for x in lines if x.get(key) is not None]
+        return statistics.mean(xs) if xs else None
+
+    return {
+        "before": _mean(s.heldout_before), "after": _mean(s.heldout_after),
+        "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
+        "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
+        "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
+        "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
+        "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
+        "episodes": statistics.mean(x["n_valid"] for x in lines) * cfg.k,
+        "coverage": avg("interaction_coverage"), "diversity": avg("trajectory_diversity"),
+        "contrast": avg("contrastive_support"), "turns": avg("mean_turns"),
+        "sequences": lines[-1].get("distinct_action_sequences") if lines else None,
+        "sec_per_step": s.sec_per_step,
+    }
+
+
+def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:  # noqa: ANN001 - a RunConfig
+    """Greedy success of each held-out task for the initial Reasoner (None) or a run's final one: one episode each."""
+    from synco.core.episodes import EpisodeLimits
+    from synco.core.policy import SamplingParams
+    from synco.rollout.episodes import act
+    from synco.run.trainer import build_domain, build_policy, latest_checkpoint
+
+    domain = build_domain(cfg)
+    items = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345)
+    ckpt = None if run_dir is None else latest_checkpoint(run_dir)
+    policy = build_policy(cfg.reasoner, None if ckpt is None else str(ckpt / "reasoner"))
+    params = SamplingParams(greedy=True, max_new_tokens=cfg.reasoner.sampling.max_new_tokens)
+    episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], 1, params,
+                   EpisodeLimits(cfg.max_turns, cfg.max_episode_tokens), group_size=cfg.reasoner.generation_batch_size)
+    return {f"{it.group}:{it.problem}": bool(ep.grade and ep.grade.correct) for it, [ep] in zip(items, episodes)}
+
+
+if __name__ == "__main__":
+    main()
