@@ -69,9 +69,38 @@ def test_a_grounded_task_verifies_and_the_reference_is_its_outputs(instruction: 
     ("what does bob have? " + "really " * 12, "find_user(bob)", "24", "bad_instruction"),
 ])
 def test_each_reason_code_on_a_handcrafted_card(instruction: str, solution: str, answer: str, code: str) -> None:
+    """Execution and grounding (what any instruction gets; a template instruction's outputs are corrected instead)."""
     with pytest.raises(CardRejected) as err:
-        DOMAIN.oracle(card(instruction, solution, answer))
+        verify_task(DB, instruction, solution, answer)
     assert err.value.code == code
+    c = card(instruction, solution, answer)
+    if code not in ("bad_outputs", "ungrounded_output") or DOMAIN.family_of(c) is None:
+        with pytest.raises(CardRejected) as err:
+            DOMAIN.oracle(c)
+        assert err.value.code == code
+
+
+def test_a_template_instructions_outputs_are_the_solved_tasks_whatever_the_card_claims() -> None:
+    """The oracle solves the world's own instructions: wrong claimed outputs are corrected (the verifier records
+    reference_corrected, soft), and actions that end elsewhere than the instruction asks are refused."""
+    assert DOMAIN.oracle(card("what does the lamp cost?", "find_product(lamp)", "999")) == "26"
+    assert DOMAIN.oracle(card("how much do 3 lamps cost?", "find_product(lamp)", "a lot")) == "78"
+    verdict = TaskVerifier(oracle=DOMAIN.oracle).verify_batch(
+        [DOMAIN.format_card("what does the lamp cost?", "find_product(lamp)", "999", "lookup")])[0][1]
+    assert verdict.valid and verdict.reference == "26" and verdict.reason_codes == ["reference_corrected"]
+    # bob has two pending orders (o58, o61): "cancel all" that cancels one ends elsewhere
+    with pytest.raises(CardRejected) as err:
+        DOMAIN.oracle(card("cancel all of bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58)"))
+    assert err.value.code == "wrong_end_state"
+    ok = card("cancel all of bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o61);cancel_order(o58)")
+    assert DOMAIN.oracle(ok) == "none"  # another order of the same writes: the same end state
+
+
+def test_a_held_out_task_cannot_escape_the_bucket_with_wrong_outputs() -> None:
+    item = DOMAIN.heldout(1, seed=4)[0]
+    c = DOMAIN.heldout_card(item)
+    wrong = c.model_copy(update={"final_answer": "12345"})
+    assert DOMAIN.reject_reason(c) == DOMAIN.reject_reason(wrong) == "heldout_task"
 
 
 def test_the_verifier_records_the_reason_code_and_accepts_a_good_card() -> None:

@@ -87,10 +87,27 @@ class ToolsDomain:
     # --- verification and environments
 
     def oracle(self, card: TaskCard) -> str:
-        """The canonical outputs (``12``, ``none``) of a card whose task verifies; CardRejected (with a code) if not."""
-        rep = verify_task(self.db, card.problem, card.solution, card.final_answer)
+        """The canonical outputs (``12``, ``none``) of a card whose task verifies; CardRejected (with a code) if not.
+
+        An instruction in one of the world's own templates is solved on the database (the exact oracle, as
+        arith's evaluator is): the card's actions must replay, grounded, to the *same end state* as the solved
+        task (else ``wrong_end_state``), and the reference is the solved task's outputs, whatever outputs the
+        card claims (a wrong claim is corrected, as the verifier records with ``reference_corrected``). Any
+        other instruction is checked by execution and grounding alone, its outputs as claimed.
+        """
+        solved = task_of_instruction(self.db, card.problem)
+        if solved is None:
+            rep = verify_task(self.db, card.problem, card.solution, card.final_answer)
+            self._remember(format_actions(rep.actions), rep.final_hash)
+            return format_outputs(rep.outputs)
+        _, task = solved
+        truth = format_outputs(task.outputs)
+        rep = verify_task(self.db, card.problem, card.solution, truth)
         self._remember(format_actions(rep.actions), rep.final_hash)
-        return format_outputs(rep.outputs)
+        if rep.final_hash != self.gold_hash(format_actions(task.actions)):
+            raise CardRejected("wrong_end_state", "the actions do not do what the instruction asks "
+                                                  "(another end state than the instruction's own solution)")
+        return truth
 
     def _remember(self, key: str, gold: str) -> None:
         self._gold[key] = gold
@@ -139,8 +156,18 @@ class ToolsDomain:
             actions, outputs = [], []
         return {"instruction": card.problem, "actions": actions, "outputs": outputs}
 
+    def family_of(self, card: TaskCard) -> str | None:
+        """The family whose template the card's instruction is (solvable on the database), else None."""
+        solved = task_of_instruction(self.db, card.problem)
+        return None if solved is None else solved[0]
+
     def is_heldout(self, card: TaskCard) -> bool:
-        """Whether the card's task (its actions and outputs) falls in the held-out bucket; False if they do not parse."""
+        """Whether the card's task falls in the held-out bucket: the task its instruction names when it is in one of
+        the world's templates (so neither other actions to the same end nor wrong outputs escape the bucket), else
+        its actions and outputs as written; False if they do not parse."""
+        solved = task_of_instruction(self.db, card.problem)
+        if solved is not None:
+            return is_heldout_task(solved[1].actions, solved[1].outputs)
         try:
             return is_heldout_task(parse_actions(card.solution), parse_outputs(card.final_answer))
         except ActionError:
