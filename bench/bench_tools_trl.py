@@ -40,9 +40,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -260,12 +260,26 @@ def trl_side(spec_path: Path, out_path: Path) -> None:
 # ----------------------------------------------------------------------------- synco side (main venv)
 
 
-def build_model(folder: Path, seed: int) -> None:
-    """The random char tiny Llama of the tools warm start's shape (and a tiny card-token Synthesizer beside it)."""
+def build_model(folder: Path, seed: int, warm_steps: int = 0) -> None:
+    """The char tiny Llama of the tools warm start's shape, random or after ``warm_steps`` supervised steps on
+    gold episodes (the warm start's own data and loss, ``synco.learn.pretrain_tools``), so that its turns are
+    real calls and its rewards vary; and a tiny card-token Synthesizer beside it."""
+    import random
+
     from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
 
     tok = char_tokenizer()
-    tiny_llama(tok, seed=seed, hidden_size=128, num_layers=3, max_positions=768).save_pretrained(folder / "reasoner")
+    model = tiny_llama(tok, seed=seed, hidden_size=128, num_layers=3, max_positions=768)
+    if warm_steps > 0:
+        from synco.domains.tools.domain import ToolsDomain
+        from synco.learn.pretrain import INIT_STD, init_weights, train_sft
+        from synco.learn.pretrain_tools import encode_segments, reasoner_row
+
+        init_weights(model, INIT_STD, seed)
+        domain, rng = ToolsDomain(), random.Random(f"bench-tools-trl-{seed}")
+        train_sft(model, tok, lambda: reasoner_row(domain, rng), warm_steps, 32, 1e-3, "warm", progress=False,
+                  encode=encode_segments)
+    model.save_pretrained(folder / "reasoner")
     tok.save_pretrained(folder / "reasoner")
     ctok = card_tokenizer()  # static mode never samples the Synthesizer; it still loads one
     tiny_llama(ctok, seed=seed, hidden_size=32, num_layers=1, max_positions=768).save_pretrained(folder / "synthesizer")
@@ -353,6 +367,11 @@ def describe(side: SideResult) -> list[str]:
     ]
 
 
+def _model_name(warm_steps: int) -> str:
+    base = "char tiny Llama (hidden 128, 3 layers, 768 positions)"
+    return f"{base}, {warm_steps} supervised steps on gold episodes" if warm_steps else f"random {base}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=8)
@@ -364,6 +383,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", type=Path, default=None, help="a char checkpoint folder (default: a random one)")
+    ap.add_argument("--warm-steps", type=int, default=0,
+                    help="supervised steps on gold episodes before timing (0: the random model)")
+    ap.add_argument("--keep-model", type=Path, default=None, help="also save the built model here (reuse: --model)")
     ap.add_argument("--trl-python", default="/tmp/trlvenv/bin/python")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--trl-side", type=Path, default=None, help=argparse.SUPPRESS)
@@ -372,12 +394,14 @@ def main() -> None:
     if a.trl_side is not None:
         trl_side(a.trl_side, a.trl_out)
         return
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"load before timing: {load}")
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
-        build_model(work / "models", a.seed)
+        build_model(work / "models", a.seed, 0 if a.model else a.warm_steps)
         model_dir = a.model or work / "models" / "reasoner"
+        if a.keep_model is not None and a.model is None:
+            shutil.copytree(model_dir, a.keep_model, dirs_exist_ok=True)
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"load before timing: {load}")
         synco, tasks = synco_side(model_dir, work / "models" / "synthesizer", work / "runs", a)
         spec = {"model": str(model_dir), "tasks": tasks, "n_tasks": a.tasks, "k": a.k, "max_turns": a.max_turns,
                 "turn_tokens": a.turn_tokens, "episode_tokens": a.episode_tokens, "threads": a.threads, "seed": a.seed}
@@ -385,7 +409,7 @@ def main() -> None:
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"{a.tasks} tasks x {a.k} episodes, max_turns {a.max_turns}, {a.turn_tokens} new tokens a turn, "
           f"{a.episode_tokens} ids an episode, {a.threads} torch thread(s), model "
-          f"{a.model or 'random char tiny Llama (hidden 128, 3 layers)'}")
+          f"{a.model or _model_name(a.warm_steps)}")
     for side in (synco, trl):
         print("\n".join(describe(side)))
     ratio = synco.median_seconds / trl.median_seconds
