@@ -10,6 +10,8 @@ copied to. Modules:
 - ``run``: the analyses of one run (``analyze_run`` -> ``RunAnalysis`` = summary.json)
 - ``evosyn``: EvoSyn's part of it (controllability, coverage, balance, allocation, gap vs next allocation,
   factor-space changes, the Reflector's evidence); None for runs without a factor space
+- ``trajectory``: episodes and gold trajectories (turns, finishes, interaction coverage, pattern diversity,
+  contrastive support, distinct action sequences); None for single-turn runs
 - ``plots``, ``html``: PNG figures and the self-contained report.html
 - ``compare``: Learn / Retain decomposition of an evaluation gain
 - ``cli``: ``configure_analyze`` / ``run_analyze``, ``configure_compare`` / ``run_compare``

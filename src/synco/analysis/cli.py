@@ -22,6 +22,7 @@ from synco.analysis.compare import compare, format_comparison, read_eval_dir
 from synco.analysis.evosyn import format_evosyn
 from synco.analysis.rundata import AnalysisError, RunData, load_run
 from synco.analysis.run import AnalyzeOptions, RunAnalysis, analyze_run
+from synco.analysis.trajectory import format_trajectory
 
 DEFAULT_COMPARE_OUT = Path("analysis-compare")
 """Output folder (relative to the working directory) when several runs are analysed without --out."""
@@ -57,14 +58,14 @@ def write_run_analysis(run_dir: Path, out: Path | None = None, options: AnalyzeO
 def write_analysis(data: RunData, out: Path, options: AnalyzeOptions | None = None) -> RunAnalysis:
     """Analyse loaded run data into ``out``: PNGs, summary.json, report.html."""
     from synco.analysis.html import run_report
-    from synco.analysis.plots import SINGLE_PLOTS, plot_evosyn, plot_run
+    from synco.analysis.plots import SINGLE_PLOTS, plot_evosyn, plot_run, plot_trajectory
 
     analysis = analyze_run(data, options)
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_run(analysis, out)
     (out / "summary.json").write_text(analysis.model_dump_json(indent=2) + "\n", encoding="utf-8")
     html = run_report(analysis, list(zip(plots, SINGLE_PLOTS.values())), out, data.latest_report,
-                      evosyn_plots=plot_evosyn(analysis, out))
+                      evosyn_plots=plot_evosyn(analysis, out), trajectory_plots=plot_trajectory([analysis], out))
     (out / "report.html").write_text(html, encoding="utf-8")
     return analysis
 
@@ -76,13 +77,14 @@ def write_multi_analysis(run_dirs: Sequence[Path], out: Path,
     Only the overlays are drawn; each run's own figures come from analysing it alone.
     """
     from synco.analysis.html import compare_report
-    from synco.analysis.plots import OVERLAY_PLOTS, plot_evosyn_overlays, plot_overlays
+    from synco.analysis.plots import OVERLAY_PLOTS, plot_evosyn_overlays, plot_overlays, plot_trajectory
 
     labels = run_labels(run_dirs)
     datas = [load_run(d, lab) for d, lab in zip(run_dirs, labels)]  # read all first: fail before writing
     analyses = [analyze_run(data, options) for data in datas]
     out.mkdir(parents=True, exist_ok=True)
-    overlays = list(zip(plot_overlays(analyses, out), OVERLAY_PLOTS.values())) + plot_evosyn_overlays(analyses, out)
+    overlays = (list(zip(plot_overlays(analyses, out), OVERLAY_PLOTS.values())) + plot_evosyn_overlays(analyses, out)
+                + plot_trajectory(analyses, out))
     summary = MultiRunSummary(runs={a.label: a for a in analyses})
     (out / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "report.html").write_text(compare_report(analyses, overlays, out), encoding="utf-8")
@@ -117,7 +119,9 @@ def configure_analyze(p: argparse.ArgumentParser) -> None:
     p.description = p.description or (
         "Analyse co-training runs from their files only (pool.sqlite, metrics.jsonl, reports/): curriculum drift, "
         "synthesis signals vs gradient-bearing status, difficulty labels vs outcomes, success-rate histogram, "
-        "reward curves, verification and per-factor success. Writes PNG plots, summary.json and a "
+        "reward curves, verification and per-factor success; EvoSyn's numbers and, for domains with an "
+        "environment, the episodes' turns and finishes and the gold trajectories' structural metrics when the run "
+        "recorded them. Writes PNG plots, summary.json and a "
         "self-contained report.html. With several runs, curves are overlaid (labelled by run directory name).")
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                    help="run directory written by `synco train` (several: compare them, e.g. cotrain frozen static)")
@@ -184,6 +188,8 @@ def run_analyze(args: argparse.Namespace) -> int:
         print(_headline(a))
         if a.evosyn is not None:
             print(format_evosyn(a.evosyn, a.label))
+        if a.trajectory is not None:
+            print(format_trajectory(a.trajectory, a.label))
     print(f"wrote {out / 'report.html'} and {out / 'summary.json'}")
     return 0
 

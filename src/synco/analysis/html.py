@@ -14,6 +14,7 @@ from pathlib import Path
 
 from synco.analysis.evosyn import EvoSynAnalysis
 from synco.analysis.run import OUTCOMES, RunAnalysis
+from synco.analysis.trajectory import TRAJECTORY_SERIES, TrajectoryAnalysis
 from synco.evosyn.space import SPACE_CHANGES, FactorChange, FactorEvidence
 
 _CSS = """
@@ -157,6 +158,29 @@ def evosyn_section(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path
     return ["<h2>EvoSyn</h2>", evosyn_tables(a.evosyn), *(figure(p, base, c) for p, c in plots)]
 
 
+def trajectory_tables(t: TrajectoryAnalysis) -> str:
+    """The episode and gold-trajectory numbers: each series at the start, the end and over the run; the distinct
+    action sequences; how the episodes ended."""
+    rows = [[label, fmt(s.first), fmt(s.last), fmt(s.mean), str(sum(v is not None for v in s.values))]
+            for s, label in ((getattr(t, field), label) for field, label in TRAJECTORY_SERIES)]
+    parts = [
+        _table(["per step", "first 10 %", "last 10 %", "run mean", "steps recorded"], rows),
+        _table(["distinct action sequences (end of run)", "episodes",
+                *[f"finish: {k}" for k in t.finish_shares]],
+               [[fmt(t.distinct_action_sequences_final), str(t.n_episodes),
+                 *[f"{fmt(v, True)} ({t.finishes[k]})" for k, v in t.finish_shares.items()]]]),
+    ]
+    return "\n".join(parts)
+
+
+def trajectory_section(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path) -> list[str]:
+    """The "Episodes and trajectories" section of a run's report: tables then plots; [] for a single-turn run."""
+    if a.trajectory is None:
+        return []
+    return ["<h2>Episodes and trajectories</h2>", trajectory_tables(a.trajectory),
+            *(figure(p, base, c) for p, c in plots)]
+
+
 def _page(title: str, body: Sequence[str]) -> str:
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
@@ -164,12 +188,13 @@ def _page(title: str, body: Sequence[str]) -> str:
 
 def run_report(a: RunAnalysis, plots: Sequence[tuple[Path, str]], base: Path,
                latest_report: tuple[int, str] | None = None,
-               evosyn_plots: Sequence[tuple[Path, str]] = ()) -> str:
-    """The report.html of one run: tables, every plot, the EvoSyn section (if any) and the newest
-    capability report."""
+               evosyn_plots: Sequence[tuple[Path, str]] = (),
+               trajectory_plots: Sequence[tuple[Path, str]] = ()) -> str:
+    """The report.html of one run: tables, every plot, the EvoSyn and the episodes-and-trajectories sections (if
+    any) and the newest capability report."""
     body = [f"<h1>synco analysis: {escape(a.label)}</h1>", f"<p>run directory: <code>{escape(a.run)}</code></p>",
             run_tables(a), "<h2>Plots</h2>", *(figure(p, base, c) for p, c in plots),
-            *evosyn_section(a, evosyn_plots, base)]
+            *evosyn_section(a, evosyn_plots, base), *trajectory_section(a, trajectory_plots, base)]
     if latest_report is not None:
         body.append(f"<details><summary>Newest capability report (reports/step_{latest_report[0]}.txt)</summary>"
                     f"<pre>{escape(latest_report[1])}</pre></details>")
@@ -189,4 +214,6 @@ def compare_report(runs: Sequence[RunAnalysis], overlays: Sequence[tuple[Path, s
         body += [f"<h2>Run {escape(a.label)}</h2>", f"<p><code>{escape(a.run)}</code></p>", run_tables(a)]
         if a.evosyn is not None:
             body += ["<h3>EvoSyn</h3>", evosyn_tables(a.evosyn)]
+        if a.trajectory is not None:
+            body += ["<h3>Episodes and trajectories</h3>", trajectory_tables(a.trajectory)]
     return _page("synco analysis: " + " vs ".join(a.label for a in runs), body)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synco.analysis.run import OUTCOMES, RunAnalysis
+from synco.analysis.trajectory import TRAJECTORY_SERIES, TrajectoryAnalysis
 from synco.evosyn.space import SPACE_CHANGES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -61,6 +62,15 @@ EVOSYN_OVERLAY_PLOTS: dict[str, str] = {
 }
 """File name -> caption of the EvoSyn overlay (drawn only when some run has a factor space)."""
 
+TRAJECTORY_PLOTS: dict[str, str] = {
+    "trajectory.png": "Episodes and gold trajectories per step, runs overlaid: interaction coverage (share of the "
+                      "possible tool transitions), trajectory (pattern) diversity, tool-order contrastive support, "
+                      "cumulative distinct action sequences, agent turns per episode, and how the episodes ended.",
+}
+"""File name -> caption of the trajectory figure (drawn only when some run recorded episodes or trajectories)."""
+
+FINISH_COLORS = {"done": "#2a9d8f", "max_turns": "#e9c46a", "token_budget": "#e76f51"}
+
 
 def _figure(ncols: int = 1, width: float = 6.0, height: float = 3.6,
             bottom: float = 0.55) -> tuple["Figure", list["Axes"]]:
@@ -77,6 +87,16 @@ def _figure(ncols: int = 1, width: float = 6.0, height: float = 3.6,
                         wspace=0.28)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
     return fig, list(axes)
+
+
+def _grid(nrows: int, ncols: int, width: float = 4.5, height: float = 3.2) -> tuple["Figure", list["Axes"]]:
+    """A figure of ``nrows`` x ``ncols`` panels (``width`` x ``height`` inches each), fixed margins, row by row."""
+    from matplotlib.figure import Figure
+
+    w, h = width * ncols, height * nrows
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    fig.subplots_adjust(left=0.6 / w, right=1 - 0.2 / w, bottom=0.5 / h, top=1 - 0.4 / h, wspace=0.25, hspace=0.4)
+    return fig, list(fig.subplots(nrows, ncols, squeeze=False).flat)
 
 
 def _save(fig: "Figure", path: Path) -> Path:
@@ -457,6 +477,85 @@ def plot_evosyn_overlays(runs: Sequence[RunAnalysis], out: Path) -> list[tuple[P
     if not any(a.evosyn is not None for a in runs):
         return []
     return [(overlay_evosyn(runs, out / name), caption) for name, caption in EVOSYN_OVERLAY_PLOTS.items()]
+
+
+# ------------------------------------------------------------------ episodes and trajectories
+
+
+TRAJECTORY_PANELS: tuple[tuple[str, str], ...] = (*TRAJECTORY_SERIES[:3],
+                                                  ("distinct_action_sequences", "distinct action sequences"),
+                                                  TRAJECTORY_SERIES[3])
+"""(TrajectoryAnalysis field, label) of the per-step panels of trajectory.png, in drawing order."""
+
+SHARE_SERIES = frozenset(("interaction_coverage", "trajectory_diversity", "contrastive_support"))
+
+
+def trajectory_points(t: TrajectoryAnalysis, field: str) -> list[tuple[int, float]]:
+    """(step, value) of one trajectory series, the steps that recorded it only."""
+    values = t.distinct_action_sequences if field == "distinct_action_sequences" else getattr(t, field).values
+    return [(s, v) for s, v in zip(t.steps, values) if v is not None]
+
+
+def overlay_trajectory(runs: Sequence[RunAnalysis], path: Path) -> Path:
+    """Per step and run: the three structural shares, the cumulative distinct action sequences and the turns per
+    episode, one panel each (a run keeps its colour across panels); last panel: each run's finish shares."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = _grid(2, 3)
+    drawn = [(f"C{i}", a.label, a.trajectory) for i, a in enumerate(runs) if a.trajectory is not None]
+    for ax, (field, label) in zip(axes, TRAJECTORY_PANELS):
+        any_line = False
+        for color, run_label, t in drawn:
+            pts = trajectory_points(t, field)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", color=color, label=_short(run_label))
+                any_line = True
+        if not any_line:
+            _no_data(ax, f"no {label}")
+            continue
+        if field in SHARE_SERIES:
+            ax.set_ylim(-0.02, 1.05)
+        else:
+            ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step")
+        ax.set_title(label + (" (cumulative)" if field == "distinct_action_sequences" else ""))
+        ax.legend(fontsize=7)
+    _finish_bars(axes[len(TRAJECTORY_PANELS)], [(run_label, t) for _, run_label, t in drawn])
+    return _save(fig, path)
+
+
+def _finish_bars(ax: "Axes", runs: Sequence[tuple[str, TrajectoryAnalysis]]) -> None:
+    """Stacked finish shares of each run's episodes (done / max_turns / token_budget), with the episode count."""
+    runs = [(label, t) for label, t in runs if t.n_episodes]
+    if not runs:
+        _no_data(ax, "no episodes")
+        return
+    finishes: list[str] = []
+    for _, t in runs:
+        finishes.extend(k for k in t.finish_shares if k not in finishes)
+    names = [_short(label, 12) for label, _ in runs]
+    bottom = [0.0] * len(runs)
+    for i, f in enumerate(finishes):
+        vals = [t.finish_shares.get(f, 0.0) for _, t in runs]
+        ax.bar(names, vals, bottom=bottom, color=FINISH_COLORS.get(f, f"C{i}"), label=f)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for i, (_, t) in enumerate(runs):
+        ax.text(i, 1.01, f"n={t.n_episodes}", ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, 1.3)  # room for the counts and the legend above the bars
+    ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.set_ylabel("share of episodes")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="upper center", ncol=len(finishes), frameon=False)
+    ax.set_title("how episodes ended")
+
+
+def plot_trajectory(runs: Sequence[RunAnalysis], out: Path) -> list[tuple[Path, str]]:
+    """The trajectory figure with its caption, for one run or several; [] when no run recorded episodes or
+    trajectories (single-turn runs)."""
+    if not any(a.trajectory is not None for a in runs):
+        return []
+    return [(overlay_trajectory(runs, out / name), caption) for name, caption in TRAJECTORY_PLOTS.items()]
 
 
 # ------------------------------------------------------------------ overlays

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 from synco.analysis.evosyn import EvoSynAnalysis, evosyn_analysis
 from synco.analysis.rundata import HeldoutPoint, RunData, TaskRow
+from synco.analysis.trajectory import TrajectoryAnalysis, trajectory_analysis
 from synco.analysis.stats import (
     DifficultyOrder,
     Histogram,
@@ -182,6 +183,16 @@ class RunAnalysis(BaseModel):
     latest_report_step: int | None
     heldout: list[HeldoutPoint] = []  # the Reasoner's greedy held-out accuracy by step (empty without evaluation)
     evosyn: EvoSynAnalysis | None = None  # factor space, Designer and Reflector (None: the run has no EvoSyn)
+    # episodes and gold trajectories (domains with an environment); left out of summary.json while None
+    trajectory: TrajectoryAnalysis | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_trajectory(self, handler: Any) -> dict[str, Any]:
+        """Leave ``trajectory`` out while None, so a single-turn run's summary.json keeps its keys."""
+        data = handler(self)
+        if data.get("trajectory", 0) is None:
+            del data["trajectory"]
+        return data
 
 
 def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnalysis:
@@ -216,6 +227,7 @@ def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnal
         latest_report_step=data.latest_report[0] if data.latest_report else None,
         heldout=data.heldout,
         evosyn=evosyn_analysis(data),
+        trajectory=trajectory_analysis(data),
     )
 
 

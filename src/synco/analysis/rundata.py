@@ -85,12 +85,26 @@ class MetricsLine(BaseModel):
     allocation: dict[str, int] | None = None  # cell key -> card slots (Designer on)
     allocation_gap_spearman: float | None = None
     space_version: int | None = None
+    # episodes and gold trajectories (absent from single-turn runs' lines)
+    mean_turns: float | None = None  # agent turns per episode
+    finishes: dict[str, int] | None = None  # episodes per finish: done / max_turns / token_budget
+    interaction_coverage: float | None = None  # share of the possible tool transitions the gold trajectories make
+    trajectory_diversity: float | None = None  # evenness of the gold tool-use patterns
+    contrastive_support: float | None = None  # share of gold tool compositions seen in more than one order
+    distinct_action_sequences: int | None = None  # distinct gold tool-call sequences so far in the run (cumulative)
 
     @property
     def has_evosyn(self) -> bool:
         """Whether this step recorded any EvoSyn number."""
         return any(v is not None for v in (self.controllability, self.factor_coverage, self.factor_balance,
                                            self.allocation, self.allocation_gap_spearman, self.space_version))
+
+    @property
+    def has_trajectory(self) -> bool:
+        """Whether this step recorded any episode or gold-trajectory number (domains with an environment)."""
+        return any(v is not None for v in (self.mean_turns, self.finishes, self.interaction_coverage,
+                                           self.trajectory_diversity, self.contrastive_support,
+                                           self.distinct_action_sequences))
 
 
 class ReflectionLine(BaseModel):
