@@ -127,7 +127,7 @@ class StepStats(BaseModel):
     # domains with an environment (absent from single-turn runs' lines)
     mean_turns: float | None = None  # agent turns per episode
     finishes: dict[str, int] | None = None  # episodes per finish: done / max_turns / token_budget
-    interaction_coverage: float | None = None  # valid tasks' gold trajectories: share of the tool inventory used
+    interaction_coverage: float | None = None  # valid tasks' gold trajectories: share of the possible tool-to-tool transitions made
     trajectory_diversity: float | None = None  # evenness of the gold tool-use patterns
     distinct_action_sequences: int | None = None  # distinct gold tool-call sequences so far in the run
     contrastive_support: float | None = None  # share of gold tool compositions seen in more than one order
