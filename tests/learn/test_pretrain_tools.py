@@ -63,3 +63,30 @@ def test_synthesizer_targets_name_the_cards_own_pattern() -> None:
             assert target == f"pattern={pattern.value(c['problem'] + chr(10) + c['solution'])}"
         assert parse_turn(c["solution"].split(";")[0]).call.name  # the card's actions parse as agent turns
     assert seen > 20
+
+
+def test_the_warm_start_is_deterministic_in_its_seed(tmp_path) -> None:  # noqa: ANN001 - a path
+    import torch
+    from safetensors.torch import load_file
+
+    from synco.learn.pretrain_tools import _Role, _train_role
+
+    for run in ("a", "b"):
+        _train_role(_Role("reasoner", 3, 3, 4, 1e-3, tmp_path / run, progress=False))
+    a = load_file(str(tmp_path / "a" / "reasoner" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "reasoner" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    _train_role(_Role("reasoner", 4, 3, 4, 1e-3, tmp_path / "c", progress=False))
+    c = load_file(str(tmp_path / "c" / "reasoner" / "model.safetensors"))
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed, other weights
+
+
+def test_the_shipped_warm_start_is_the_recorded_one() -> None:
+    """The shipped tools agents load, and their meta records the recipe that made them."""
+    import json
+
+    from synco.learn.pretrain_tools import ASSET_DIR, load_tools_warm_start
+
+    assert load_tools_warm_start() == ASSET_DIR
+    meta = json.loads((ASSET_DIR / "meta.json").read_text())
+    assert meta["seed"] == 0 and meta["reasoner_steps"] == 2000 and set(meta["heldout_success"]) == {"w0", "w1", "w2", "w3+"}
