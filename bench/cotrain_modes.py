@@ -120,9 +120,12 @@ def run_jobs(jobs: list[tuple[str, int, list[str]]], n_jobs: int, run, describe)
     return results
 
 
-def outcome(cfg, s) -> dict:
-    """What every bench arm reports of one finished run: held-out gains, Learn / Retain, per level, gradient share."""
-    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
+def outcome(cfg, s, per_item=None) -> dict:
+    """What every bench arm reports of one finished run: held-out gains, Learn / Retain, per level, gradient share.
+
+    ``per_item(cfg, run_dir)``: each held-out item's greedy correctness (default :func:`_per_item`, single-turn)."""
+    per_item = per_item or _per_item
+    before, after = per_item(cfg, None), per_item(cfg, Path(s.run_dir))
     wrong = [k for k, ok in before.items() if not ok]
     right = [k for k, ok in before.items() if ok]
     n = max(1, len(before))

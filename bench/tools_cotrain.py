@@ -30,7 +30,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from cotrain_modes import _mean, arm_jobs, print_arm_table, print_levels, print_paired, run_jobs
+from cotrain_modes import arm_jobs, outcome, print_arm_table, print_levels, print_paired, run_jobs
 
 from synco.config import load_config
 
@@ -74,22 +74,14 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
     cfg = load_config("tools", overrides=job[2])
     s = train(cfg, log=lambda *a, **k: None)
     lines = [json.loads(x) for x in (Path(s.run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    before, after = _per_item(cfg, None), _per_item(cfg, Path(s.run_dir))
-    wrong = [k for k, ok in before.items() if not ok]
-    right = [k for k, ok in before.items() if ok]
-    n = max(1, len(before))
+
 
     def avg(key: str) -> float | None:
         xs = [x[key] for x in lines if x.get(key) is not None]
         return statistics.mean(xs) if xs else None
 
     return {
-        "before": _mean(s.heldout_before), "after": _mean(s.heldout_after),
-        "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
-        "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
-        "learn": sum(after[k] for k in wrong) / n, "retain": -sum(not after[k] for k in right) / n,
-        "before_by_level": s.heldout_before, "after_by_level": s.heldout_after,
-        "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last,
+        **outcome(cfg, s, _per_item),
         "episodes": statistics.mean(x["n_valid"] for x in lines) * cfg.k,
         "coverage": avg("interaction_coverage"), "diversity": avg("trajectory_diversity"),
         "contrast": avg("contrastive_support"), "turns": avg("mean_turns"),

@@ -860,14 +860,21 @@ def load_arith_warm_start(seed: int = 0) -> Path:
     ``~/.cache/synco/arith-<seed>`` (``$XDG_CACHE_HOME`` respected), pretraining
     into it first when it is missing (a few minutes on CPU).
     """
-    if seed == 0 and _complete(ASSET_DIR):
-        return ASSET_DIR
+    return warm_start_folder("arith", seed, ASSET_DIR, lambda out: pretrain_arith(out, seed=seed))
+
+
+def warm_start_folder(world: str, seed: int, shipped: Path, pretrain: Callable[[Path], object]) -> Path:
+    """An embedded world's warm-start folder: ``shipped`` for seed 0 when it is complete, else the cache
+    ``~/.cache/synco/<world>-<seed>`` (``$XDG_CACHE_HOME`` respected), filled by ``pretrain(folder)`` first when
+    missing (into a temporary folder renamed at the end, so a killed pretraining leaves no half checkpoint)."""
+    if seed == 0 and _complete(shipped):
+        return shipped
     cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synco"
-    target = cache_root / f"arith-{seed}"
+    target = cache_root / f"{world}-{seed}"
     if not _complete(target):
-        tmp = cache_root / f".arith-{seed}.tmp-{os.getpid()}"
+        tmp = cache_root / f".{world}-{seed}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        pretrain_arith(tmp, seed=seed)
+        pretrain(tmp)
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
     return target

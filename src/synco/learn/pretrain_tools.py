@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from synco.domains.tools.syntax import DONE, format_call, format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.learn.charlm import card_tokenizer, tiny_llama
-from synco.learn.pretrain import INIT_STD, exit_with_parent, init_weights, random_report, train_sft
+from synco.learn.pretrain import INIT_STD, exit_with_parent, init_weights, random_report, train_sft, warm_start_folder
 
 if TYPE_CHECKING:
     import torch
@@ -288,21 +287,7 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
     return meta
 
 
-def _complete(folder: Path) -> bool:
-    return all((folder / role / "config.json").is_file() for role in ("reasoner", "synthesizer"))
-
-
 def load_tools_warm_start(seed: int = 0) -> Path:
     """The folder holding the tools world's ``reasoner/`` and ``synthesizer/``: the shipped one (seed 0), else
     the cache ``~/.cache/synco/tools-<seed>``, pretrained into first when missing (minutes on CPU)."""
-    if seed == 0 and _complete(ASSET_DIR):
-        return ASSET_DIR
-    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synco"
-    target = cache_root / f"tools-{seed}"
-    if not _complete(target):
-        tmp = cache_root / f".tools-{seed}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        pretrain_tools(tmp, seed=seed)
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    return target
+    return warm_start_folder("tools", seed, ASSET_DIR, lambda out: pretrain_tools(out, seed=seed))
