@@ -140,7 +140,10 @@ def test_grep_finds_one_grading_function_and_one_vllm_generator() -> None:
 
     assert grep(r"^def grade\(") == {"grading/grade.py"}
     assert grep(r"\.grade\(|match_many\(") <= {"grading/checker.py", "grading/grade.py", "grading/verifier.py",
-                                               "distributed/ray_checks.py"}
+                                               "distributed/ray_checks.py",
+                                               "rollout/episodes.py"}  # env.grade(): an environment scores an episode
+    assert grep(r"checker\.grade\(|match_many\(") <= {"grading/checker.py", "grading/grade.py", "grading/verifier.py",
+                                                       "distributed/ray_checks.py"}
     assert grep(r"extract_answer_with_method\(") <= {"grading/checker.py", "grading/extract.py", "grading/grade.py"}
     assert grep(r"vllm\.LLM\(|\bLLM\(\*\*") == {"rollout/vllm_engine.py"}
     assert grep(r"^class \w*VLLM\w*(Generator|Policy)\b") == {"rollout/vllm_engine.py"}
