@@ -12,7 +12,7 @@ import torch
 
 from synco.config import load_config
 from synco.core.episodes import Episode, EpisodeGrade
-from synco.core.records import Rollout, TaskRecord, Verdict
+from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
 from synco.cotrain.engine import cotrain_step, episode_rollout, reasoner_batch
 from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
 from synco.run.setup import setup_run
@@ -115,6 +115,7 @@ def test_valid_tasks_rows_of_the_tools_world_carry_instruction_actions_outputs(t
         assert row["instruction"] == row["problem"]
         assert row["actions"] and all(set(a) == {"name", "arguments"} for a in row["actions"])
         assert isinstance(row["outputs"], list)
+        assert (",".join(row["outputs"]) or "none") == row["final_answer"]  # the verified reference, not a claim
         assert ";".join(a["name"] for a in row["actions"]) == ";".join(c.split("(")[0] for c in row["solution"].split(";"))
 
 
@@ -138,3 +139,13 @@ def test_a_failed_episode_records_its_first_wrong_call_and_the_report_counts_the
     report = build_report([rec])
     assert [(c.code, c.count) for c in report.first_wrong] == [("wrong_arguments:cancel_order", 2)]
     assert "first go wrong at" in report.render() and "wrong_arguments:cancel_order: 2 (100%)" in report.render()
+
+
+def test_exported_outputs_are_the_oracles_not_the_cards_claim() -> None:
+    from synco.domains.tools.domain import ToolsDomain
+
+    tools = ToolsDomain()
+    card = TaskCard(**json.loads(tools.format_card("what does the lamp cost?", "find_product(lamp)", "999", "lookup")))
+    assert tools.export_fields(card) == {"instruction": "what does the lamp cost?",
+                                         "actions": [{"name": "find_product", "arguments": {"name": "lamp"}}],
+                                         "outputs": ["26"]}

@@ -148,10 +148,12 @@ class ToolsDomain:
 
     def export_fields(self, card: TaskCard) -> dict[str, object]:
         """``valid_tasks.jsonl`` columns of a card: ``instruction``, ``actions`` (``{"name", "arguments"}`` each) and
-        ``outputs`` (the values the agent must state); empty lists when the card's actions or outputs do not parse."""
+        ``outputs`` (the values the agent must state: the oracle's, the solved task's for a template instruction,
+        not a wrong claim of the card); empty lists when the card's actions or outputs do not parse."""
+        solved = task_of_instruction(self.db, card.problem)
         try:
             actions = [{"name": c.name, "arguments": dict(c.arguments)} for c in parse_actions(card.solution)]
-            outputs = list(parse_outputs(card.final_answer))
+            outputs = list(solved[1].outputs if solved is not None else parse_outputs(card.final_answer))
         except ActionError:
             actions, outputs = [], []
         return {"instruction": card.problem, "actions": actions, "outputs": outputs}
