@@ -34,8 +34,8 @@ import json
 import random
 from dataclasses import dataclass
 
-from synco.domains.base import DomainNeeds, HeldoutItem
-from synco.evosyn.space import Cell, FactorDef, cell_key
+from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
+from synco.evosyn.space import Cell, FactorDef
 from synco.core.records import CARD_FIELDS, TaskCard
 
 # ----------------------------------------------------------------- evaluator
@@ -428,13 +428,7 @@ class ArithDomain:
         ``target`` is the Designer's cell for this context (``DO:level=L8,carries=0``),
         written in this world's factor order whatever order the space lists it in.
         """
-        render = getattr(report, "render_compact", None)
-        text = render(self.report_budget) if callable(render) else str(report or "")
-        text = " ".join(text.split())[: self.report_budget]
-        if target:
-            order = {d.name: i for i, d in enumerate(ARITH_FACTORS)}
-            text += "\nDO:" + cell_key(tuple(sorted(target, key=lambda kv: order.get(kv[0], len(order)))))
-        return f"{text}\nCARD:"
+        return compact_synthesizer_prompt(report, self.report_budget, target, [d.name for d in ARITH_FACTORS])
 
     def reasoner_prompt(self, problem: str) -> str:
         """``Q:<problem>\\nA:``; the Reasoner answers with ``\\boxed{<int>}`` (``\\boxed{`` is prefilled)."""

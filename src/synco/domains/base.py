@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
-from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject
+from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject, cell_key
 from synco.core.episodes import Environment, ToolCall
 from synco.core.records import TaskCard
 from synco.core.report import CapabilityReport
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
-           "HasResponsePrefix", "HasTrajectories", "export_fields",
+           "HasResponsePrefix", "HasTrajectories", "compact_synthesizer_prompt", "export_fields",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
 
@@ -189,6 +189,22 @@ class HasExportFields(Protocol):
 def export_fields(domain: Domain) -> Callable[[TaskCard], dict[str, Any]] | None:
     """``domain.export_fields`` when it has its own export columns (:class:`HasExportFields`), else None."""
     return domain.export_fields if isinstance(domain, HasExportFields) else None
+
+
+def compact_synthesizer_prompt(report: object, budget: int, target: Cell | None, factor_order: Sequence[str]) -> str:
+    """``<compact report>\n[DO:<cell>\n]CARD:``: the tiny char Synthesizers' prompt (arith, tools).
+
+    ``report`` is a ``CapabilityReport`` (its ``render_compact(budget)`` is used) or already-rendered text,
+    flattened to one line of at most ``budget`` characters; ``target`` is the Designer's cell, written in
+    ``factor_order`` (the domain's factor order, whatever order the space lists it in).
+    """
+    render = getattr(report, "render_compact", None)
+    text = render(budget) if callable(render) else str(report or "")
+    text = " ".join(text.split())[:budget]
+    if target:
+        order = {name: i for i, name in enumerate(factor_order)}
+        text += "\nDO:" + cell_key(tuple(sorted(target, key=lambda kv: order.get(kv[0], len(order)))))
+    return f"{text}\nCARD:"
 
 
 def response_prefix(domain: Domain) -> str:

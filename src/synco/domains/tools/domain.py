@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
-from synco.domains.base import DomainNeeds, HeldoutItem
+from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
 from synco.domains.tools.db import DB, build_db
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.syntax import ActionError, format_actions, format_outputs, parse_actions, parse_outputs
@@ -44,7 +44,7 @@ from synco.domains.tools.tasks import (
 )
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.domains.tools.verify import instruction_words, replay, verify_task
-from synco.evosyn.space import Cell, FactorDef, cell_key
+from synco.evosyn.space import Cell, FactorDef
 from synco.evosyn.trajectory import (
     COUNT_BUCKETS,
     DISTINCT_BUCKETS,
@@ -211,13 +211,7 @@ class ToolsDomain:
 
     def synthesizer_prompt(self, report: object, target: Cell | None = None) -> str:
         """``<compact report>\\n[DO:<cell>\\n]CARD:`` for the tiny char Synthesizer (as in the arith world)."""
-        render = getattr(report, "render_compact", None)
-        text = render(self.report_budget) if callable(render) else str(report or "")
-        text = " ".join(text.split())[: self.report_budget]
-        if target:
-            order = {d.name: i for i, d in enumerate(self.factor_defs())}
-            text += "\nDO:" + cell_key(tuple(sorted(target, key=lambda kv: order.get(kv[0], len(order)))))
-        return f"{text}\nCARD:"
+        return compact_synthesizer_prompt(report, self.report_budget, target, [d.name for d in self.factor_defs()])
 
     def reasoner_prompt(self, problem: str) -> str:
         """``T:<instruction>\\n``: the agent's first call follows on the next line."""
