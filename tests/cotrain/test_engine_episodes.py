@@ -131,11 +131,11 @@ def test_a_failed_episode_records_its_first_wrong_call_and_the_report_counts_the
     ep.add_env("\n!not_found\n", [4], "not_found")
     ep.add_agent("done()", [6], [0.0], EnvStep("", True, ToolCall(name="done")))
     ep.finish, ep.grade = "done", EpisodeGrade(reward=0.0, correct=False)
-    ro = episode_rollout(ep, gold)
+    ro = episode_rollout(ep, gold, {"find_user", "cancel_order"})
     assert ro.first_wrong == "wrong_arguments:cancel_order"
     won = _episode(1.0, [7], [8])
-    assert episode_rollout(won, gold).first_wrong is None  # a solved episode needs no diagnosis
-    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[ro, ro, episode_rollout(won, gold)])
+    assert episode_rollout(won, gold, {"find_user", "cancel_order"}).first_wrong is None  # a solved episode needs no diagnosis
+    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[ro, ro, episode_rollout(won, gold, {"find_user"})])
     report = build_report([rec])
     assert [(c.code, c.count) for c in report.first_wrong] == [("wrong_arguments:cancel_order", 2)]
     assert "first go wrong at" in report.render() and "wrong_arguments:cancel_order: 2 (100%)" in report.render()

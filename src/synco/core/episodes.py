@@ -107,7 +107,6 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     finish: Finish | None = None
-    truncated: bool = False  # an agent turn hit its token limit without ending
     grade: EpisodeGrade | None = None
 
     @property

@@ -33,7 +33,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Collection, Literal, Sequence
 
 from pydantic import BaseModel, model_serializer
 
@@ -137,13 +137,13 @@ class StepStats(BaseModel):
         """Leave the protocol-only and episode-only fields out while unset, so an online single-turn run's lines
         keep their keys."""
         data = handler(self)
-        for key in _PROTOCOL_ONLY:
+        for key in _OMITTED_WHEN_UNSET:
             if data.get(key, 0) is None:
                 del data[key]
         return data
 
 
-_PROTOCOL_ONLY = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts",
+_OMITTED_WHEN_UNSET = ("round", "phase", "round_examples", "round_updates", "round_loss", "round_rollouts",
                   "round_retokenized", "mean_turns", "finishes", "interaction_coverage", "trajectory_diversity",
                   "distinct_action_sequences", "contrastive_support")
 
@@ -322,7 +322,7 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
                        s.episode_group_size)
         timer.add("generate", t)
         attempts = episodes
-        rollouts = {i: [episode_rollout(e, _gold(state.domain, cards[i])) for e in group]  # type: ignore[arg-type]
+        rollouts = {i: [episode_rollout(e, *_gold(state.domain, cards[i])) for e in group]  # type: ignore[arg-type]
                     for i, group in zip(valid_idx, episodes)}
     elif valid_idx:
         t = time.perf_counter()
@@ -464,22 +464,21 @@ def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: 
     return [_rollout(c, g, cfg) for c, g in zip(group, graded)]
 
 
-def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None) -> Rollout:
+def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None, tools: Collection[str] = ()) -> Rollout:
     """The rollout record of one graded episode: its transcript, ids (agent and environment), reward and parts.
 
     ``answer`` is the text of the last agent turn (the final message, when the episode ended on one);
     ``truncated`` means the episode ended on a limit (turns or tokens) instead of finishing. With the task's
-    ``gold`` trajectory, a failed episode records where its calls first left it (``first_wrong``, for the
-    capability report).
+    ``gold`` trajectory and the domain's ``tools``, a failed episode records where its calls first left it
+    (``first_wrong``, for the capability report): its calls of those tools, and the turns that did not parse as
+    a call; a call outside the inventory (the final message, e.g. ``done``) is no step of the trajectory.
     """
     g = ep.grade
     assert g is not None, "an episode is graded before it is recorded"
     agent = [t for t in ep.turns if t.role == "agent"]
     first_wrong = None
     if gold is not None and not g.correct:
-        calls = [t.tool_call for t in agent]
-        if calls and calls[-1] is not None and calls[-1].name == "done":
-            calls = calls[:-1]
+        calls = [t.tool_call for t in agent if t.tool_call is None or t.tool_call.name in tools]
         wrong = first_wrong_call(calls, gold)
         first_wrong = wrong[1] if wrong is not None else None
     return Rollout(text=ep.text, answer=agent[-1].text[:200] if agent else None, correct=g.correct, reward=g.reward,
@@ -487,14 +486,15 @@ def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None) -> Roll
                    turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts), first_wrong=first_wrong)
 
 
-def _gold(domain: Domain, card: TaskCard) -> list[ToolCall] | None:
-    """The card's gold trajectory in a :class:`HasTrajectories` domain (None otherwise, or when it does not parse)."""
+def _gold(domain: Domain, card: TaskCard) -> tuple[list[ToolCall] | None, Collection[str]]:
+    """The card's gold trajectory and the tool inventory in a :class:`HasTrajectories` domain (``(None, ())``
+    otherwise, or when the actions do not parse)."""
     if not isinstance(domain, HasTrajectories):
-        return None
+        return None, ()
     try:
-        return domain.gold_actions(card)
+        return domain.gold_actions(card), domain.tool_kinds.keys()
     except ValueError:
-        return None
+        return None, ()
 
 
 def _rollout(c: Completion, graded: Graded, cfg: ReasonerRewardConfig) -> Rollout:

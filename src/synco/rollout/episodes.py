@@ -102,7 +102,6 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
         ep.finish, ep.grade = "done", _failed("env_error")
         return
     ep.add_agent(text, ids, logprobs, step)
-    ep.truncated = ep.truncated or c.truncated or cut
     if step.done:
         ep.finish = "done"
     elif cut or len(ep.completion_ids) >= limits.max_tokens:
