@@ -94,7 +94,7 @@ def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:  # noqa: ANN001 - a
     """Greedy success of each held-out task for the initial Reasoner (None) or a run's final one: one episode each."""
     from synco.core.episodes import EpisodeLimits
     from synco.core.policy import SamplingParams
-    from synco.rollout.episodes import act
+    from synco.rollout.episodes import heldout_successes
     from synco.run.trainer import build_domain, build_policy, latest_checkpoint
 
     domain = build_domain(cfg)
@@ -102,9 +102,9 @@ def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:  # noqa: ANN001 - a
     ckpt = None if run_dir is None else latest_checkpoint(run_dir)
     policy = build_policy(cfg.reasoner, None if ckpt is None else str(ckpt / "reasoner"))
     params = SamplingParams(greedy=True, max_new_tokens=cfg.reasoner.sampling.max_new_tokens)
-    episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], 1, params,
-                   EpisodeLimits(cfg.max_turns, cfg.max_episode_tokens), group_size=cfg.reasoner.generation_batch_size)
-    return {f"{it.group}:{it.problem}": bool(ep.grade and ep.grade.correct) for it, [ep] in zip(items, episodes)}
+    wins = heldout_successes(policy, domain, items, 1, params, EpisodeLimits(cfg.max_turns, cfg.max_episode_tokens),
+                             group_size=cfg.reasoner.generation_batch_size)
+    return {f"{it.group}:{it.problem}": won for it, [won] in zip(items, wins)}
 
 
 if __name__ == "__main__":

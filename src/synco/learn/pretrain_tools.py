@@ -141,15 +141,14 @@ def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limi
     """Greedy held-out success per writes group of the Reasoner saved in ``model_dir`` (synco's own episode path)."""
     from synco.core.policy import PolicyConfig, SamplingParams
     from synco.learn.hf_policy import HFPolicy
-    from synco.rollout.episodes import act
+    from synco.rollout.episodes import heldout_successes
 
     policy = HFPolicy.from_config(PolicyConfig(model_path=str(model_dir), device="cpu", add_bos=False, trainable=False))
     items = domain.heldout(n_per_group, HELDOUT_SEED)
-    episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], 1,
-                   SamplingParams(greedy=True, max_new_tokens=24), limits, group_size=256)
     wins: dict[str, list[bool]] = {}
-    for it, [ep] in zip(items, episodes):
-        wins.setdefault(it.group, []).append(ep.grade is not None and ep.grade.correct)
+    for it, [won] in zip(items, heldout_successes(policy, domain, items, 1, SamplingParams(greedy=True, max_new_tokens=24),
+                                                  limits, group_size=256)):
+        wins.setdefault(it.group, []).append(won)
     return {g: sum(v) / len(v) for g, v in wins.items()}
 
 

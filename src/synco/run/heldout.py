@@ -9,7 +9,7 @@ from synco.core.episodes import EpisodeLimits
 from synco.domains.base import Domain, HasEnvironment, HeldoutItem, solve
 from synco.grading.checker import AnswerChecker
 from synco.grading.grade import grade
-from synco.rollout.episodes import act
+from synco.rollout.episodes import heldout_successes
 
 if TYPE_CHECKING:
     from synco.run.state import Run
@@ -38,11 +38,10 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
             chunk = items[start:start + batch_size]
             request = derive_seed(seed, "heldout", start) if seed_per_request else None
             if isinstance(domain, HasEnvironment):  # episodes, graded by their environments
-                cards = [domain.heldout_card(it) for it in chunk]
-                episodes = act(policy, domain, cards, [it.answer for it in chunk], n, params, limits or EpisodeLimits(),
-                               request, group_size)
-                for it, eps in zip(chunk, episodes):
-                    correct.setdefault(it.group, []).extend(e.grade is not None and e.grade.correct for e in eps)
+                wins = heldout_successes(policy, domain, chunk, n, params, limits or EpisodeLimits(), request,
+                                         group_size)
+                for it, won in zip(chunk, wins):
+                    correct.setdefault(it.group, []).extend(won)
                 continue
             outs = solve(policy, domain, [it.problem for it in chunk], n, params, request)
             marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group]))
