@@ -16,7 +16,6 @@ and the Synthesizer's card validity are measured and written to ``meta.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -29,11 +28,12 @@ from pydantic import BaseModel
 
 from synco.core.episodes import EpisodeLimits
 from synco.core.records import CardRejected, TaskCard
-from synco.domains.tools.domain import ToolsDomain
+from synco.domains.tools.domain import TOOLS_PATTERNS, ToolsDomain
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.syntax import DONE, format_call, format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task
 from synco.domains.tools.tools import TOOL_KINDS
+from synco.evosyn.trajectory import pattern
 from synco.learn.charlm import card_tokenizer, tiny_llama
 from synco.learn.pretrain import INIT_STD, exit_with_parent, init_weights, random_report, train_sft, warm_start_folder
 
@@ -121,9 +121,8 @@ def synthesizer_pair(domain: ToolsDomain, rng: random.Random) -> tuple[str, str]
     family = rng.choice(FAMILY_NAMES)
     task = domain.sample_task(rng, family)
     card = domain.format_card(task.instruction, task.actions, task.outputs, family)
-    subject = f"{task.instruction}\n{json.loads(card)['solution']}"
-    pattern = next(d for d in domain.factor_defs() if d.name == "pattern").value(subject)
-    target = (("pattern", pattern),) if pattern is not None and rng.random() < P_TARGET else None
+    kind = pattern(task.actions, TOOL_KINDS)  # the pattern factor's value, straight from the gold actions
+    target = (("pattern", kind),) if kind in TOOLS_PATTERNS and rng.random() < P_TARGET else None
     report = random_report(rng, list(FAMILY_NAMES))
     return domain.synthesizer_prompt(report, target=target), card
 
