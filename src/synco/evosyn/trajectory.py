@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from synco.core.episodes import ToolCall
+from synco.evosyn.space import HasFactorSpace
 
 Kind = Literal["read", "write"]
 Trajectory = Sequence[ToolCall]
@@ -275,8 +276,6 @@ def first_wrong_call(agent_calls: Sequence[ToolCall | None], gold: Trajectory) -
 def possible_patterns(domain: object) -> tuple[str, ...]:
     """The patterns ``domain`` can produce: the buckets of its ``pattern`` factor when it has one, else all of
     :data:`PATTERN_BUCKETS` (what :func:`trajectory_diversity` normalises by)."""
-    from synco.evosyn.space import HasFactorSpace
-
     if isinstance(domain, HasFactorSpace):
         for d in domain.factor_defs():
             if d.name == "pattern":
