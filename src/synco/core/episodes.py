@@ -62,6 +62,9 @@ class EnvStep:
     done: bool
     tool_call: ToolCall | None = None
     error: str | None = None
+    role: Literal["tool", "user"] | None = None
+    """Who speaks in the observation, for a chat agent: the runner writes it as that role's chat message
+    (``TokenPolicy.format_message``). None: the observation is raw text appended as is (the tools world)."""
 
 
 @runtime_checkable
