@@ -52,6 +52,9 @@ class EpisodeGrade(BaseModel):
     reward: float
     correct: bool
     parts: dict[str, float] = Field(default_factory=dict)
+    info: dict[str, str] = Field(default_factory=dict)
+    """What else the environment reports about the episode, e.g. how it ended in τ²'s terms (``termination``) and
+    which model played the user (``user_model``)."""
 
 
 @dataclass(frozen=True)

@@ -128,8 +128,6 @@ class Tau2Domain:
             if self._user_factory is None:
                 raise ValueError("this tau2 run needs a simulated user (tau2.user=simulated, or a domain without solo "
                                  "mode) but none was configured (tau2.user_model)")
-            from synco.domains.tau2.world import user_guidelines
-
             self._user = UserAdapter(self._user_factory(), user_guidelines())
         return self._user
 
@@ -228,18 +226,17 @@ class Tau2Domain:
         """The agent's first user message: the ticket (solo), or the simulated user's opening line for the scenario."""
         from synco.domains.tau2.tasks import parse_scenario
 
+        from synco.domains.tau2.env import GREETING
+        from synco.domains.tau2.tasks import task_json
+        from synco.domains.tau2.world import _import
+
         scenario, ticket = parse_scenario(problem)
         if self.solo:
             return str(ticket or problem)
-        from synco.domains.tau2.env import opening_transcript
-
-        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": problem, "solution": "[]",
-                           "final_answer": "[]"})
-        from synco.domains.tau2.tasks import task_json
-        from synco.domains.tau2.verify import _task_model
-
-        task = _task_model(task_json(card, "opening", self.settings.domain))
-        return self.user().reply(task, opening_transcript())
+        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": problem, "solution": "[]", "final_answer": "[]"})
+        task = _import("tau2.data_model.tasks").Task.model_validate(task_json(card, "opening", self.settings.domain))
+        greeting = _import("tau2.data_model.message").AssistantMessage(role="assistant", content=GREETING)
+        return self.user().reply(task, [greeting])  # what Tau2Env's opening asks: the same reply
 
     def synthesizer_system_prompt(self) -> str:
         rule = PROBLEM_RULE_SOLO if self.solo else PROBLEM_RULE_USER
@@ -289,10 +286,8 @@ class Tau2Domain:
 
     def _records(self, card: TaskCard) -> str:
         """The database records the card's actions name (by id), compact JSON, at most :data:`MAX_SLICE_CHARS`."""
-        from synco.domains.tau2.world import records_for
-
-        ids = [str(v) for a in self.gold_actions(card) for v in a.arguments.values() if isinstance(v, (str, int))]
-        return records_for(self.world, ids, MAX_SLICE_CHARS)
+        ids = {str(v) for a in self.gold_actions(card) for v in a.arguments.values() if isinstance(v, (str, int))}
+        return records_for(self.world.fresh_env().tools.db, ids, MAX_SLICE_CHARS)
 
     def static_cards(self, rng: random.Random, n: int) -> list[str]:
         """``n`` cards of the training split's tasks (drawn with replacement): the ``static`` baseline's corpus."""
@@ -353,6 +348,28 @@ class Tau2Domain:
 
     def sample_any(self, rng: random.Random) -> str:
         return self.factor_subject(rng.choice(self._train_cards))
+
+
+def records_for(db: Any, ids: set[str], limit: int) -> str:
+    """``{table: {id: record}}`` of the records of ``db`` (a τ² database: tables are ``{id: record}`` fields) whose id
+    is in ``ids``, as compact JSON cut to ``limit`` characters."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, table in vars(db).items():
+        if isinstance(table, dict):
+            for key in sorted(ids & {str(k) for k in table}):
+                record = table[key]
+                found.setdefault(name, {})[key] = record.model_dump(mode="json") if hasattr(record, "model_dump") else record
+    return json.dumps(found, separators=(",", ":"), ensure_ascii=False, default=str)[:limit]
+
+
+def user_guidelines() -> str:
+    """τ²'s own guidelines for its simulated user (its packaged ``simulation_guidelines.md``)."""
+    from pathlib import Path
+
+    from synco.domains.tau2.world import require_tau2
+
+    root = Path(str(require_tau2().__file__)).parent
+    return (root / "data" / "tau2" / "user_simulator" / "simulation_guidelines.md").read_text(encoding="utf-8")
 
 
 def _actions_key(solution: str) -> str:
