@@ -130,3 +130,20 @@ def test_tasks_by_id_and_solo_ok() -> None:
     assert not mock.solo_ok(mock.task("update_task_with_message_history"))
     with pytest.raises(KeyError):
         mock.task("nope")
+
+
+@pytest.mark.parametrize("name", TAU2_DOMAINS)
+def test_fast_hash_is_tau2s_hash(name: str) -> None:
+    from tau2.data_model.message import ToolCall
+    from tau2.environment.toolkit import ToolKitBase
+
+    world = load_world(name)
+    env = world.fresh_env()
+    assert env.get_db_hash() == ToolKitBase.get_db_hash(env.tools)  # τ²'s own method, unbound from our override
+    for task in world.tasks("base")[:8]:  # after real writes (and τ²'s rebuild on initialization data)
+        init = task.initial_state
+        env = world.fresh_env()
+        env.set_state(init.initialization_data if init else None, init.initialization_actions if init else None, [])
+        for action in task.evaluation_criteria.actions or []:
+            env.get_response(ToolCall(name=action.name, arguments=action.arguments, requestor=action.requestor))
+        assert env.get_db_hash() == ToolKitBase.get_db_hash(env.tools), task.id
