@@ -86,6 +86,10 @@ def test_writes_never_leak(airline: World) -> None:
     a.use_tool("cancel_reservation", reservation_id="4WQ150")  # a write through the tools
     a.tools.db.users["mia_li_3668"].name.first_name = "Changed"  # and a direct mutation of a record
     assert a.get_db_hash() != pristine
+    flight = a.tools.db.flights["HAT001"]
+    day = next(iter(flight.dates))
+    flight.dates[day].status = "cancelled"  # a nested table (a flight's dates) is copy-on-read too
+    assert b.tools.db.flights["HAT001"].dates[day].status != "cancelled"
     assert b.get_db_hash() == pristine == airline.fresh_env().get_db_hash()
     assert b.tools.db.reservations["4WQ150"].status != "cancelled"
     assert b.tools.db.users["mia_li_3668"].name.first_name == "Mia"

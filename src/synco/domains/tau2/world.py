@@ -82,8 +82,9 @@ _ATOMS = (str, int, float, bool, type(None), bytes, Enum, date, datetime, time, 
 
 def clone(x: Any) -> Any:
     """A structural deep copy of a database value: pydantic models, dicts, lists, tuples and sets are rebuilt, atoms
-    shared. Like ``BaseModel.__deepcopy__`` (same attributes) but without deepcopy's memo and dispatch: a database is a
-    tree, nothing in it is referenced twice."""
+    shared, and a nested ``{key: record}`` table becomes a :class:`CopyOnReadDict` over the original's records (so
+    reading one flight does not copy its hundreds of dates). Like ``BaseModel.__deepcopy__`` (same attributes) but
+    without deepcopy's memo and dispatch: a database is a tree, nothing in it is referenced twice."""
     if isinstance(x, BaseModel):
         cls = type(x)
         new = cls.__new__(cls)
@@ -95,6 +96,8 @@ def clone(x: Any) -> Any:
         return new
     t = type(x)
     if t is dict:
+        if _is_table(x):  # a nested {key: record} table (a flight's dates): shared until used, like the top level
+            return CopyOnReadDict(x)
         return {k: clone(v) for k, v in x.items()}
     if t is list:
         return [clone(v) for v in x]
@@ -203,8 +206,8 @@ class CopyOnReadDict(dict):
 
 
 def _is_table(value: Any) -> bool:
-    """A top-level ``{id: record}`` field (every value a pydantic model): forked copy-on-read, not cloned."""
-    return type(value) is dict and all(isinstance(v, BaseModel) for v in value.values())
+    """A ``{id: record}`` table (a non-empty plain dict, every value a pydantic model): forked copy-on-read."""
+    return type(value) is dict and bool(value) and all(isinstance(v, BaseModel) for v in value.values())
 
 
 def fork_db(db: BaseModel) -> BaseModel:
