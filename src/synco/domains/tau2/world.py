@@ -16,13 +16,15 @@ The pristine records are never handed out, so one episode's writes never reach a
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
+import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -80,8 +82,9 @@ _ATOMS = (str, int, float, bool, type(None), bytes, Enum, date, datetime, time, 
 
 def clone(x: Any) -> Any:
     """A structural deep copy of a database value: pydantic models, dicts, lists, tuples and sets are rebuilt, atoms
-    shared. Like ``BaseModel.__deepcopy__`` (same attributes) but without deepcopy's memo and dispatch: a database is a
-    tree, nothing in it is referenced twice."""
+    shared, and a nested ``{key: record}`` table becomes a :class:`CopyOnReadDict` over the original's records (so
+    reading one flight does not copy its hundreds of dates). Like ``BaseModel.__deepcopy__`` (same attributes) but
+    without deepcopy's memo and dispatch: a database is a tree, nothing in it is referenced twice."""
     if isinstance(x, BaseModel):
         cls = type(x)
         new = cls.__new__(cls)
@@ -93,6 +96,8 @@ def clone(x: Any) -> Any:
         return new
     t = type(x)
     if t is dict:
+        if _is_table(x):  # a nested {key: record} table (a flight's dates): shared until used, like the top level
+            return CopyOnReadDict(x)
         return {k: clone(v) for k, v in x.items()}
     if t is list:
         return [clone(v) for v in x]
@@ -187,13 +192,22 @@ class CopyOnReadDict(dict):
         self.update(other)
         return self
 
+    @property
+    def own(self) -> set[Any]:
+        """Keys whose record this episode has copied or written (the others are still the pristine records)."""
+        return self._own
+
+    def dump_record(self, key: Any) -> Any:
+        """``model_dump`` of this episode's record ``key`` as it is stored (no copy made)."""
+        return dict.__getitem__(self, key).model_dump()
+
     def __reduce__(self) -> tuple[Any, ...]:  # pickling or deepcopy: a plain dict of this episode's records
         return (dict, (self.copy(),))
 
 
 def _is_table(value: Any) -> bool:
-    """A top-level ``{id: record}`` field (every value a pydantic model): forked copy-on-read, not cloned."""
-    return type(value) is dict and all(isinstance(v, BaseModel) for v in value.values())
+    """A ``{id: record}`` table (a non-empty plain dict, every value a pydantic model): forked copy-on-read."""
+    return type(value) is dict and bool(value) and all(isinstance(v, BaseModel) for v in value.values())
 
 
 def fork_db(db: BaseModel) -> BaseModel:
@@ -201,6 +215,43 @@ def fork_db(db: BaseModel) -> BaseModel:
     ``db`` is never mutated through the fork."""
     values = {name: CopyOnReadDict(v) if _is_table(v) else clone(v) for name, v in db.__dict__.items()}
     return type(db).model_construct(_fields_set=set(db.model_fields_set), **values)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text exactly as τ²'s ``get_dict_hash`` writes it (sorted keys, ``default=str``)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def db_hash_text(db: BaseModel, fragments: Mapping[str, Mapping[Any, str]]) -> str:
+    """The text τ²'s ``get_dict_hash(db.model_dump())`` hashes, built from cached per-record JSON ``fragments`` of the
+    pristine tables for every record this episode has not copied (:class:`CopyOnReadDict`), and fresh dumps for the
+    rest. Sorted-key JSON of a dict is the sorted join of its ``"key": value`` pairs, so the text is identical."""
+    out = []
+    for name in sorted(db.__dict__):
+        value = db.__dict__[name]
+        cached = fragments.get(name)
+        if isinstance(value, CopyOnReadDict) and cached is not None:
+            body = ", ".join(f"{_dumps(k)}: {_dumps(value.dump_record(k)) if k in value.own else cached[k]}"
+                             for k in sorted(dict.keys(value)))
+            out.append(f"{_dumps(name)}: {{{body}}}")
+        else:
+            out.append(f"{_dumps(name)}: {_dumps(db.model_dump(include={name})[name])}")
+    return "{" + ", ".join(out) + "}"
+
+
+def fast_db_hash(tools: Any, fragments: Mapping[str, Mapping[Any, str]]) -> str:
+    """τ²'s ``ToolKitBase.get_db_hash`` of ``tools.db`` (the same sha256), without re-serialising untouched records.
+    A database that is no fork any more (τ² rebuilt it: a task's initialization data) is hashed τ²'s way."""
+    db = tools.db
+    if not any(isinstance(v, CopyOnReadDict) for v in db.__dict__.values()):
+        return hashlib.sha256(_dumps(db.model_dump()).encode()).hexdigest()
+    return hashlib.sha256(db_hash_text(db, fragments).encode()).hexdigest()
+
+
+def table_fragments(db: BaseModel) -> dict[str, dict[Any, str]]:
+    """Each table's records of a pristine database as JSON text, once per domain (for :func:`fast_db_hash`)."""
+    return {name: {k: _dumps(v.model_dump()) for k, v in value.items()}
+            for name, value in db.__dict__.items() if _is_table(value)}
 
 
 # ---------------------------------------------------------------- the world
@@ -255,6 +306,7 @@ class World:
     _db: BaseModel = field(repr=False)
     _user_db: BaseModel | None = field(repr=False)
     _build: Callable[..., Environment] = field(repr=False)
+    _fragments: dict[str, dict[Any, str]] = field(default_factory=dict, repr=False)  # filled on first fresh_env
 
     @property
     def supports_solo(self) -> bool:
@@ -296,7 +348,12 @@ class World:
         kwargs: dict[str, Any] = {"db": fork_db(self._db), "solo_mode": solo}
         if self._user_db is not None:
             kwargs["user_db"] = fork_db(self._user_db)
-        return self._build(**kwargs)
+        env = self._build(**kwargs)
+        if not self._fragments:
+            self._fragments.update(table_fragments(self._db))
+        # τ²'s hash re-serialises the whole database (0.2 s for airline, twice per grade); this one only what changed
+        env.tools.get_db_hash = partial(fast_db_hash, env.tools, self._fragments)
+        return env
 
     def env_constructor(self) -> Callable[..., Environment]:
         """``fresh_env`` with τ²'s keyword (``solo_mode``), as its ``EnvironmentEvaluator`` calls a constructor."""
