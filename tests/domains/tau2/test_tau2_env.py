@@ -29,6 +29,8 @@ GOLD_UNREACHABLE = {
 class ScriptedUser:
     """A deterministic user (tests only): states its need, then agrees to everything; optionally stops at once."""
 
+    model_name = "scripted"
+
     def __init__(self, stop_after: int | None = None) -> None:
         self.calls = 0
         self.stop_after = stop_after

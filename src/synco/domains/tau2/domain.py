@@ -65,7 +65,7 @@ class UserAdapter:
 
     @property
     def model_name(self) -> str:
-        return str(getattr(self.sim, "model_name", type(self.sim).__name__))
+        return str(self.sim.model_name)
 
     def system_prompt(self, task: Any) -> str:
         return f"{self.guidelines}\n\n<scenario>\n{task.user_scenario}\n</scenario>"

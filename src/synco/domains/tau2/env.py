@@ -73,6 +73,9 @@ class UserSim(Protocol):
 
     Its text is an observation (never trained on). A reply holding a user stop token ends the episode."""
 
+    model_name: str
+    """What plays the user (recorded in every episode's ``EpisodeGrade.info``)."""
+
     def reply(self, task: Task, transcript: Sequence[Message]) -> str: ...
 
 
@@ -237,7 +240,7 @@ class Tau2Env:
     @property
     def user_name(self) -> str:
         """Who plays the user: the simulated user's ``model_name`` (the config's ``tau2.user_model``)."""
-        return str(getattr(self.user, "model_name", type(self.user).__name__))
+        return "none" if self.user is None else str(self.user.model_name)
 
 
 def basis_scores(world: World, task: Task, transcript: Sequence[Message], solo: bool) -> dict[str, float]:

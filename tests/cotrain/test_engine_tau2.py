@@ -1,0 +1,55 @@
+"""A co-training step on τ²'s own environment (``domain: tau2``, the mock domain, solo): episodes of tool calls
+parsed from the agent's text, observations as chat tool messages with loss mask 0, rewards from τ²'s evaluator,
+all in the pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from synco.config import load_config
+from synco.cotrain.engine import cotrain_step
+from synco.learn.charlm import char_tokenizer, tiny_llama
+from synco.run.setup import setup_run
+
+pytest.importorskip("tau2")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One random tiny char model (both agents): the policy and tool schemas make a ~2.5k-character prompt."""
+    root = tmp_path_factory.mktemp("models") / "tiny"
+    tok = char_tokenizer()
+    model = tiny_llama(tok, seed=1, hidden_size=32, num_layers=1, max_positions=4096)
+    model.save_pretrained(root)
+    tok.save_pretrained(root)
+    return root
+
+
+def test_a_tau2_step_records_episodes_with_tau2_rewards(tmp_path: Path, tiny_agents: Path) -> None:
+    cfg = load_config("tau2-smollm2", overrides=[
+        "mode=static", "n_cards=2", "k=2", "seed=0", f"runs_dir={tmp_path}", "run_id=t", "heldout_per_group=0",
+        "tensorboard=false", "progress=false", "threads=1", f"synthesizer.model_path={tiny_agents}",
+        f"reasoner.model_path={tiny_agents}", "reasoner.sampling.max_new_tokens=16", "max_turns=2",
+        "max_episode_tokens=200"])
+    run = setup_run(cfg)
+    stats = cotrain_step(run.state, 0)
+    assert stats.n_valid == 2  # τ²'s own training tasks verify
+    assert sum((stats.finishes or {}).values()) == 2 * 2
+    records = run.state.pool.by_step(0, token_ids=True)
+    rollouts = [ro for rec in records for ro in rec.rollouts]
+    assert len(rollouts) == 4
+    for ro in rollouts:
+        assert ro.turns is not None and ro.turns[0].role == "agent"
+        assert ro.loss_mask is not None and ro.completion_ids is not None
+        assert len(ro.loss_mask) == len(ro.completion_ids) and ro.n_tokens == sum(ro.loss_mask)
+        assert ro.reward_parts is not None and "stop" in ro.reward_parts  # τ²'s evaluator's parts + the stop
+        assert ro.episode_info is not None and ro.episode_info["user"] == "solo"
+        assert ro.reward == 0.0  # a random model solves nothing
+    env_turns = [t for ro in rollouts for t in ro.turns or [] if t.role == "env"]
+    assert all(t.text.startswith("\ntool: ") for t in env_turns)  # a tool message (no chat template: plain label)
+    tau2_task = [r for r in records][0]
+    assert tau2_task.verdict.valid
