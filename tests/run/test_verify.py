@@ -43,3 +43,68 @@ def test_verify_cards_gives_the_steps_verdicts_in_order() -> None:
     assert out[3].reasons == ["heldout_problem"] and out[3].reference == held.answer  # the domain's rejection
     assert out[4].reasons == ["reference_corrected"] and out[4].reference == json.loads(cards[1])["final_answer"]
     assert verify_cards(load_config("arith"), []) == []
+
+
+# --------------------------------------------------------------------------- τ² task JSON lines (domain=tau2)
+
+TAU2_TASKS = "tau2/data/tau2/domains/{}/tasks.json"
+
+
+def _tau2_tasks(domain: str) -> dict[str, dict]:
+    """τ²'s own task JSON objects of ``domain`` by id, read from the installed package's data."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("tau2")
+    assert spec is not None and spec.origin is not None
+    path = Path(spec.origin).parent.parent / TAU2_TASKS.format(domain)
+    return {t["id"]: t for t in json.loads(path.read_text())}
+
+
+def test_tau2_task_object_recognises_task_lines_only() -> None:
+    from synco.run.verify import tau2_task_object
+
+    assert tau2_task_object('{"id": "1", "user_scenario": {}}') == {"id": "1", "user_scenario": {}}
+    assert tau2_task_object('{"id": "1", "evaluation_criteria": null}') is not None
+    assert tau2_task_object('{"problem": "1+1"}') is None           # a synco card
+    assert tau2_task_object('{"id": "1"') is None                    # bad JSON
+    assert tau2_task_object('["id", "user_scenario"]') is None
+
+
+def test_verify_tau2_lines_accepts_tau2_tasks_and_rejects_corrupted_copies() -> None:
+    import pytest
+
+    pytest.importorskip("tau2")
+    from synco.run.verify import verify_tau2_lines
+
+    tasks = _tau2_tasks("airline")
+    good = tasks["19"]  # cancel_reservation(Z7GOZK)
+    unknown_tool = json.loads(json.dumps(good))
+    unknown_tool["evaluation_criteria"]["actions"][0]["name"] = "cancel_everything"
+    ghost = json.loads(json.dumps(tasks["7"]).replace("XEHM4B", "ZZZ999"))  # the user names it too: told, not there
+    stray = json.loads(json.dumps(good))
+    stray["evaluation_criteria"]["actions"][0]["arguments"]["reservation_id"] = "ZZZ999"  # action only
+    wrong_type = json.loads(json.dumps(tasks["12"]))
+    wrong_type["evaluation_criteria"]["actions"][-1]["arguments"]["total_baggages"] = "2"
+    lines = [(1, json.dumps(good)), (2, json.dumps(unknown_tool)), (3, json.dumps(ghost)), (4, json.dumps(stray)),
+             (5, json.dumps(wrong_type)), (6, '{"id": "7", "user_scenario": '), (8, json.dumps(tasks["5"]))]
+    out = verify_tau2_lines(lines, "airline")
+    assert [v.line for v in out] == [1, 2, 3, 4, 5, 6, 8]
+    assert [v.valid for v in out] == [True, False, False, False, False, False, True]
+    assert [v.reasons for v in out] == [[], ["unknown_tool"], ["unknown_id"], ["ungrounded_argument"],
+                                        ["bad_arguments"], ["not_a_tau2_task"], []]
+    assert out[0].reference == "[]" and out[0].factors["family"] == "cancel"
+    assert "Reservation ZZZ999 not found" in out[2].details[0]
+
+
+def test_verify_cards_routes_tau2_lines_and_keeps_line_order() -> None:
+    """A mixed file under ``tau2_domain``: τ² task lines replayed on τ² (mock here), the rest as the run's cards."""
+    import pytest
+
+    pytest.importorskip("tau2")
+    card = DOMAIN.static_cards(random.Random(0), 1)[0]
+    mock = _tau2_tasks("mock")
+    lines = [(1, json.dumps(mock["create_task_1"])), (2, card), (3, json.dumps(mock["update_task_with_message_history"]))]
+    out = verify_cards(load_config("arith"), lines, tau2_domain="mock")
+    assert [(v.line, v.valid) for v in out] == [(1, True), (2, True), (3, True)]
+    assert out[0].factors["family"] == "create" and "level" in out[1].factors
