@@ -62,10 +62,7 @@ def test_a_held_out_task_is_refused_for_training_and_scored_by_its_gold_replay(m
         for action in mock.gold_actions(card):
             step = env.step(format_call(action.name, action.arguments))
             assert step.error is None and step.role == "tool"
-        info = json.loads(card.final_answer)
-        if info:
-            env.step("Done: " + "; ".join(info))
-        env.step(format_call("done", {}))
+        env.step(format_call("done", {}))  # solo: nothing to tell (the oracle refuses cards that need it)
         assert env.grade().reward == 1.0, item.problem
 
 
@@ -79,7 +76,7 @@ def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
     with pytest.raises(CardRejected) as e:
         mock.oracle(card.model_copy(update={"solution": "[{"}))
     assert e.value.code == "bad_actions"
-    no_ticket = card.model_copy(update={"problem": json.dumps({"instructions": "do it"})})
+    no_ticket = card.model_copy(update={"problem": json.dumps({"instructions": card.problem})})  # same words, no ticket
     with pytest.raises(CardRejected) as e:
         mock.oracle(no_ticket)
     assert e.value.code == "no_ticket"

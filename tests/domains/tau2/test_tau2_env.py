@@ -215,3 +215,11 @@ def test_constructor_errors() -> None:
     with pytest.raises(ValueError, match="needs a UserSim"):
         Tau2Env(AIRLINE, AIRLINE.tasks("base")[0])
     assert isinstance(ScriptedUser(), UserSim)
+
+
+def test_an_env_assertion_on_a_record_never_made_scores_zero_instead_of_raising() -> None:
+    task = MOCK.task("create_task_1_with_env_assertions")
+    env = Tau2Env(MOCK, task, user=ScriptedUser(), solo=False)
+    env.step(AGENT_STOP)  # the agent stops at once: the asserted task was never created
+    grade = env.grade()
+    assert grade.reward == 0.0 and grade.parts.get("env_assertion_error") == 1.0

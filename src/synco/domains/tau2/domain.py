@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from synco.domains.tau2.world import World
 
 _CACHE = 2048
+HASH_HELDOUT_SHARE = 0.3
+"""Share of a domain's tasks held out when it has no ``heldout_split`` of its own (by a stable hash of the id)."""
 MAX_SLICE_CHARS = 1500
 """Most characters of database records shown to the Synthesizer."""
 
@@ -98,6 +100,7 @@ class Tau2Domain:
         self._user_factory = user_factory
         self._user: UserAdapter | None = None
         self._verdicts: OrderedDict[tuple[str, str, str, str], Tau2Verdict | CardRejected] = OrderedDict()
+        self._own: dict[tuple[str, str], Any] = {}  # (problem, solution) of a card of one of τ²'s tasks -> the task
 
     def __getstate__(self) -> dict[str, Any]:  # a Ray worker rebuilds the world, the user and the caches
         return {"settings": self.settings, "_user_factory": self._user_factory}
@@ -138,13 +141,18 @@ class Tau2Domain:
     # --- verification
 
     def verdict(self, card: TaskCard) -> Tau2Verdict:
-        """The card's verdict (cached: K environments and the factors read it), or CardRejected with its code."""
-        from synco.domains.tau2.verify import verify_card
+        """The card's verdict (cached: K environments and the factors read it), or CardRejected with its code.
+
+        A card of one of τ²'s own tasks (the static corpus, the held-out set) is verified as that task, with its
+        initial state (a card carries none), so its episodes start where τ²'s do."""
+        from synco.domains.tau2.verify import verify_card, verify_task
 
         key = (card.problem, card.solution, card.final_answer, card.verification_notes)
         if key not in self._verdicts:
+            own = self._own.get((card.problem, card.solution))
             try:
-                self._verdicts[key] = verify_card(self.settings.domain, card)
+                self._verdicts[key] = (verify_card(self.settings.domain, card) if own is None
+                                       else verify_task(self.settings.domain, own))
             except CardRejected as err:
                 self._verdicts[key] = err
             while len(self._verdicts) > _CACHE:
@@ -160,6 +168,9 @@ class Tau2Domain:
         verdict = self.verdict(card)
         if self.solo and not verdict.card.ticket:
             raise CardRejected("no_ticket", "this run is solo (the agent gets the ticket): the card's problem has none")
+        if self.solo and verdict.card.communicate_info and "COMMUNICATE" in verdict.card.reward_basis:
+            raise CardRejected("solo_communicate", "a solo agent sends no message, so information it must communicate "
+                                                   "can never be checked as told")
         if len(verdict.card.actions) > self.settings.max_actions:
             raise CardRejected("too_many_actions", f"{len(verdict.card.actions)} gold actions, at most "
                                                    f"{self.settings.max_actions} (tau2.max_actions)")
@@ -170,8 +181,8 @@ class Tau2Domain:
         from synco.domains.tau2.tasks import card_of_task
 
         keys: set[str] = set()
-        for task in self.world.tasks(self.settings.heldout_split):
-            card = card_of_task(task, solo=self.solo and self.world.solo_ok(task))
+        for task in self._split(heldout=True):
+            card = self._card_of(task) if not self.solo or self.world.solo_ok(task) else card_of_task(task)
             keys |= {"p:" + card.problem, "a:" + _actions_key(card.solution)}
         return frozenset(keys)
 
@@ -260,15 +271,30 @@ class Tau2Domain:
 
     # --- the training split: examples, the static corpus, the factor space's generator
 
-    @cached_property
-    def _train_cards(self) -> list[TaskCard]:
+    def _card_of(self, task: Any) -> TaskCard:
+        """The card of one of τ²'s tasks (its ticket alone in a solo run), remembered as that task's."""
         from synco.domains.tau2.tasks import card_of_task
 
+        card = card_of_task(task, solo=self.solo)
+        self._own[(card.problem, card.solution)] = task
+        return card
+
+    def _split(self, heldout: bool) -> list[Any]:
+        """τ²'s tasks of ``tau2.heldout_split`` / ``tau2.train_split``. A domain without those splits (mock has only
+        ``base``) is split by a stable hash of the task id: :data:`HASH_HELDOUT_SHARE` of it held out."""
+        wanted = self.settings.heldout_split if heldout else self.settings.train_split
+        if wanted in self.world.splits():
+            return self.world.tasks(wanted)
+        base = self.world.tasks("base")
+        return [t for t in base if (derive_seed("tau2-heldout", t.id) % 100 < HASH_HELDOUT_SHARE * 100) == heldout]
+
+    @cached_property
+    def _train_cards(self) -> list[TaskCard]:
         out = []
-        for task in self.world.tasks(self.settings.train_split):
+        for task in self._split(heldout=False):
             if self.solo and not self.world.solo_ok(task):
                 continue
-            card = card_of_task(task, solo=self.solo)
+            card = self._card_of(task)
             if self.reject_reason(card) is None:
                 out.append(card)
         if not out:
@@ -295,14 +321,17 @@ class Tau2Domain:
 
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Up to ``n_per_group`` tasks of τ²'s held-out split per writes group (``w0``, ``w1``, ``w2+``),
-        drawn with ``seed``; ``problem`` the task's user side, ``answer`` its communicate info."""
-        from synco.domains.tau2.tasks import card_of_task
-
+        drawn with ``seed``; ``problem`` the task's user side, ``answer`` its communicate info. Tasks this run's oracle
+        refuses (e.g. in a solo run, ones with information to tell) are left out: no episode could pass them."""
         groups: dict[str, list[HeldoutItem]] = {}
-        for task in self.world.tasks(self.settings.heldout_split):
+        for task in self._split(heldout=True):
             if self.solo and not self.world.solo_ok(task):
                 continue
-            card = card_of_task(task, solo=self.solo)
+            card = self._card_of(task)
+            try:
+                self.oracle(card)
+            except CardRejected:  # a task no episode of this run can pass (e.g. solo with information to tell)
+                continue
             self._heldout_tasks[card.problem] = task
             writes = sum(self.world.tool_kinds.get(a.name) == "write" for a in self.gold_actions(card))
             group = f"w{writes}" if writes < 2 else "w2+"
@@ -319,28 +348,43 @@ class Tau2Domain:
         return {}
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
-        """The card of a held-out item (its τ² task, initial state dropped as on every card)."""
-        from synco.domains.tau2.tasks import card_of_task
-
+        """The card of a held-out item; its episodes run on its τ² task (initial state included, see :meth:`verdict`)."""
         if item.problem not in self._heldout_tasks:
             self.heldout(10**6, 0)
         task = self._heldout_tasks.get(item.problem)
         if task is None:
             raise ValueError(f"held-out problem {item.problem[:80]!r} is not a task of split {self.settings.heldout_split!r}")
-        return card_of_task(task, solo=self.solo)
+        return self._card_of(task)
 
     # --- factors
 
     builtin_factors: tuple[str, ...] = ("pattern",)
 
-    def factor_defs(self) -> list[FactorDef]:
+    @cached_property
+    def _factor_defs(self) -> list[FactorDef]:
         from synco.domains.tau2.factors import tau2_factor_defs
 
-        return tau2_factor_defs(self.world.tool_kinds)
+        return tau2_factor_defs(self.world.tool_kinds, self.settings.domain, observe=self._observations)
+
+    def factor_defs(self) -> list[FactorDef]:
+        """``pattern`` (built in), ``num_write``, ``num_read``, ``family``, ``computation``, ``distinct_tools``."""
+        return list(self._factor_defs)
+
+    def _observations(self, subject: str) -> tuple[str, ...] | None:
+        """The gold observations of a subject (its replay's, from the verdict cache), for ``computation``."""
+        data = json.loads(subject)
+        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": data["problem"], "solution": data["solution"],
+                           "final_answer": "[]"})
+        try:
+            return tuple(self.verdict(card).observations)
+        except CardRejected:
+            return None
 
     def factor_subject(self, card: TaskCard) -> str:
-        """What the factors read: the gold actions (``solution``)."""
-        return card.solution
+        """What the factors read: the card's user side and gold actions (``synco.domains.tau2.factors``)."""
+        from synco.domains.tau2.factors import factor_subject
+
+        return factor_subject(card)
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         subject = self.factor_subject(card)

@@ -257,10 +257,15 @@ def basis_scores(world: World, task: Task, transcript: Sequence[Message], solo: 
     trajectory = list(transcript)
     parts: dict[str, float] = {}
     if basis & {"DB", "ENV_ASSERTION"}:
-        info = ev_env.EnvironmentEvaluator.calculate_reward(environment_constructor=world.env_constructor(), task=task,
-                                                            full_trajectory=trajectory, solo_mode=solo)
-        breakdown = {k.value: float(v) for k, v in (info.reward_breakdown or {}).items()}
-        parts.update({b: breakdown.get(b, float(info.reward)) for b in sorted(basis & {"DB", "ENV_ASSERTION"})})
+        try:
+            info = ev_env.EnvironmentEvaluator.calculate_reward(environment_constructor=world.env_constructor(),
+                                                                task=task, full_trajectory=trajectory, solo_mode=solo)
+        except ValueError:  # an env assertion on a record the episode never made raises (e.g. "Task task_2 not found")
+            parts.update({b: 0.0 for b in sorted(basis & {"DB", "ENV_ASSERTION"})})
+            parts["env_assertion_error"] = 1.0
+        else:
+            breakdown = {k.value: float(v) for k, v in (info.reward_breakdown or {}).items()}
+            parts.update({b: breakdown.get(b, float(info.reward)) for b in sorted(basis & {"DB", "ENV_ASSERTION"})})
     if "ACTION" in basis:
         parts["ACTION"] = float(ev_act.ActionEvaluator.calculate_reward(task=task, full_trajectory=trajectory).reward)
     if "COMMUNICATE" in basis:
