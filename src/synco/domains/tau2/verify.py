@@ -76,7 +76,7 @@ LOOKUP_DEPTH = 3
 """Rounds of lookups on the tokens the previous round found (user -> reservation -> payment is two)."""
 
 _ID_KEY = re.compile(r"(?:^|_)ids?$")
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{1,63}")
+_TOKEN = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@+\-]{0,62}[A-Za-z0-9]")
 _NOT_FOUND = re.compile(r"\bnot found\b", re.IGNORECASE)
 
 
@@ -223,12 +223,12 @@ def nothing_to_check(card: Tau2Card) -> bool:
 class Grounds:
     """Where an id argument may come from: the user side, the initial state, earlier observations, and *lookups*.
 
-    A lookup is a read tool with one parameter, an id (``get_user_details(user_id)``,
-    ``get_reservation_details(reservation_id)``): the agent may always look up what it was told or shown, so an id
+    A lookup is a read tool with one parameter (``get_user_details(user_id)``,
+    ``get_reservation_details(reservation_id)``, retail's ``find_user_id_by_email(email)``): the agent may always look up what it was told or shown, so an id
     in the result of a lookup of a grounded token is grounded too. τ²'s gold action lists leave such reads out
     (16 of the 50 airline tasks name a reservation, or a payment method, found only in the user's record), so
-    :meth:`grounded` expands lookups on demand: each round calls every lookup on every token (``[A-Za-z0-9_-]``,
-    2..64 characters) of the texts not tried before, :data:`LOOKUP_DEPTH` rounds, at most
+    :meth:`grounded` expands lookups on demand: each round calls every lookup on every token (2..64 characters of
+    letters, digits and ``_.@+-``, an optional leading ``#``: retail's order ids, emails) of the texts not tried before, :data:`LOOKUP_DEPTH` rounds, at most
     :data:`MAX_LOOKUP_TOKENS` tokens per replay. Lookups run on the replay's own environment (read tools do not
     change the state: τ²'s tags).
     """
@@ -278,11 +278,12 @@ class Grounds:
 
 
 def lookup_tools(tools: dict[str, Any], kinds: dict[str, str]) -> list[tuple[str, str]]:
-    """``(tool, parameter)`` of every read tool whose only parameter is an id (see :class:`Grounds`)."""
+    """``(tool, parameter)`` of every read tool with exactly one parameter (an id, or a key such as retail's
+    ``find_user_id_by_email(email)``): see :class:`Grounds`."""
     out = []
     for name, tool in sorted(tools.items()):
         params = list(tool.params.model_fields)
-        if kinds.get(name) == "read" and len(params) == 1 and _ID_KEY.search(params[0]):
+        if kinds.get(name) == "read" and len(params) == 1:
             out.append((name, params[0]))
     return out
 
