@@ -83,7 +83,7 @@ def test_verify_tau2_lines_accepts_tau2_tasks_and_rejects_corrupted_copies() -> 
     unknown_tool["evaluation_criteria"]["actions"][0]["name"] = "cancel_everything"
     ghost = json.loads(json.dumps(tasks["7"]).replace("XEHM4B", "ZZZ999"))  # the user names it too: told, not there
     stray = json.loads(json.dumps(good))
-    stray["evaluation_criteria"]["actions"][0]["arguments"]["reservation_id"] = "ZZZ999"  # action only
+    stray["evaluation_criteria"]["actions"][0]["arguments"]["reservation_id"] = "ZZZ999"  # action only: no such id
     wrong_type = json.loads(json.dumps(tasks["12"]))
     wrong_type["evaluation_criteria"]["actions"][-1]["arguments"]["total_baggages"] = "2"
     lines = [(1, json.dumps(good)), (2, json.dumps(unknown_tool)), (3, json.dumps(ghost)), (4, json.dumps(stray)),
@@ -91,7 +91,7 @@ def test_verify_tau2_lines_accepts_tau2_tasks_and_rejects_corrupted_copies() -> 
     out = verify_tau2_lines(lines, "airline")
     assert [v.line for v in out] == [1, 2, 3, 4, 5, 6, 8]
     assert [v.valid for v in out] == [True, False, False, False, False, False, True]
-    assert [v.reasons for v in out] == [[], ["unknown_tool"], ["unknown_id"], ["ungrounded_argument"],
+    assert [v.reasons for v in out] == [[], ["unknown_tool"], ["unknown_id"], ["unknown_id"],
                                         ["bad_arguments"], ["not_a_tau2_task"], []]
     assert out[0].reference == "[]" and out[0].factors["family"] == "cancel"
     assert "Reservation ZZZ999 not found" in out[2].details[0]

@@ -117,10 +117,12 @@ def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: boo
                  tau2_domain: str | None = None) -> list[LineVerdict]:
     """One verdict per ``(line number, card text)``, in order, as one training step's verification would give.
 
-    ``progress``: a progress bar on stderr over the per-card checks. ``tau2_domain`` (a τ² run: its
+    ``progress``: a progress bar on stderr over the per-card checks. ``tau2_domain`` (default: a τ² run's
     ``tau2.domain``): the lines that hold τ² task JSON objects are replayed by :func:`verify_tau2_lines` on that
     domain, the others verified as cards; verdicts stay in line order.
     """
+    if tau2_domain is None and cfg.domain == "tau2":
+        tau2_domain = cfg.tau2.domain
     if tau2_domain is not None:
         tau2 = [(n, t) for n, t in cards if tau2_task_object(t) is not None]
         rest = [(n, t) for n, t in cards if tau2_task_object(t) is None]

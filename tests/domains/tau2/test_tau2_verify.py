@@ -89,7 +89,7 @@ def test_a_card_verifies_like_its_task() -> None:
 
 @pytest.mark.parametrize(("card", "code", "detail"), [
     (lambda: _with_action("12", -1, name="add_bags"), "unknown_tool", "'add_bags'"),
-    (lambda: _with_action("12", -1, arguments={"reservation_id": "ZZZZZZ"}), "ungrounded_argument", "ZZZZZZ"),
+    (lambda: _with_action("12", -1, arguments={"reservation_id": "ZZZZZZ"}), "unknown_id", "ZZZZZZ"),  # no record has it
     (lambda: _with_action("12", -1, arguments={"total_baggages": "2"}), "bad_arguments", "total_baggages='2'"),
     (lambda: _with_action("12", -1, arguments={"bags": 2}), "bad_arguments", "unknown argument 'bags'"),
     (lambda: _card("12", solution="update_reservation_baggages(...)"), "bad_actions", "not JSON"),
@@ -100,8 +100,8 @@ def test_a_card_verifies_like_its_task() -> None:
      "ungrounded_argument", "credit_card_4421486"),
     (lambda: _told(_with_action("12", -1, arguments={"payment_id": "credit_card_4421486"}), "credit_card_4421486"),
      "policy_violation", "belongs to mia_li_3668"),
-    (lambda: _with_action("12", -1, arguments={"payment_id": "gift_card_0000000"}), "ungrounded_argument",
-     "gift_card_0000000"),
+    (lambda: _with_action("12", -1, arguments={"payment_id": "gift_card_0000000"}), "unknown_id",
+     "gift_card_0000000"),  # nobody's: does not exist (another user's existing card is ungrounded, above)
     (lambda: _card("12", verification_notes='{"reward_basis":["COMMUNICATE"]}'), "nothing_to_check", "COMMUNICATE"),
 ])
 def test_corrupted_cards_are_rejected(card: Any, code: str, detail: str) -> None:

@@ -295,8 +295,13 @@ class Tau2Domain:
             if self.solo and not self.world.solo_ok(task):
                 continue
             card = self._card_of(task)
-            if self.reject_reason(card) is None:
-                out.append(card)
+            if self.reject_reason(card) is not None:
+                continue
+            try:
+                self.oracle(card)
+            except CardRejected:  # e.g. a solo task with information to tell: no episode could pass it
+                continue
+            out.append(card)
         if not out:
             raise ValueError(f"tau2 domain {self.settings.domain!r}: no task of split {self.settings.train_split!r} "
                              f"fits this run ({'solo: none has a ticket' if self.solo else 'none left'})")

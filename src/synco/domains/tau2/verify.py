@@ -44,14 +44,13 @@ from __future__ import annotations
 
 import functools
 import json
-import pickle
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from synco.core.records import CardRejected, TaskCard
 from synco.domains.tau2.tasks import (
@@ -102,9 +101,6 @@ class _World:
     """A τ² domain loaded once: how to build its environment, a pickled snapshot of its databases, its tools."""
 
     name: str
-    get_environment: Callable[..., Any]
-    db_bytes: bytes
-    user_db_bytes: bytes | None
     tools: dict[str, Any]  # assistant tool name -> tau2 Tool
     user_tools: dict[str, Any]
     kinds: dict[str, str]  # assistant and user tool name -> read | write | think | generic
@@ -121,11 +117,11 @@ class _World:
         return self._shared
 
     def fresh_env(self) -> Any:
-        """A new environment on a fresh copy of the domain's databases."""
-        kwargs: dict[str, Any] = {"db": pickle.loads(self.db_bytes)}
-        if self.user_db_bytes is not None:
-            kwargs["user_db"] = pickle.loads(self.user_db_bytes)
-        return self.get_environment(**kwargs)
+        """A new environment on the domain's databases: a copy-on-read fork (``synco.domains.tau2.world``), isolated
+        from every other environment and ~500x cheaper than rebuilding from the JSON file."""
+        from synco.domains.tau2.world import load_world
+
+        return load_world(self.name).fresh_env()
 
 
 @functools.lru_cache(maxsize=len(DOMAINS))
@@ -145,9 +141,7 @@ def _world(domain: str) -> _World:
     if user_kit is not None:
         kinds.update({n: str(user_kit.tool_type(n).value) for n in user_kit.tools})
     return _World(
-        name=domain, get_environment=module.get_environment,
-        db_bytes=pickle.dumps(env.tools.db, protocol=pickle.HIGHEST_PROTOCOL),
-        user_db_bytes=None if user_kit is None else pickle.dumps(user_kit.db, protocol=pickle.HIGHEST_PROTOCOL),
+        name=domain,
         tools=dict(env.tools.get_tools()), user_tools=dict(user_kit.get_tools()) if user_kit is not None else {},
         kinds=kinds, base_hash=(env.get_db_hash(), env.get_user_db_hash()),
         assertions={"assistant": _assert_names(env.tools), "user": _assert_names(user_kit)},
@@ -467,6 +461,9 @@ def replay(domain: str, card: Tau2Card, task: Any, require_write: bool = False) 
         tool = (world.tools if action.requestor == "assistant" else world.user_tools)[action.name]
         check_arguments(tool, action, where)
         for key, value in id_values(action.arguments):
+            if not grounds.grounded(value) and not _id_in_db(env, value):
+                raise CardRejected("unknown_id", f"{where} {action.name}: {key}={value[:60]!r} is no record's id in "
+                                                 f"the {domain} database")
             if not grounds.grounded(value):
                 raise CardRejected("ungrounded_argument", f"{where} {action.name}: {key}={value[:60]!r} is in neither "
                                                           "the user side nor an earlier observation or lookup")
@@ -484,6 +481,28 @@ def replay(domain: str, card: Tau2Card, task: Any, require_write: bool = False) 
             before = after
     return Tau2Verdict(card=card, task=task, observations=tuple(observations), final_hash=str(before[0]),
                        final_user_hash=before[1], reference=card.communicate_info)
+
+
+def _id_in_db(env: Any, value: str) -> bool:
+    """Whether ``value`` is the key of a record in one of the environment's database tables (``{id: record}`` fields,
+    the agent's and the user's): an id that is no key anywhere does not exist, whatever the user side says."""
+    dbs = [env.tools.db] + ([env.user_tools.db] if env.user_tools is not None else [])
+    return any(_has_key(db, value, 3) for db in dbs)
+
+
+def _has_key(node: Any, key: str, depth: int) -> bool:
+    """Whether ``key`` is a dict key in ``node`` (a pydantic model, dict or list) within ``depth`` levels (a user's
+    payment methods are a dict inside the user's record)."""
+    if depth < 0:
+        return False
+    if isinstance(node, BaseModel):
+        return any(_has_key(v, key, depth - 1) for v in vars(node).values() if isinstance(v, (BaseModel, dict, list)))
+    if isinstance(node, dict):
+        return key in node or any(_has_key(v, key, depth - 1) for v in node.values()
+                                  if isinstance(v, (BaseModel, dict, list)))
+    if isinstance(node, list):
+        return any(_has_key(v, key, depth - 1) for v in node if isinstance(v, (BaseModel, dict, list)))
+    return False
 
 
 def _task_model(obj: dict[str, Any]) -> Any:
