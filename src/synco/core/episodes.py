@@ -62,6 +62,9 @@ class EnvStep:
     done: bool
     tool_call: ToolCall | None = None
     error: str | None = None
+    role: Literal["tool", "user"] | None = None
+    """Who speaks the observation, so the runner can wrap it in the policy's chat template (a tool result or the
+    user's reply); None: raw text appended as it is (the tools world)."""
 
 
 @runtime_checkable
