@@ -178,3 +178,24 @@ def test_a_bad_mask_is_refused_naming_the_row() -> None:
 
     with pytest.raises(ValueError, match="experience 0: loss_mask"):
         policy.update([Experience(row.prompt_ids, row.completion_ids, 1.0, None, [1, 0])])
+
+
+class ChatEnv(CountingEnv):
+    """CountingEnv whose observations are tool messages (``role``): written by the policy's chat format."""
+
+    def step(self, text: str) -> EnvStep:
+        step = super().step(text)
+        return EnvStep(step.observation.strip(), step.done, step.tool_call, step.error, role="tool")
+
+
+def test_an_observation_with_a_role_is_written_as_that_roles_chat_message() -> None:
+    policy = make_policy()  # char tokenizer, no chat template: "\n<role>: <content>\n"
+    [ep] = run_episodes(policy, ["T:go\n"], lambda i: ChatEnv(stop_after=3), PARAMS, EpisodeLimits(5, 400), seed=7)
+    env_turns = [t for t in ep.turns if t.role == "env"]
+    assert [t.text for t in env_turns] == ["\ntool: =1\n", "\ntool: =2\n"]
+    at = 0
+    for t in ep.turns:
+        if t.role == "env":
+            assert ep.completion_ids[at:at + t.n_tokens] == policy.encode_text(t.text)
+            assert ep.mask[at:at + t.n_tokens] == [0] * t.n_tokens
+        at += t.n_tokens

@@ -13,6 +13,7 @@ import math
 import re
 from importlib import resources
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Iterable, Literal
 
 import yaml
@@ -23,6 +24,7 @@ from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment
+from synco.domains.tau2.settings import Tau2Settings
 from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
@@ -30,7 +32,7 @@ from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
 from synco.grading.verifier import VerifierConfig
 
-PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "tools")
+PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "tau2-paper", "tau2-smollm2", "tools")
 
 
 class ConfigError(ValueError):
@@ -92,6 +94,7 @@ class RunConfig(BaseModel):
                                    description="The Reasoner policy: model, sampling and GRPO settings.")
     verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
     report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
+    tau2: Tau2Settings = Field(default_factory=Tau2Settings, description="domain=tau2: the τ²-bench domain, the user side (solo or a simulated user played by a frozen local model) and the splits.")
     evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
@@ -228,7 +231,19 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
 
 def domain_context(cfg: RunConfig) -> DomainContext:
     """The settings of ``cfg`` a domain factory reads (synco.domains.registry)."""
-    return DomainContext(prompts_dir=cfg.prompts_dir)
+    return DomainContext(prompts_dir=cfg.prompts_dir, tau2=cfg.tau2, user_factory=user_factory(cfg))
+
+
+def user_factory(cfg: RunConfig) -> Callable[[], Any] | None:
+    """The simulated user of a τ² run (a frozen local model, built on first need), None for other domains."""
+    if cfg.domain != "tau2":
+        return None
+    from functools import partial
+
+    from synco.learn.user_sim import load_user_sim
+
+    return partial(load_user_sim, cfg.tau2.user_model, device=cfg.reasoner.device,
+                   max_new_tokens=cfg.tau2.user_max_new_tokens, temperature=cfg.tau2.user_temperature)
 
 
 def run_input_problems(cfg: RunConfig) -> list[str]:

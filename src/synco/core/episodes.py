@@ -52,6 +52,9 @@ class EpisodeGrade(BaseModel):
     reward: float
     correct: bool
     parts: dict[str, float] = Field(default_factory=dict)
+    info: dict[str, str] = Field(default_factory=dict)
+    """What else the environment reports about the episode, e.g. how it ended in τ²'s terms (``termination``) and
+    which model played the user (``user_model``)."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ class EnvStep:
     tool_call: ToolCall | None = None
     error: str | None = None
     role: Literal["tool", "user"] | None = None
-    """Who speaks the observation, so the runner can wrap it in the policy's chat template (a tool result or the
-    user's reply); None: raw text appended as it is (the tools world)."""
+    """Who speaks in the observation, for a chat agent: the runner writes it as that role's chat message
+    (``TokenPolicy.format_message``). None: the observation is raw text appended as is (the tools world)."""
 
 
 @runtime_checkable

@@ -24,10 +24,10 @@ here; they load torch on first use.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -162,7 +162,10 @@ class Generator(Protocol):
 class Policy(Protocol):
     """What the co-training engine needs from a learner."""
 
-    def format_prompt(self, user_text: str, system: str | None = None) -> str: ...
+    def format_prompt(self, user_text: str, system: str | None = None,
+                      tools: Sequence[Mapping[str, Any]] | None = None) -> str:
+        """The prompt text of one user message (``tools``: JSON schemas of callable tools, for an agent)."""
+        ...
 
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
                  seed: int | None = None) -> list[list[Completion]]:

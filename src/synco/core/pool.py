@@ -596,7 +596,7 @@ def _is_damage(error: sqlite3.OperationalError) -> bool:
     return "malformed" in text or "not a database" in text or "corrupt" in text
 
 
-_EPISODE_FIELDS = ("turns", "finish", "reward_parts", "first_wrong")
+_EPISODE_FIELDS = ("turns", "finish", "reward_parts", "first_wrong", "episode_info")
 
 
 def _episode_json(r: Rollout) -> str | None:

@@ -26,8 +26,10 @@ substituted again.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +108,8 @@ def reasoner_prompt(problem: str, prompts_dir: str | Path | None = None) -> str:
 
 
 def build_prompt(tokenizer: Any, user_text: str, system: str | None = None, *,
-                 use_chat_template: bool | None = None, enable_thinking: bool | None = None) -> str:
+                 use_chat_template: bool | None = None, enable_thinking: bool | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The prompt text of one user message: the one builder training and evaluation share.
 
     With a chat template (``use_chat_template`` None: when the tokenizer has one;
@@ -114,15 +117,72 @@ def build_prompt(tokenizer: Any, user_text: str, system: str | None = None, *,
     assistant generation prompt is appended; ``enable_thinking`` is passed to the
     template when set (Qwen3-style templates read it). Without a template:
     ``system + blank line + user``.
+
+    ``tools``: JSON schemas of the tools the agent may call (OpenAI function format). A template that
+    renders tools itself (Qwen3, Llama 3.1, Hermes) gets them as ``tools=``; for one that ignores them
+    (SmolLM2), or without a template, they are written into the system prompt (:func:`tools_system_text`).
     """
     has = bool(getattr(tokenizer, "chat_template", None))
     if use_chat_template is True and not has:
         raise ValueError("use_chat_template=True but the tokenizer has no chat_template")
     if has and use_chat_template is not False:
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
-        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
-        if not isinstance(text, str):
-            raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
-        return text
+        extra: dict[str, Any] = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+
+        def render_with(sys_text: str | None, **kw: Any) -> str:
+            messages = ([{"role": "system", "content": sys_text}] if sys_text else []) \
+                + [{"role": "user", "content": user_text}]
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra, **kw)
+            if not isinstance(text, str):
+                raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
+            return text
+
+        if not tools:
+            return render_with(system)
+        plain = render_with(system)
+        native = render_with(system, tools=[dict(t) for t in tools])
+        if native != plain:  # the template writes the tools in its own format
+            return native
+        return render_with(tools_system_text(system, tools))
+    if tools:
+        system = tools_system_text(system, tools)
     return f"{system}\n\n{user_text}" if system else user_text
+
+
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+"""How an agent without a tool-calling template writes a call: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
+
+
+def tools_system_text(system: str | None, tools: Sequence[Mapping[str, Any]]) -> str:
+    """``system`` followed by the tools' schemas and how to call one, for a template that does not render tools."""
+    lines = "\n".join(json.dumps(dict(t), sort_keys=True, separators=(",", ":")) for t in tools)
+    text = (f"# Tools\nYou can call one tool per turn. To call one, reply with only {TOOL_CALL_OPEN}"
+            f'{{"name": <tool name>, "arguments": <arguments object>}}{TOOL_CALL_CLOSE}. '
+            f"Any other reply is a message to the user.\n<tools>\n{lines}\n</tools>")
+    return f"{system}\n\n{text}" if system else text
+
+
+def chat_turn_text(tokenizer: Any, role: str, content: str, closed: bool) -> str:
+    """The text that follows an assistant turn in a chat transcript when the next message is ``role``'s ``content``,
+    up to and including the next assistant header: what an episode appends (as environment ids) after the agent's
+    sampled turn, so the ids it trains on are the ids a chat template would have produced, without re-rendering
+    (and so without rewriting) the earlier turns.
+
+    ``closed``: the sampled turn ended with the end-of-turn token (EOS) itself, so that token is not written again.
+    Derived from the tokenizer's own template: the rendering of ``[user, assistant, role]`` + generation prompt
+    minus that of ``[user, assistant]``. Without a template: ``\n<role>: <content>\n``.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return f"\n{role}: {content}\n"
+    marker = "\u2063synco\u2063"  # a text no message contains
+    head = [{"role": "user", "content": "u"}, {"role": "assistant", "content": marker}]
+    before = tokenizer.apply_chat_template(head, tokenize=False)
+    after = tokenizer.apply_chat_template(head + [{"role": role, "content": content}], tokenize=False,
+                                          add_generation_prompt=True)
+    if not (isinstance(before, str) and isinstance(after, str) and after.startswith(before) and marker in before):
+        raise ValueError("the chat template does not render a conversation as a growing text; "
+                         "an episode cannot append turns to it without re-rendering")
+    end_of_turn = before[before.rindex(marker) + len(marker):]  # e.g. "<|im_end|>\n"
+    eos = getattr(tokenizer, "eos_token", None) or ""
+    if closed and eos and end_of_turn.startswith(eos):
+        end_of_turn = end_of_turn[len(eos):]
+    return end_of_turn + after[len(before):]

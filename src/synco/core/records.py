@@ -132,6 +132,7 @@ class Rollout(BaseModel):
     turns: list[Turn] | None = None
     finish: Finish | None = None
     reward_parts: dict[str, float] | None = None
+    episode_info: dict[str, str] | None = None  # the environment's notes on the episode (EpisodeGrade.info)
     first_wrong: str | None = None  # a failed episode: where it first left the gold trajectory (``wrong_tool:cancel_order``)
 
     @property

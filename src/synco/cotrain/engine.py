@@ -483,7 +483,8 @@ def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None, tools: 
         first_wrong = wrong[1] if wrong is not None else None
     return Rollout(text=ep.text, answer=agent[-1].text[:200] if agent else None, correct=g.correct, reward=g.reward,
                    truncated=ep.finish != "done", n_tokens=sum(ep.mask), completion_ids=list(ep.completion_ids),
-                   turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts), first_wrong=first_wrong)
+                   turns=list(ep.turns), finish=ep.finish, reward_parts=dict(g.parts), first_wrong=first_wrong,
+                   episode_info=dict(g.info) or None)
 
 
 def _gold(domain: Domain, card: TaskCard) -> tuple[list[ToolCall] | None, Collection[str]]:

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -354,11 +354,12 @@ class RayPolicy:
 
     # ------------------------------------------------------------------ the Policy protocol
 
-    def format_prompt(self, user_text: str, system: str | None = None) -> str:
+    def format_prompt(self, user_text: str, system: str | None = None,
+                      tools: Sequence[Mapping[str, Any]] | None = None) -> str:
         """As :meth:`HFPolicy.format_prompt <synco.learn.hf_policy.HFPolicy.format_prompt>`, with the learner's tokenizer."""
         cfg = self.config
         return build_prompt(self.tokenizer, user_text, cfg.system_prompt if system is None else system,
-                            use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking)
+                            use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking, tools=tools)
 
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
                  seed: int | None = None) -> list[list[Completion]]:

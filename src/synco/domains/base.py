@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
-           "HasResponsePrefix", "HasTrajectories", "compact_synthesizer_prompt", "export_fields",
+           "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "compact_synthesizer_prompt", "export_fields",
            "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
 
 
@@ -165,6 +165,16 @@ class HasEnvironment(Protocol):
 
 
 @runtime_checkable
+class HasToolSchemas(Protocol):
+    """The Reasoner is a chat agent with callable tools (τ²): their JSON schemas go into its prompt, in the chat
+    template's own tool format when it has one (``synco.core.prompts.build_prompt``)."""
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas of the tools the Reasoner may call."""
+        ...
+
+
+@runtime_checkable
 class HasTrajectories(Protocol):
     """A card's gold solution is a tool-call trajectory (the tools world): what the structural metrics of a step
     (interaction coverage, pattern diversity, distinct action sequences, contrastive support) are computed on."""
@@ -224,6 +234,9 @@ def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) ->
     """
     prefix = response_prefix(domain)
     system = domain.reasoner_system_prompt()
+    if isinstance(domain, HasToolSchemas):
+        tools = domain.tool_schemas()
+        return [policy.format_prompt(domain.reasoner_prompt(p), system=system, tools=tools) + prefix for p in problems]
     return [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
 
 

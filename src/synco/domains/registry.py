@@ -2,7 +2,7 @@
 
 One namespace, three sources:
 
-* the built-ins, ``arith``, ``math`` and ``tools`` (their modules are imported only when one is built);
+* the built-ins, ``arith``, ``math``, ``tools`` and ``tau2`` (their modules are imported only when one is built);
 * :func:`register_domain`, called by a script before it loads a config or calls ``synco.cli.main``;
 * the ``synco.domains`` entry-point group of any installed package (the entry point's name is the
   domain's name, its object the factory), so ``synco train domain=NAME`` finds a domain that a
@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from synco.domains.base import Domain
+from synco.domains.tau2.settings import Tau2Settings
 
 if TYPE_CHECKING:
     from synco.domains.arith import ArithDomain
     from synco.domains.math import MathDomain
+    from synco.domains.tau2.domain import Tau2Domain
     from synco.domains.tools import ToolsDomain
 
 ENTRY_POINT_GROUP = "synco.domains"
@@ -46,6 +48,13 @@ class DomainContext:
 
     prompts_dir: str | None = None
     """A folder of prompt templates searched before ``$SYNCO_PROMPTS_DIR`` and the shipped ones (``prompts_dir``)."""
+
+    tau2: Tau2Settings = field(default_factory=Tau2Settings)
+    """The ``tau2:`` section (``domain: tau2``)."""
+
+    user_factory: Callable[[], Any] | None = field(default=None, compare=False)
+    """Builds the simulated user of a domain whose episodes have one (τ²), called on first need; picklable
+    (a Ray worker builds its own). None: the domain refuses episodes that need a simulated user."""
 
 
 DomainFactory = Callable[[DomainContext], Domain]
@@ -70,7 +79,18 @@ def _tools(context: DomainContext) -> ToolsDomain:
     return ToolsDomain()
 
 
-_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "math": _math, "tools": _tools}
+def _tau2(context: DomainContext) -> Tau2Domain:
+    from synco.domains.tau2.domain import Tau2Domain
+    from synco.domains.tau2.world import Tau2Missing, require_tau2
+
+    try:
+        require_tau2()
+    except Tau2Missing as err:
+        raise DomainError(str(err)) from None
+    return Tau2Domain(context.tau2, user_factory=context.user_factory)
+
+
+_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "math": _math, "tools": _tools, "tau2": _tau2}
 """Built-ins and :func:`register_domain` calls."""
 
 _LOADED: dict[str, DomainFactory] = {}

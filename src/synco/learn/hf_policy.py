@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,7 @@ from synco.learn.fsdp import DataShard, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.sft import IGNORE, SFTExample, completion_loss
-from synco.core.prompts import build_prompt
+from synco.core.prompts import build_prompt, chat_turn_text
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.tokens import encode_prompt, eos_token_ids as stop_ids
 
@@ -404,16 +404,23 @@ class HFPolicy:
 
     # ------------------------------------------------------------------ prompts and sampling
 
-    def format_prompt(self, user_text: str, system: str | None = None) -> str:
+    def format_prompt(self, user_text: str, system: str | None = None,
+                      tools: Sequence[Mapping[str, Any]] | None = None) -> str:
         """The prompt text for one user message.
 
         ``system=None`` uses ``config.system_prompt``; pass ``""`` for none. With
         a chat template the system prompt is a system message and the assistant
         generation prompt is appended; without one it is ``system + "\\n\\n" + user``.
+        ``tools``: the JSON schemas of the tools an agent may call (:func:`synco.core.prompts.build_prompt`).
         """
         cfg = self.config
         return build_prompt(self.tokenizer, user_text, cfg.system_prompt if system is None else system,
-                            use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking)
+                            use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking, tools=tools)
+
+    def format_message(self, role: str, content: str, closed: bool) -> str:
+        """The text after an agent's turn when ``role`` says ``content`` next, through the next assistant header
+        (:func:`synco.core.prompts.chat_turn_text`): an episode's environment turn on a chat model."""
+        return chat_turn_text(self.tokenizer, role, content, closed)
 
     def encode_prompt(self, text: str) -> list[int]:
         """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""

@@ -44,6 +44,8 @@ class TokenPolicy(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
+    def format_message(self, role: str, content: str, closed: bool) -> str: ...
+
     def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
                      seed: int | None = None) -> list[list[Completion]]: ...
 
@@ -109,16 +111,20 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
     elif last_turn:
         ep.finish = "max_turns"
     else:
-        _observe(policy, ep, step, limits)
+        _observe(policy, ep, step, limits, closed=c.finish_reason == "stop")
 
 
-def _observe(policy: TokenPolicy, ep: Episode, step: EnvStep, limits: EpisodeLimits) -> None:
-    """Append the observation's ids (mask 0); an observation that does not fit ends the episode on the budget."""
-    obs = policy.encode_text(step.observation)
+def _observe(policy: TokenPolicy, ep: Episode, step: EnvStep, limits: EpisodeLimits, closed: bool) -> None:
+    """Append the observation's ids (mask 0); an observation that does not fit ends the episode on the budget.
+
+    An observation with a ``role`` is written as that role's chat message after the agent's turn
+    (``policy.format_message``; ``closed``: the turn ended with its end-of-turn token)."""
+    text = step.observation if step.role is None else policy.format_message(step.role, step.observation, closed)
+    obs = policy.encode_text(text)
     if len(ep.completion_ids) + len(obs) >= limits.max_tokens:
         ep.finish = "token_budget"
         return
-    ep.add_env(step.observation, obs, step.error)
+    ep.add_env(text, obs, step.error)
 
 
 def _failed(code: str) -> EpisodeGrade:

@@ -231,7 +231,13 @@ class Tau2Env:
         for key, value in parts.items():
             if not key.endswith("_skipped"):
                 reward *= value
-        return EpisodeGrade(reward=reward, correct=reward == 1.0, parts=parts)
+        info = {"termination": self.termination or "not_ended", "user": "solo" if self.solo else self.user_name}
+        return EpisodeGrade(reward=reward, correct=reward == 1.0, parts=parts, info=info)
+
+    @property
+    def user_name(self) -> str:
+        """Who plays the user: the simulated user's ``model_name`` (the config's ``tau2.user_model``)."""
+        return str(getattr(self.user, "model_name", type(self.user).__name__))
 
 
 def basis_scores(world: World, task: Task, transcript: Sequence[Message], solo: bool) -> dict[str, float]:

@@ -1,0 +1,29 @@
+"""The ``tau2:`` section of a run's config: which τ² domain, who plays the user, which splits. τ²-free."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Tau2DomainName = Literal["airline", "retail", "telecom", "mock"]
+
+
+class Tau2Settings(BaseModel):
+    """Settings of ``domain: tau2`` (ignored by other domains)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: Tau2DomainName = Field("airline", description="The τ²-bench domain: airline, retail, telecom or mock.")
+    user: Literal["auto", "solo", "simulated"] = Field(
+        "auto", description="The user side of an episode: solo (the agent gets the task's ticket and works alone; "
+                            "tasks without one are refused), simulated (a frozen local model plays the user from the "
+                            "task's scenario), auto (solo where the task has a ticket, else simulated).")
+    user_model: str = Field(
+        "smollm2", description="The frozen local model that plays the simulated user (a model directory or a model "
+                               "preset such as smollm2). Its text is never trained on; every episode records it.")
+    user_max_new_tokens: int = Field(64, ge=1, description="Tokens per simulated-user message.")
+    user_temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of the simulated user (0: greedy).")
+    train_split: str = Field("train", description="τ²'s split the Synthesizer's examples and the static corpus come from.")
+    heldout_split: str = Field("test", description="τ²'s split held out for evaluation: training never sees its tasks.")
+    max_actions: int = Field(12, ge=1, le=64, description="Most gold actions a synthesized task may have.")

