@@ -237,8 +237,10 @@ class GoldPolicy:
         self._prompt_len: int | None = None
 
     def format_prompt(self, user_text: str, system: str | None = None, tools: Any = None) -> str:
-        head = f"{system}\n\n" if system else ""
-        return f"{head}{user_text}"
+        """The prompt a model without a chat template gets (the tools written into the system prompt)."""
+        from synco.core.prompts import build_prompt
+
+        return build_prompt(None, user_text, system, tools=tools)
 
     def encode_prompt(self, text: str) -> list[int]:
         ids = _byte_ids(text) or [0]
