@@ -239,3 +239,46 @@ def test_a_tiny_model_records_episodes_and_resumes(tiny_model_dir: Path, tmp_pat
     again = read_trials(tmp_path / "m2" / TRIALS_FILE)
     assert [t.completion_ids for t in again] == [t.completion_ids for t in trials]
     assert run([a if a != "12" else "13" for a in argv]) == 2  # another turn budget into the same folder: refused
+
+
+@pytest.fixture(scope="module")
+def letters_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model that always writes "a" or "b" (never an empty reply): the final norm keeps one hidden unit,
+    and the output rows of "a" and "b" read it with opposite signs, every other row zero."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from synco.learn.charlm import char_tokenizer, tiny_llama_config
+
+    tok = char_tokenizer()
+    cfg = tiny_llama_config(len(tok), hidden_size=32, num_layers=1, max_positions=8192, pad_token_id=tok.pad_token_id,
+                            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg.tie_word_embeddings = False
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[0] = 1.0
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tok.convert_tokens_to_ids("a"), 0] = 5.0
+        model.lm_head.weight[tok.convert_tokens_to_ids("b"), 0] = -5.0
+    path = tmp_path_factory.mktemp("letters")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_a_local_model_plays_the_user(tiny_model_dir: Path, letters_model_dir: Path, tmp_path: Path) -> None:
+    """``--user-model PATH``: a frozen local model (the adapter training uses) writes the user's turns."""
+    out = tmp_path / "u"
+    argv = ["--tau2", "mock", "--tau2-user", "simulated", "--user-model", str(letters_model_dir), "--model",
+            str(tiny_model_dir), "--out", str(out), "--limit", "1", "--max-tokens", "8", "--max-turns", "2",
+            "--device", "cpu"]
+    assert run(argv) == 0
+    [t] = read_trials(out / TRIALS_FILE)
+    assert t.user == str(letters_model_dir) and summary(out)["user"] == str(letters_model_dir)
+    users = [m["content"] for m in t.messages if m["role"] == "user"]
+    assert users and set(users[0]) <= {"a", "b"} and len(users[0]) > 1
+    assert t.prompt.endswith(users[0])  # the simulated user's opening is the agent's first message
+    if t.agent_turns > 1:  # the agent's message got the user's reply, as an observation (mask 0)
+        assert len(users) >= 2 and any(u.role == "env" and users[1] in u.text for u in t.turns)

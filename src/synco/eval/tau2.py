@@ -17,6 +17,8 @@ template's tool format, the ticket or the simulated user's opening line as the f
 Resuming: a task's trials are appended (flushed, synced) as soon as they are graded; a rerun into the same
 ``--out`` skips the (task, trial) pairs already there, so ``--trials 4`` after ``--trials 2`` runs 2 more per task
 and ``--limit`` can grow. A rerun with other settings (model, user, sampling, limits, seed ...) is refused.
+A task's missing trials run as one batch seeded from (seed, domain, task, first missing trial), so a fresh
+run with the same settings draws the same episodes (an interrupted task's rest is drawn anew, as in the math eval).
 
 Tasks reported apart (run and recorded, left out of pass^k, listed with the reason in the summary):
 
