@@ -648,7 +648,11 @@ def format_tau2_summary(s: Tau2Summary) -> str:
 
 def add_tau2_arguments(p: argparse.ArgumentParser) -> None:
     """The ``synco eval`` options of a τ² eval (``--tau2 DOMAIN`` switches the command to it)."""
-    g = p.add_argument_group("tau2-bench (with --tau2 DOMAIN; --model gold runs the built-in gold agent)")
+    g = p.add_argument_group(
+        "tau2-bench (with --tau2 DOMAIN; --model gold runs the built-in gold agent)",
+        "With --tau2 these math options apply too: --temperature (default 1.0, 0 = greedy), --top-p (1.0), "
+        "--max-tokens (tokens per agent turn, 512), --greedy, --limit (the split's first N tasks), --seed, --device, "
+        "--dtype, --threads, --thinking, --batch-size, --overwrite, --no-progress (backend hf only).")
     g.add_argument("--tau2", metavar="DOMAIN", default=None, choices=("airline", "retail", "telecom", "mock"),
                    help="evaluate on this tau2-bench domain's own tasks instead of the math benchmarks: airline, "
                         "retail, telecom or mock; writes tau2_trials.jsonl (full trajectories), tau2_tasks.json and "
