@@ -95,7 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     from synco.eval.data import configure_data
     from synco.eval.evaluation import configure_eval
 
-    configure_eval(sub.add_parser("eval", help="evaluate a model on the math benchmarks (accuracy.json, raw outputs)"))
+    from synco.eval.tau2 import add_tau2_arguments
+
+    eval_parser = sub.add_parser("eval", help="evaluate a model on the math benchmarks, or on a tau2-bench domain (--tau2)")
+    configure_eval(eval_parser)
+    add_tau2_arguments(eval_parser)
     configure_contamination(sub.add_parser("contamination", help="near-duplicates between a run's tasks and benchmark questions"))
     configure_data(sub.add_parser("data", help="download and convert the benchmarks from the Hugging Face hub (needs internet)"))
 
@@ -232,6 +236,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if getattr(args, "tau2", None):
+        from synco.eval.tau2 import run_tau2_eval
+
+        return run_tau2_eval(args)
     from synco.eval.evaluation import run_eval
 
     return run_eval(args)
