@@ -34,7 +34,7 @@ def test_a_tau2_step_records_episodes_with_tau2_rewards(tmp_path: Path, tiny_age
         "mode=static", "n_cards=2", "k=2", "seed=0", f"runs_dir={tmp_path}", "run_id=t", "heldout_per_group=0",
         "tensorboard=false", "progress=false", "threads=1", f"synthesizer.model_path={tiny_agents}",
         f"reasoner.model_path={tiny_agents}", "reasoner.sampling.max_new_tokens=16", "max_turns=2",
-        "max_episode_tokens=200"])
+        "max_episode_tokens=200", "synth_decoding=free"])
     run = setup_run(cfg)
     stats = cotrain_step(run.state, 0)
     records = run.state.pool.by_step(0, token_ids=True)
@@ -51,4 +51,8 @@ def test_a_tau2_step_records_episodes_with_tau2_rewards(tmp_path: Path, tiny_age
         assert ro.episode_info is not None and ro.episode_info["user"] == "solo"
         assert ro.reward == 0.0  # a random model solves nothing
     env_turns = [t for ro in rollouts for t in ro.turns or [] if t.role == "env"]
-    assert all(t.text.startswith("\ntool: ") for t in env_turns)  # a tool message (no chat template: plain label)
+    from synco.domains.tau2.calls import CALL_PREFIX
+
+    # a tool message (no chat template: a plain label), then the next call's prefilled opening (tool_choice: required)
+    assert env_turns and all(t.text.startswith("\ntool: ") and t.text.endswith(CALL_PREFIX) for t in env_turns)
+    assert all(ro.turns[0].tool_call is not None or ro.reward_parts.get("stop") == 0.0 for ro in rollouts)

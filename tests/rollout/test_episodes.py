@@ -199,3 +199,12 @@ def test_an_observation_with_a_role_is_written_as_that_roles_chat_message() -> N
             assert ep.completion_ids[at:at + t.n_tokens] == policy.encode_text(t.text)
             assert ep.mask[at:at + t.n_tokens] == [0] * t.n_tokens
         at += t.n_tokens
+
+
+def test_a_turn_prefix_is_prefilled_at_every_turn_and_seen_by_the_environment() -> None:
+    policy = make_policy()
+    env = ChatEnv(stop_after=3)
+    [ep] = run_episodes(policy, ["T:go\n>"], lambda i: env, PARAMS, EpisodeLimits(5, 400), seed=7, turn_prefix=">")
+    agent = [t.text for t in ep.turns if t.role == "agent"]
+    assert env.seen == [">" + a for a in agent]  # the environment reads each whole turn, prefix included
+    assert [t.text for t in ep.turns if t.role == "env"] == ["\ntool: =1\n>", "\ntool: =2\n>"]  # prefilled: mask 0

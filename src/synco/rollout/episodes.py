@@ -27,7 +27,7 @@ from synco.core.policy import Policy
 from synco.core.records import TaskCard
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
-from synco.domains.base import Domain, HasEnvironment, HeldoutItem, reasoner_prompts
+from synco.domains.base import Domain, HasEnvironment, HeldoutItem, reasoner_prompts, response_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,14 @@ def turn_seed(seed: int | None, turn: int) -> int | None:
 
 
 def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable[[int], Environment],
-                 params: SamplingParams, limits: EpisodeLimits, seed: int | None = None) -> list[Episode]:
-    """One finished, graded episode per formatted prompt; ``make_env(i)`` builds episode ``i``'s fresh environment."""
+                 params: SamplingParams, limits: EpisodeLimits, seed: int | None = None,
+                 turn_prefix: str = "") -> list[Episode]:
+    """One finished, graded episode per formatted prompt; ``make_env(i)`` builds episode ``i``'s fresh environment.
+
+    ``turn_prefix``: a text every agent turn starts with, prefilled (the domain's response prefix, e.g. the opening of
+    a tool call when the agent must call a tool every turn): the prompts already end with it; after each observation
+    it is appended as environment ids (no gradient), and the environment sees it in front of each sampled turn.
+    """
     episodes = [Episode(prompt_ids=policy.encode_prompt(p)) for p in prompts]
     envs: list[Environment | None] = []
     for i, ep in enumerate(episodes):
@@ -76,7 +82,8 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
         sampled = policy.generate_ids([episodes[i].prompt_ids + episodes[i].completion_ids for i in active], 1,
                                       turn_params, seed=turn_seed(seed, turn))
         for i, [c] in zip(active, sampled):
-            _advance(policy, episodes[i], envs[i], c, limits, last_turn=turn == limits.max_turns - 1)
+            _advance(policy, episodes[i], envs[i], c, limits, last_turn=turn == limits.max_turns - 1,
+                     prefix=turn_prefix)
     for ep, env in zip(episodes, envs):
         if ep.grade is None and env is not None:
             try:
@@ -88,7 +95,7 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
 
 
 def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Completion, limits: EpisodeLimits,
-             last_turn: bool) -> None:
+             last_turn: bool, prefix: str = "") -> None:
     """Add one sampled turn to ``ep``, step its environment, and add the observation (or end the episode)."""
     left = limits.max_tokens - len(ep.completion_ids)
     ids, logprobs, text, cut = list(c.completion_ids), list(c.logprobs), c.text, False
@@ -97,7 +104,7 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
         text = policy.decode(ids)
     assert env is not None, "an episode without an environment is finished before its first turn"
     try:
-        step = env.step(text)
+        step = env.step(prefix + text)
     except Exception:  # environments turn model text into error observations; this is a bug
         logger.exception("an environment's step raised")
         ep.add_agent(text, ids, logprobs, None)
@@ -111,15 +118,18 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
     elif last_turn:
         ep.finish = "max_turns"
     else:
-        _observe(policy, ep, step, limits, closed=c.finish_reason == "stop")
+        _observe(policy, ep, step, limits, closed=c.finish_reason == "stop", prefix=prefix)
 
 
-def _observe(policy: TokenPolicy, ep: Episode, step: EnvStep, limits: EpisodeLimits, closed: bool) -> None:
+def _observe(policy: TokenPolicy, ep: Episode, step: EnvStep, limits: EpisodeLimits, closed: bool,
+             prefix: str = "") -> None:
     """Append the observation's ids (mask 0); an observation that does not fit ends the episode on the budget.
 
     An observation with a ``role`` is written as that role's chat message after the agent's turn
-    (``policy.format_message``; ``closed``: the turn ended with its end-of-turn token)."""
+    (``policy.format_message``; ``closed``: the turn ended with its end-of-turn token), then the next turn's
+    prefilled ``prefix``."""
     text = step.observation if step.role is None else policy.format_message(step.role, step.observation, closed)
+    text += prefix
     obs = policy.encode_text(text)
     if len(ep.completion_ids) + len(obs) >= limits.max_tokens:
         ep.finish = "token_budget"
@@ -151,7 +161,7 @@ def run_job(policy: TokenPolicy, domain: Domain, job: EpisodeJob) -> list[Episod
     if not isinstance(domain, HasEnvironment):
         raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
     return run_episodes(policy, job.prompts, lambda i: domain.environment(job.cards[i], job.references[i]),
-                        job.params, job.limits, job.seed)
+                        job.params, job.limits, job.seed, turn_prefix=response_prefix(domain))
 
 
 @runtime_checkable

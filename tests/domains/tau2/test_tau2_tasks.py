@@ -102,14 +102,14 @@ def test_free_notes_mean_the_default_basis() -> None:
     ("problem", '{"reason_for_call":"x"}', "bad_scenario", "problem.task_instructions"),
     ("problem", '{"reason_for_call":"' + "x" * (MAX_TEXT_CHARS + 1) + '","task_instructions":"y"}', "bad_scenario",
      "at most 2000"),
-    ("solution", "cancel(XEHM4B)", "bad_actions", "not JSON"),
+    ("solution", "cancel(XEHM4B)", "bad_actions", "not key=value"),
     ("solution", '{"name":"a"}', "bad_actions", "JSON list"),
     ("solution", '[{"name":"a b","arguments":{}}]', "bad_actions", "not a tool name"),
     ("solution", '[{"name":"a","arguments":[1]}]', "bad_actions", "must be an object"),
     ("solution", '[{"name":"a","arguments":{},"why":1}]', "bad_actions", "'why'"),
     ("solution", '[{"name":"a","arguments":{"x":' + "[" * 8 + "]" * 8 + "}}]", "bad_actions", "deeper"),
     ("solution", json.dumps([{"name": "a", "arguments": {}}] * (MAX_ACTIONS + 1)), "too_many_actions", "at most 24"),
-    ("final_answer", "1628", "bad_outputs", "list"),
+    ("final_answer", '{"a": 1}', "bad_outputs", "list"),
     ("final_answer", '["ok", 3]', "bad_outputs", "final_answer[1]"),
     ("verification_notes", '{"reward_basis":["DB","VIBES"]}', "bad_criteria", "VIBES"),
     ("verification_notes", '{"reward_basis":[]}', "bad_criteria", "reward_basis"),
@@ -131,3 +131,44 @@ def test_parsers_on_their_own() -> None:
     assert parse_actions('[{"name":"x","arguments":{},"requestor":"user","compare_args":[]}]')[0].compare_args == ()
     assert parse_outputs("[]") == ()
     assert parse_criteria('{"reward_basis":["DB"],"nl_assertions":["a"]}')[:2] == (("DB",), ("a",))
+
+
+# ----------------------------------------------------------------- the compact syntax of a card template's slots
+
+
+def test_compact_actions_parse_to_the_same_actions_as_json() -> None:
+    from synco.domains.tau2.tasks import format_compact_actions, parse_actions
+
+    compact = "create_task(user_id=user_1, title=Buy milk), update_task_status(task_id=task_1, status=completed);"
+    as_json = ('[{"name":"create_task","arguments":{"user_id":"user_1","title":"Buy milk"}},'
+               '{"name":"update_task_status","arguments":{"task_id":"task_1","status":"completed"}}]')
+    assert parse_actions(compact) == parse_actions(as_json)
+    assert format_compact_actions(parse_actions(as_json)) == \
+        "create_task(user_id=user_1, title=Buy milk); update_task_status(task_id=task_1, status=completed)"
+    typed = parse_actions("f(n=2, x=1.5, ok=true, none=null, id=007x)")[0].arguments
+    assert typed == {"n": 2, "x": 1.5, "ok": True, "none": None, "id": "007x"}
+
+
+@pytest.mark.parametrize("text", ["create_task(user_id=user_1, title=Important Meeting, tasks=[",
+                                  "a(x=1) junk b()", "a(x)", "a(=1)", "just words", "a(x=1" + ")" * 3])
+def test_a_bad_compact_solution_is_bad_actions(text: str) -> None:
+    from synco.domains.tau2.tasks import parse_actions
+
+    with pytest.raises(CardRejected) as err:
+        parse_actions(text)
+    assert err.value.code == "bad_actions"
+
+
+def test_actions_that_do_not_fit_the_compact_syntax_stay_json() -> None:
+    from synco.domains.tau2.tasks import Tau2Action, format_compact_actions
+
+    assert format_compact_actions([Tau2Action(name="book", arguments={"passengers": [{"n": "a"}]})]) is None
+    assert format_compact_actions([Tau2Action(name="f", arguments={"note": "a, b"})]) is None
+    assert format_compact_actions([Tau2Action(name="f", arguments={"id": "12"})]) is None  # "12" would read as 12
+
+
+def test_compact_outputs() -> None:
+    from synco.domains.tau2.tasks import parse_outputs
+
+    assert parse_outputs("none") == () and parse_outputs(" ") == ()
+    assert parse_outputs("12; UA 101") == ("12", "UA 101") and parse_outputs('["a; b"]') == ("a; b",)

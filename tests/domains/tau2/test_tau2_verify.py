@@ -92,7 +92,7 @@ def test_a_card_verifies_like_its_task() -> None:
     (lambda: _with_action("12", -1, arguments={"reservation_id": "ZZZZZZ"}), "unknown_id", "ZZZZZZ"),  # no record has it
     (lambda: _with_action("12", -1, arguments={"total_baggages": "2"}), "bad_arguments", "total_baggages='2'"),
     (lambda: _with_action("12", -1, arguments={"bags": 2}), "bad_arguments", "unknown argument 'bags'"),
-    (lambda: _card("12", solution="update_reservation_baggages(...)"), "bad_actions", "not JSON"),
+    (lambda: _card("12", solution="update_reservation_baggages(...)"), "bad_actions", "not key=value"),
     (lambda: _with_action("12", -1, arguments={"total_baggages": 0, "nonfree_baggages": 0}),
      "no_state_change", "leaves the database as it was"),
     (lambda: _with_action("12", -1, arguments={"nonfree_baggages": 3}), "policy_violation", "nonfree_baggages=3"),

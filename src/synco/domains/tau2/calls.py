@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from synco.core.episodes import ToolCall
 
-__all__ = ["MAX_CALL_CHARS", "MAX_DEPTH", "MAX_TURN_CHARS", "AgentTurn", "CallError", "format_call", "parse_turn"]
+__all__ = ["CALL_PREFIX", "MAX_CALL_CHARS", "MAX_DEPTH", "MAX_TURN_CHARS", "AgentTurn", "CallError", "format_call", "parse_turn"]
 
 CallError = Literal["too_long", "too_deep", "bad_json", "bad_call", "many_calls", "empty_turn"]
 """Why a turn is neither a call nor a message: over a size bound, unparseable JSON, not a ``{name, arguments}``
@@ -57,6 +57,11 @@ class AgentTurn:
     @property
     def kind(self) -> Literal["call", "message", "error"]:
         return "call" if self.call is not None else "message" if self.message is not None else "error"
+
+
+CALL_PREFIX = f'{OPEN_TAG}\n{{"name": "'
+"""The opening of every call :func:`format_call` writes: prefilled at each turn under ``tau2.tool_choice: required``,
+so the agent writes the tool's name, its arguments and the close."""
 
 
 def format_call(name: str, arguments: dict[str, Any]) -> str:

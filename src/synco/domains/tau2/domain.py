@@ -29,6 +29,7 @@ from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem
+from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -36,6 +37,21 @@ if TYPE_CHECKING:
     from synco.domains.tau2.env import Tau2Env
     from synco.domains.tau2.verify import Tau2Verdict
     from synco.domains.tau2.world import World
+
+WRITE_ORDER: tuple[str, ...] = ("problem", "solution", "final_answer", "difficulty_estimate", "teaching_intent",
+                                 "target_reasoning_style", "expected_reasoner_weakness", "verification_notes",
+                                 "novelty_notes")
+"""The order a Synthesizer writes a card's fields in: the task first, the notes after."""
+
+CARD_SLOT_TOKENS: dict[str, int] = {"problem": 80, "solution": 96, "final_answer": 24, "difficulty_estimate": 4,
+                                    "teaching_intent": 10, "target_reasoning_style": 6, "expected_reasoner_weakness": 8,
+                                    "verification_notes": 8, "novelty_notes": 8}
+"""Token budget of each slot under ``synth_decoding: card``."""
+
+EXAMPLE_NOTES: dict[str, str] = {"teaching_intent": "practice the tools", "target_reasoning_style": "act",
+                                 "expected_reasoner_weakness": "looks up ids", "verification_notes": "replayed",
+                                 "novelty_notes": "new values"}
+"""Short note fields of the example card (a small model's imitation stays short)."""
 
 _CACHE = 2048
 HASH_HELDOUT_SHARE = 0.3
@@ -137,6 +153,19 @@ class Tau2Domain:
     @property
     def has_oracle(self) -> bool:
         return True
+
+    @property
+    def reasoner_response_prefix(self) -> str:
+        """``tau2.tool_choice: required``: the opening of a tool call, prefilled at every agent turn (the runner's
+        ``turn_prefix``); "" otherwise."""
+        if self.settings.tool_choice != "required":
+            return ""
+        if not self.solo:
+            raise ValueError("tau2.tool_choice=required needs a solo run (tau2.user=solo or auto on telecom/mock): "
+                             "with a user the agent must be able to send messages")
+        from synco.domains.tau2.calls import CALL_PREFIX
+
+        return CALL_PREFIX
 
     # --- verification
 
@@ -249,6 +278,24 @@ class Tau2Domain:
         greeting = _import("tau2.data_model.message").AssistantMessage(role="assistant", content=GREETING)
         return self.user().reply(task, [greeting])  # what Tau2Env's opening asks: the same reply
 
+    def card_template(self) -> CardTemplate:
+        """The τ² card for ``synth_decoding: card``: the fields in :data:`WRITE_ORDER`, the actions in the compact
+        ``name(key=value, ...); ...`` syntax and the communicate info as ``none`` or ``a; b`` (no quotes in a slot)."""
+        return CardTemplate(tuple(CardSlot(name, tokens) for name, tokens in CARD_SLOT_TOKENS.items()))
+
+    def example_card(self, card: TaskCard) -> str:
+        """A training card as the Synthesizer's example, in the template's layout (one field per line, the fields in
+        :data:`WRITE_ORDER`), actions and information in the compact form when they fit it, short notes."""
+        from synco.domains.tau2.tasks import format_compact_actions, parse_actions, parse_outputs
+
+        compact = format_compact_actions(parse_actions(card.solution))
+        info = parse_outputs(card.final_answer)
+        values = {**card.model_dump(include=set(CARD_FIELDS)), **EXAMPLE_NOTES,
+                  "solution": compact if compact is not None else card.solution,
+                  "final_answer": "; ".join(info) if compact is not None and info and not any(";" in v for v in info)
+                  else ("none" if compact is not None and not info else card.final_answer)}
+        return "{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(values[k], ensure_ascii=False)}" for k in WRITE_ORDER) + "}"
+
     def synthesizer_system_prompt(self) -> str:
         rule = PROBLEM_RULE_SOLO if self.solo else PROBLEM_RULE_USER
         return SYNTH_SYSTEM.format(domain=self.settings.domain, problem_rule=rule)
@@ -265,8 +312,7 @@ class Tau2Domain:
         if target:
             parts.append(f"Write a task in this cell: {cell_key(target)}")
         parts += [f"Tools: {tools}", f"Records: {self._records(example)}",
-                  f"Example task: {json.dumps(example.model_dump(), separators=(',', ':'), ensure_ascii=False)}",
-                  "Write a new task about these records."]
+                  f"Example task:\n{self.example_card(example)}", "Write a new task about these records."]
         return "\n".join(parts)
 
     # --- the training split: examples, the static corpus, the factor space's generator
@@ -422,8 +468,12 @@ def user_guidelines() -> str:
 
 
 def _actions_key(solution: str) -> str:
-    """The gold actions of a card as canonical JSON (order kept, keys sorted), or the raw text if they do not parse."""
+    """The gold actions of a card as canonical JSON (order kept, keys sorted), whichever syntax they are written in
+    (so a compact rewrite of a held-out task's actions is still that task's), or the raw text if they do not parse."""
+    from synco.domains.tau2.tasks import parse_actions
+
     try:
-        return json.dumps(json.loads(solution), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+        actions = parse_actions(solution)
+    except CardRejected:
         return solution
+    return json.dumps([[a.name, a.arguments, a.requestor] for a in actions], sort_keys=True, separators=(",", ":"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Tau2DomainName = Literal["airline", "retail", "telecom", "mock"]
 
@@ -26,4 +26,20 @@ class Tau2Settings(BaseModel):
     user_temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of the simulated user (0: greedy).")
     train_split: str = Field("train", description="τ²'s split the Synthesizer's examples and the static corpus come from.")
     heldout_split: str = Field("test", description="τ²'s split held out for evaluation: training never sees its tasks.")
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="auto: each agent turn is a tool call or a message, as the agent writes it; required: every "
+                            "turn is prefilled with the opening of a tool call (the agent names the tool and its "
+                            "arguments), as OpenAI's tool_choice=required; solo runs only (a solo agent sends no "
+                            "messages: it ends with the done tool).")
     max_actions: int = Field(12, ge=1, le=64, description="Most gold actions a synthesized task may have.")
+
+    @model_validator(mode="after")
+    def _check_tool_choice(self) -> "Tau2Settings":
+        from synco.domains.tau2.world import SOLO_DOMAINS
+
+        solo = self.user == "solo" or (self.user == "auto" and self.domain in SOLO_DOMAINS)
+        if self.tool_choice == "required" and not solo:
+            raise ValueError(f"tau2.tool_choice=required needs a solo run (the agent talks to no user), but "
+                             f"tau2.user={self.user!r} on tau2.domain={self.domain!r} has a simulated user; solo runs: "
+                             f"tau2.user=solo or auto on {' or '.join(SOLO_DOMAINS)}")
+        return self

@@ -195,11 +195,76 @@ def parse_scenario(problem: str) -> tuple[Tau2Scenario | None, str | None]:
     return Tau2Scenario(instructions=instructions, persona=persona, ticket=ticket), ticket
 
 
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,63})\s*\(([^()]*)\)")
+_BETWEEN = re.compile(r"[\s,;]*")
+_ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*=\s*(.*?)\s*", re.DOTALL)
+_INT = re.compile(r"-?\d{1,15}")
+_FLOAT = re.compile(r"-?\d{1,15}\.\d{1,6}")
+
+
+def compact_value(text: str) -> object:
+    """A value of the compact call syntax: an integer, a decimal, ``true`` / ``false`` / ``null``, else the text."""
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return {"true": True, "false": False, "null": None}.get(text, text)
+
+
+def parse_compact_actions(solution: str) -> list[dict[str, object]]:
+    """Actions written ``name(key=value, ...); name(...)``: the quote-free syntax a small model can write inside a card
+    template's slot (``synth_decoding: card``); calls may be separated by ``;``, ``,`` or spaces. Values are scalars
+    (:func:`compact_value`) without ``,`` ``;`` ``(`` or ``)``; an action with a list or object argument needs JSON."""
+    if len(solution) > MAX_SOLUTION_CHARS:
+        raise CardRejected("bad_actions", f"solution over {MAX_SOLUTION_CHARS} characters")
+    out: list[dict[str, object]] = []
+    at = 0
+    for i, call in enumerate(_CALL.finditer(solution)):
+        if not _BETWEEN.fullmatch(solution, at, call.start()):  # only separators between calls
+            raise CardRejected("bad_actions", f"solution: {solution[at:call.start()].strip()[:60]!r} before action "
+                                              f"{i + 1} is neither JSON nor name(key=value, ...)")
+        at = call.end()
+        args: dict[str, object] = {}
+        for item in (a for a in call.group(2).split(",") if a.strip()):
+            arg = _ARG.fullmatch(item)
+            if arg is None or not arg.group(2) or ")" in arg.group(2) or "(" in arg.group(2):
+                raise CardRejected("bad_actions", f"solution action {i + 1}: argument {item.strip()[:40]!r} is not "
+                                                  f"key=value")
+            args[arg.group(1)] = compact_value(arg.group(2))
+        out.append({"name": call.group(1), "arguments": args})
+    if not _BETWEEN.fullmatch(solution, at):
+        raise CardRejected("bad_actions", f"solution: {solution[at:].strip()[:60]!r} after the last action is neither "
+                                          f"JSON nor name(key=value, ...)")
+    if not out:
+        raise CardRejected("bad_actions", "solution holds no action")
+    return out
+
+
+def format_compact_actions(actions: tuple[Tau2Action, ...] | list[Tau2Action]) -> str | None:
+    """The actions in the compact syntax of :func:`parse_compact_actions`, or None when one of them does not fit it
+    (a list or object argument, a value with ``,`` ``;`` ``(`` ``)`` or ``=``, a user-side action, compare_args)."""
+    parts = []
+    for a in actions:
+        if a.requestor != "assistant" or a.compare_args is not None:
+            return None
+        args = []
+        for k, v in a.arguments.items():
+            text = json.dumps(v) if isinstance(v, bool) or v is None else str(v)
+            if isinstance(v, (list, dict)) or any(c in text for c in ",;()=") or compact_value(text) != v or not text:
+                return None
+            args.append(f"{k}={text}")
+        parts.append(f"{a.name}({', '.join(args)})")
+    return "; ".join(parts)
+
+
 def parse_actions(solution: str) -> tuple[Tau2Action, ...]:
-    """The gold actions of a card's ``solution`` (a JSON list of ``{"name", "arguments"}``), bounded."""
+    """The gold actions of a card's ``solution``: a JSON list of ``{"name", "arguments"}``, or the compact
+    ``name(key=value, ...); ...`` (:func:`parse_compact_actions`), bounded."""
     if not isinstance(solution, str):
         raise CardRejected("bad_actions", f"solution must be a JSON list of actions, got {type(solution).__name__}")
-    data = _json(solution, "solution", "bad_actions", MAX_SOLUTION_CHARS)
+    stripped = solution.strip()
+    data = (_json(solution, "solution", "bad_actions", MAX_SOLUTION_CHARS) if stripped[:1] in ("[", "{", "")
+            else parse_compact_actions(solution))
     if not isinstance(data, list):
         raise CardRejected("bad_actions", f"solution must be a JSON list of actions, got {type(data).__name__}")
     if len(data) > MAX_ACTIONS:
@@ -237,9 +302,15 @@ def _strings(value: object, where: str, code: str, limit: int = MAX_INFO_CHARS) 
 
 
 def parse_outputs(final_answer: str) -> tuple[str, ...]:
-    """The communicate info of a card's ``final_answer``: a JSON list of strings (``[]``: none)."""
+    """The communicate info of a card's ``final_answer``: a JSON list of strings (``[]``: none), or in the compact
+    form of a card template's slot, ``none`` or values separated by ``;``."""
     if not isinstance(final_answer, str):
         raise CardRejected("bad_outputs", f"final_answer must be a JSON list of strings, got {type(final_answer).__name__}")
+    if final_answer.strip()[:1] not in ("[", "{"):
+        if len(final_answer) > MAX_INFO_ITEMS * (MAX_INFO_CHARS + 8):
+            raise CardRejected("bad_outputs", "final_answer is too long")
+        values = [v.strip() for v in final_answer.split(";") if v.strip()]
+        return () if [v.lower() for v in values] in ([], ["none"]) else _strings(values, "final_answer", "bad_outputs")
     data = _json(final_answer, "final_answer", "bad_outputs", MAX_INFO_ITEMS * (MAX_INFO_CHARS + 8))
     return _strings(data, "final_answer", "bad_outputs")
 
