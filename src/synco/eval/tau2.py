@@ -58,6 +58,7 @@ from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _tr
                                    append_records, parse_protocol_overrides)
 from synco.eval.tau2_metrics import Tau2Metrics, is_success, pass_hat_k, tau2_metrics
 from synco.rollout.episodes import TokenPolicy, run_episodes
+from synco.domains.tau2.calls import CALL_PREFIX
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
@@ -103,6 +104,9 @@ class Tau2EvalSettings(BaseModel):
     user: UserMode = Field("auto", description="solo (tickets, no user), simulated (a user plays), auto (solo where "
                                                "the domain has a solo mode).")
     user_model: str = Field(SCRIPTED, description="Who plays the user in user mode: a model folder / preset, or 'scripted'.")
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="required: every agent turn is prefilled with the opening of a tool call (solo runs, as "
+                            "tau2.tool_choice in training); the gold agent writes whole calls and ignores it.")
     trials: int = Field(1, ge=1, description="Episodes per task (the largest k of pass^k).")
     limit: int | None = Field(None, ge=1, description="Only the first `limit` tasks of the split.")
     seed: int = 0
@@ -117,7 +121,8 @@ class Tau2EvalSettings(BaseModel):
         """The settings a resumed eval must share (``tau2_config.json``)."""
         data = self.model_dump(exclude={"trials", "limit"})
         if self.model == GOLD:  # the gold agent samples nothing: its episodes do not depend on these
-            for key in ("temperature", "top_p", "turn_tokens", "max_turns", "episode_tokens", "thinking", "seed"):
+            for key in ("temperature", "top_p", "turn_tokens", "max_turns", "episode_tokens", "thinking", "seed",
+                        "tool_choice"):
                 data.pop(key)
         return {**data, "tau2_version": tau2_version}
 
@@ -530,6 +535,11 @@ def run_task_trials(agent: Agent, world: World, task: Task, trials: Sequence[int
         params = settings.sampling()
     system = str(world.solo_policy if solo else world.policy)
     tools = [dict(s) for s in (world.solo_tool_schemas if solo else world.tool_schemas)]
+    prefix = ""
+    if settings.tool_choice == "required" and not agent.gold:
+        if not solo:
+            raise Tau2EvalError("--tool-choice required needs a solo run (--tau2-user solo, or auto on telecom/mock)")
+        prefix = CALL_PREFIX
     envs: list[Tau2Env | None] = []
     errors: list[BaseException | None] = []
     prompts: list[str] = []
@@ -539,11 +549,11 @@ def run_task_trials(agent: Agent, world: World, task: Task, trials: Sequence[int
             first = str(task.ticket) if solo else str(env.opening or "")
             envs.append(env)
             errors.append(None)
-            prompts.append(policy.format_prompt(first, system=system, tools=tools))
+            prompts.append(policy.format_prompt(first, system=system, tools=tools) + prefix)
         except Exception as err:  # a bug or a failing user model: this trial ends before it starts (env_error)
             envs.append(None)
             errors.append(err)
-            prompts.append(policy.format_prompt("", system=system, tools=tools))
+            prompts.append(policy.format_prompt("", system=system, tools=tools) + prefix)
 
     def make_env(i: int) -> Tau2Env:
         err = errors[i]
@@ -554,7 +564,8 @@ def run_task_trials(agent: Agent, world: World, task: Task, trials: Sequence[int
         return env
 
     seed = derive_seed(settings.seed, "tau2", world.name, task.id, trials[0])
-    episodes = run_episodes(policy, prompts, make_env, params, limits, seed=None if agent.gold else seed)
+    episodes = run_episodes(policy, prompts, make_env, params, limits, seed=None if agent.gold else seed,
+                            turn_prefix=prefix)
     user_name = "solo" if solo else str(getattr(user, "model_name", type(user).__name__))
     return [_trial_record(task.id, k, solo, p, ep, env, user_name)
             for k, p, ep, env in zip(trials, prompts, episodes, envs, strict=True)]
@@ -666,6 +677,9 @@ def add_tau2_arguments(p: argparse.ArgumentParser) -> None:
                    help="who plays the user in user mode: a model folder or preset (a frozen local chat model given "
                         "tau2's user guidelines and the scenario), or 'scripted' (never adds information; the "
                         "default for --model gold, required otherwise)")
+    g.add_argument("--tool-choice", dest="tool_choice", choices=("auto", "required"), default="auto",
+                   help="required: every agent turn is prefilled with the opening of a tool call, as tau2.tool_choice "
+                        "in training (solo runs only; default: %(default)s)")
     g.add_argument("--max-turns", dest="max_turns", type=int, default=30, help="agent turns per episode (default: %(default)s)")
     g.add_argument("--episode-tokens", dest="episode_tokens", type=int, default=16384,
                    help="tokens per episode after the prompt, agent and environment (default: %(default)s)")
@@ -693,6 +707,7 @@ def tau2_settings_from_args(args: argparse.Namespace, splits: Sequence[str]) -> 
     temperature = 0.0 if args.greedy else every.temperature
     return Tau2EvalSettings(
         domain=args.tau2, split=split, model=args.model, user=args.tau2_user, user_model=user_model or "",
+        tool_choice=args.tool_choice,
         trials=args.trials or 1, limit=args.limit, seed=args.seed,
         temperature=1.0 if temperature is None else temperature, top_p=every.top_p or 1.0,
         turn_tokens=every.max_tokens or 512, max_turns=args.max_turns, episode_tokens=args.episode_tokens,
