@@ -33,6 +33,8 @@ def per_second(make: Callable[[], object], min_seconds: float = 1.0, min_runs: i
 class AgreeingUser:
     """The bench's user: states a need once, then agrees (the gold agent needs nothing from it)."""
 
+    model_name = "agreeing"
+
     def reply(self, task, transcript) -> str:
         return "Yes, please."
 

@@ -566,7 +566,7 @@ def run_task_trials(agent: Agent, world: World, task: Task, trials: Sequence[int
     seed = derive_seed(settings.seed, "tau2", world.name, task.id, trials[0])
     episodes = run_episodes(policy, prompts, make_env, params, limits, seed=None if agent.gold else seed,
                             turn_prefix=prefix)
-    user_name = "solo" if solo else str(getattr(user, "model_name", type(user).__name__))
+    user_name = "solo" if solo or user is None else str(user.model_name)
     return [_trial_record(task.id, k, solo, p, ep, env, user_name)
             for k, p, ep, env in zip(trials, prompts, episodes, envs, strict=True)]
 
@@ -604,7 +604,7 @@ def evaluate_tau2(agent: Agent, world: World, tasks: Sequence[Task], out: str | 
     path = out / TRIALS_FILE
     _trim_partial_tail(path)
     done = {(r.task_id, r.trial) for r in read_trials(path)}
-    user_name = "solo" if solo else str(getattr(user, "model_name", type(user).__name__))
+    user_name = "solo" if solo or user is None else str(user.model_name)
 
     def write() -> Tau2Summary:
         results, fields = summarize(read_trials(path), expected_ids, settings.trials, apart)

@@ -58,11 +58,12 @@ class Tau2Missing(ImportError):
 def require_tau2() -> ModuleType:
     """Import τ² (once), silence its loguru output, and return the package; :class:`Tau2Missing` says what to install."""
     try:
-        tau2 = importlib.import_module("tau2")
         from loguru import logger
+
+        logger.disable("tau2")  # before the import: τ² logs at import time (e.g. "No .env file found")
+        tau2 = importlib.import_module("tau2")
     except ImportError as err:
         raise Tau2Missing(f"{INSTALL_HINT} ({err})") from err
-    logger.disable("tau2")
     return tau2
 
 
