@@ -129,3 +129,32 @@ def test_verify_screens_tools_cards_and_hostile_action_lists_by_reason_code(tmp_
     assert codes[2] in ("bad_actions", "bad_arguments") and codes[3] == "unknown_tool"
     assert codes[4] == "ungrounded_argument" and codes[5] == "bad_instruction"
     assert verdicts[0]["factors"]["pattern"] in ("r", "rw", "rwr", "rw+")
+
+
+def test_verify_accepts_every_tau2_airline_task_and_rejects_corrupted_copies(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's check, through the command: τ²'s own 50 airline tasks as τ² task JSON lines, then corrupted
+    copies of one (an unknown tool, an id no record has, a wrong argument type), each with its reason code."""
+    pytest.importorskip("tau2")
+    from synco.domains.tau2.world import require_tau2
+
+    root = Path(str(require_tau2().__file__)).parent / "data" / "tau2" / "domains" / "airline"
+    tasks = json.loads((root / "tasks.json").read_text(encoding="utf-8"))
+    cancel = next(t for t in tasks if [a["name"] for a in t["evaluation_criteria"]["actions"]] == ["cancel_reservation"])
+
+    def corrupt(name: str | None = None, **arguments: object) -> str:
+        bad = json.loads(json.dumps(cancel))
+        action = bad["evaluation_criteria"]["actions"][0]
+        action["name"] = name or action["name"]
+        action["arguments"].update(arguments)
+        return json.dumps(bad)
+
+    lines = [json.dumps(t) for t in tasks] + [corrupt("cancel_everything"), corrupt(reservation_id="ZZZ999"),
+                                             corrupt(reservation_id=12345)]
+    f = tmp_path / "airline.jsonl"
+    f.write_text("\n".join(lines))
+    rc, verdicts, err = _verify(capsys, str(f), "domain=tau2", "tau2.domain=airline")
+    assert rc == 0, err
+    assert rc == 0 and len(verdicts) == len(tasks) + 3
+    assert [v["valid"] for v in verdicts[:len(tasks)]] == [True] * len(tasks)
+    assert [v["reasons"] for v in verdicts[len(tasks):]] == [["unknown_tool"], ["unknown_id"], ["bad_arguments"]]

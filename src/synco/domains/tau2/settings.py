@@ -40,6 +40,6 @@ class Tau2Settings(BaseModel):
         solo = self.user == "solo" or (self.user == "auto" and self.domain in SOLO_DOMAINS)
         if self.tool_choice == "required" and not solo:
             raise ValueError(f"tau2.tool_choice=required needs a solo run (the agent talks to no user), but "
-                             f"tau2.user={self.user!r} on tau2.domain={self.domain!r} has a simulated user; solo runs: "
-                             f"tau2.user=solo or auto on {' or '.join(SOLO_DOMAINS)}")
+                             f"tau2.user={self.user!r} on tau2.domain={self.domain!r} has a simulated user: set "
+                             f"tau2.tool_choice=auto (solo runs: tau2.user=solo or auto on {' or '.join(SOLO_DOMAINS)})")
         return self
