@@ -39,11 +39,11 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
 from synco.core.episodes import ToolCall
-from synco.evosyn.space import HasFactorSpace
+from synco.evosyn.space import FactorDef, HasFactorSpace
 
 Kind = Literal["read", "write"]
 Trajectory = Sequence[ToolCall]
@@ -128,6 +128,25 @@ def trajectory_factors(calls: Trajectory, kinds: Mapping[str, Kind]) -> dict[str
 
 
 # ---------------------------------------------------------------- metrics of many trajectories
+
+
+def read_write_factor_defs(actions_of: Callable[[str], Trajectory | None], kinds: Mapping[str, Kind],
+                           patterns: Sequence[str] = PATTERN_BUCKETS) -> list[FactorDef]:
+    """``pattern``, ``num_write`` and ``num_read`` as factor definitions of a tool world whose subjects
+    ``actions_of`` turns into the gold trajectory (None: the subject does not parse, so no value)."""
+
+    def on(fn: Callable[[Trajectory, Mapping[str, Kind]], str]) -> Callable[[str], str | None]:
+        def extract(subject: str) -> str | None:
+            calls = actions_of(subject)
+            return None if calls is None else fn(calls, kinds)
+        return extract
+
+    return [
+        FactorDef("pattern", tuple(patterns), on(pattern),
+                  "coarse tool-use pattern: the read/write runs of the gold trajectory (r, rw, rwr, rw+, ...)"),
+        FactorDef("num_write", COUNT_BUCKETS, on(num_write), "write calls in the gold trajectory"),
+        FactorDef("num_read", COUNT_BUCKETS, on(num_read), "read calls in the gold trajectory"),
+    ]
 
 
 def names(calls: Trajectory) -> tuple[str, ...]:

@@ -30,15 +30,7 @@ from synco.core.episodes import ToolCall
 from synco.core.records import CardRejected, TaskCard
 from synco.domains.tau2.tasks import Tau2Action, parse_actions, parse_scenario
 from synco.evosyn.space import FactorDef
-from synco.evosyn.trajectory import (
-    COUNT_BUCKETS,
-    DISTINCT_BUCKETS,
-    PATTERN_BUCKETS,
-    distinct_tools,
-    num_read,
-    num_write,
-    pattern,
-)
+from synco.evosyn.trajectory import DISTINCT_BUCKETS, PATTERN_BUCKETS, distinct_tools, read_write_factor_defs
 
 FAMILIES: dict[str, dict[str, str]] = {
     "airline": {"book_reservation": "book", "cancel_reservation": "cancel",
@@ -145,13 +137,6 @@ def tau2_factor_defs(tool_kinds: Mapping[str, str], domain: str | None = None,
     writes = sorted(n for n, k in kinds.items() if k == "write")
     family_buckets = tuple(sorted({families.get(n, n) for n in writes})) + ("mixed", "none")
 
-    def on_read_write(fn: Callable[[list[ToolCall]], str]) -> Callable[[str], str | None]:
-        def extract(subject: str) -> str | None:
-            parts = subject_parts(subject)
-            calls = None if parts is None else _read_write(parts[1], kinds)
-            return None if calls is None else fn(calls)
-        return extract
-
     def on_actions(fn: Callable[[str, tuple[Tau2Action, ...]], str], subject: str) -> str | None:
         parts = subject_parts(subject)
         if parts is None or any(a.name not in kinds for a in parts[1]):
@@ -163,13 +148,13 @@ def tau2_factor_defs(tool_kinds: Mapping[str, str], domain: str | None = None,
         return on_actions(lambda text, actions: computation(text, actions, kinds, observations), subject)
 
     rw_kinds = {n: k for n, k in kinds.items() if k in ("read", "write")}
+
+    def read_write_calls(subject: str) -> list[ToolCall] | None:
+        parts = subject_parts(subject)
+        return None if parts is None else _read_write(parts[1], kinds)
+
     return [
-        FactorDef("pattern", PATTERN_BUCKETS, on_read_write(lambda c: pattern(c, rw_kinds)),
-                  "coarse tool-use pattern: the read/write runs of the gold trajectory (none, r, w, rw, rwr, ...)"),
-        FactorDef("num_write", COUNT_BUCKETS, on_read_write(lambda c: num_write(c, rw_kinds)),
-                  "write calls in the gold trajectory"),
-        FactorDef("num_read", COUNT_BUCKETS, on_read_write(lambda c: num_read(c, rw_kinds)),
-                  "read calls in the gold trajectory"),
+        *read_write_factor_defs(read_write_calls, rw_kinds, PATTERN_BUCKETS),
         FactorDef("family", family_buckets,
                   lambda s: on_actions(lambda _t, actions: family(actions, kinds, families), s),
                   "what the task changes, from its write tools (book, cancel, change_flights, ..., mixed, none)"),

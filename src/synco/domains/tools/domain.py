@@ -45,14 +45,7 @@ from synco.domains.tools.tasks import (
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.domains.tools.verify import instruction_words, replay, verify_task
 from synco.evosyn.space import Cell, FactorDef
-from synco.evosyn.trajectory import (
-    COUNT_BUCKETS,
-    DISTINCT_BUCKETS,
-    distinct_tools,
-    num_read,
-    num_write,
-    pattern,
-)
+from synco.evosyn.trajectory import DISTINCT_BUCKETS, distinct_tools, read_write_factor_defs
 
 _GOLD_CACHE_SIZE = 4096
 
@@ -359,12 +352,7 @@ def tool_factor_defs(db: DB) -> list[FactorDef]:
         return "no"
 
     return [
-        FactorDef("pattern", TOOLS_PATTERNS, _on_actions(lambda a: pattern(a, TOOL_KINDS)),
-                  "coarse tool-use pattern: the read/write runs of the gold trajectory (r, rw, rwr, rw+, ...)"),
-        FactorDef("num_write", COUNT_BUCKETS, _on_actions(lambda a: num_write(a, TOOL_KINDS)),
-                  "write calls in the gold trajectory"),
-        FactorDef("num_read", COUNT_BUCKETS, _on_actions(lambda a: num_read(a, TOOL_KINDS)),
-                  "read calls in the gold trajectory"),
+        *read_write_factor_defs(_actions, TOOL_KINDS, TOOLS_PATTERNS),
         FactorDef("computation", ("no", "yes"), computation,
                   "a comparison, condition or arithmetic the gold trajectory implies"),
         FactorDef("distinct_tools", DISTINCT_BUCKETS, _on_actions(distinct_tools),
