@@ -142,3 +142,14 @@ def test_tool_choice_required_prefills_a_call_and_needs_a_solo_run() -> None:
     assert parse_turn(CALL_PREFIX + 'get_users", "arguments": {}}').call is not None
     with pytest.raises(ValueError, match="tool_choice=required needs a solo run"):
         Tau2Settings(domain="airline", tool_choice="required")
+
+
+def test_a_pickled_domain_keeps_which_cards_are_tau2s_own_tasks(mock: Tau2Domain) -> None:
+    """A Ray worker gets the domain pickled: τ²'s own tasks must still run from their initial state there."""
+    import pickle
+
+    item = mock.heldout(50, seed=0)[0]
+    card = mock.heldout_card(item)
+    copy = pickle.loads(pickle.dumps(mock))
+    assert copy.settings == mock.settings and not copy._verdicts  # caches are rebuilt, not shipped
+    assert copy.verdict(card).task.model_dump() == mock.verdict(card).task.model_dump()

@@ -117,12 +117,16 @@ class Tau2Domain:
         self._user: UserAdapter | None = None
         self._verdicts: OrderedDict[tuple[str, str, str, str], Tau2Verdict | CardRejected] = OrderedDict()
         self._own: dict[tuple[str, str], Any] = {}  # (problem, solution) of a card of one of τ²'s tasks -> the task
+        self._heldout_tasks: dict[str, Any] = {}  # a held-out item's problem -> its τ² task
 
-    def __getstate__(self) -> dict[str, Any]:  # a Ray worker rebuilds the world, the user and the caches
-        return {"settings": self.settings, "_user_factory": self._user_factory}
+    def __getstate__(self) -> dict[str, Any]:
+        """What a Ray worker gets: the settings, the user factory and which cards are τ²'s own tasks (so their
+        episodes start from the task's initial state there too); it rebuilds the world, the user and the caches."""
+        return {"settings": self.settings, "_user_factory": self._user_factory, "_own": dict(self._own)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["settings"], state["_user_factory"])  # type: ignore[misc]
+        self._own.update(state["_own"])
 
     # --- the τ² side, loaded on first use
 
@@ -393,10 +397,6 @@ class Tau2Domain:
             items = groups[group]
             out += rng.sample(items, min(n_per_group, len(items)))
         return out
-
-    @cached_property
-    def _heldout_tasks(self) -> dict[str, Any]:
-        return {}
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
         """The card of a held-out item; its episodes run on its τ² task (initial state included, see :meth:`verdict`)."""
