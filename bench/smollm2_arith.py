@@ -4,7 +4,7 @@ Three commands, each one model process at a time on ``--threads`` threads:
 
 * ``python bench/smollm2_arith.py base [--n 50] [--levels L1,...,L11] [--samples 2] [--mul '*']`` -- the
   Reasoner's held-out accuracy per level before any training, greedy and sampled (the preset's sampling,
-  ``--samples`` answers per problem), with the preset's prompt (``--mul`` writes ``*`` another way, e.g. ``×``,
+  ``--samples`` answers per problem) on the held-out problems a run of ``--seed`` evaluates, with the preset's prompt (``--mul`` writes ``*`` another way, e.g. ``×``,
   to compare prompts). Each rate with its binomial standard error.
 * ``python bench/smollm2_arith.py step [--lora] [--steps 3]`` -- seconds per co-training step of the preset,
   full fine-tuning or LoRA (``--lora``: rank 16 on every linear layer), from a scratch run directory.
@@ -81,31 +81,33 @@ def gains(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
 
 
 def base(args: argparse.Namespace) -> dict[str, object]:
-    """Held-out accuracy of the untrained Reasoner per level, greedy and sampled."""
+    """Held-out accuracy of the untrained Reasoner per level, greedy and sampled, evaluated as a run does
+    (``synco.run.heldout``: the same batches, so a run's ``heldout_before`` on these levels is reproduced)."""
     import torch
 
     from synco.config import load_config
     from synco.domains.arith_chat import ArithChatDomain
     from synco.grading.checker import AnswerChecker
     from synco.run.heldout import evaluate_heldout
+    from synco.run.setup import heldout_seed
     from synco.run.trainer import build_policy
 
     torch.set_num_threads(args.threads)
     cfg = load_config(PRESET, overrides=[f"seed={args.seed}"])
     domain = ArithChatDomain(heldout_levels=args.levels, mul_sign=args.mul)
-    items = domain.heldout(args.n, args.seed)
+    items = domain.heldout(args.n, heldout_seed(args.seed))  # the very problems a run of this seed evaluates
     policy = build_policy(cfg.reasoner.model_copy(update={"trainable": False}))
     out: dict[str, object] = {"n": args.n, "levels": args.levels, "mul": args.mul, "seed": args.seed}
     with AnswerChecker() as checker:
         t = time.perf_counter()
         greedy = evaluate_heldout(policy, domain, items, checker, cfg.reasoner.sampling.max_new_tokens,
-                                  group_size=cfg.reasoner.generation_batch_size, batch_size=64)
+                                  group_size=cfg.reasoner.generation_batch_size)
         out["greedy_seconds"] = round(time.perf_counter() - t, 1)
         out["greedy"] = {g: str(Rate(round(p * args.n), args.n)) for g, p in greedy.items()}
         if args.samples:
             t = time.perf_counter()
             sampled = evaluate_heldout(policy, domain, items, checker, 0, params=cfg.reasoner.sampling,
-                                       n=args.samples, seed=args.seed, batch_size=64)
+                                       n=args.samples, seed=args.seed, group_size=cfg.reasoner.generation_batch_size)
             out["sampled_seconds"] = round(time.perf_counter() - t, 1)
             m = args.n * args.samples
             out["sampled"] = {g: str(Rate(round(p * m), m)) for g, p in sampled.items()}
