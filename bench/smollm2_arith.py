@@ -57,7 +57,7 @@ class MeanSE:
     n: int
 
     def __str__(self) -> str:
-        return f"{self.mean:+.3f} +- {self.se:.3f} (n={self.n})"
+        return f"{self.mean:.3f} +- {self.se:.3f} (n={self.n})"
 
 
 def mean_se(values: list[float]) -> MeanSE:
@@ -130,7 +130,7 @@ def step(args: argparse.Namespace) -> dict[str, object]:
         overrides += ["reasoner.lora.rank=16", "reasoner.lora.alpha=32", "reasoner.grpo.lr=1.0e-4"]
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(PRESET, overrides=[*overrides, f"runs_dir={tmp}", "run_id=step"])
-        train(cfg)
+        train(cfg, log=lambda *a: print(*a, file=sys.stderr, flush=True))
         rows = [json.loads(line) for line in (Path(tmp) / "step" / "metrics.jsonl").read_text().splitlines()]
     keys = ("t_generate", "t_train", "t_other")
     per_step = [{k: round(r.get(k, 0.0), 2) for k in keys} for r in rows]
@@ -153,7 +153,7 @@ def run_one(seed: int, arm: str, runs_dir: Path, threads: int, extra: list[str])
                                          f"threads={threads}", "progress=false", "tensorboard=false", *extra])
     summary_file = runs_dir / run_id / "summary.json"
     if not summary_file.is_file():  # a finished run is read, not repeated (the bench can be resumed)
-        train(cfg)
+        train(cfg, log=lambda *a: print(*a, file=sys.stderr, flush=True))  # stdout is the bench's result
     s = json.loads(summary_file.read_text())
     return {k: s.get(k) or {} for k in ("heldout_before", "heldout_after", "heldout_sampled_before",
                                           "heldout_sampled_after")}
