@@ -113,3 +113,12 @@ def test_the_default_run_configures_no_benchmarks(tmp_path: Path, monkeypatch: p
         check_runnable(load_config(name))
     with pytest.raises(ConfigError, match="verifier.benchmark_paths: 'gone' not found"):
         check_runnable(load_config("arith", overrides=["verifier.benchmark_paths=[gone]"]))
+
+
+def test_smollm2_arith_is_the_arith_world_with_smollm2_as_reasoner() -> None:
+    """Two different models: the shipped tiny char Synthesizer writes arith cards, SmolLM2 answers them in words."""
+    cfg = load_config("smollm2-arith")
+    assert cfg.domain == "arith-chat" and cfg.mode == "cotrain"
+    assert cfg.reasoner.model_path == "smollm2" and cfg.synthesizer.model_path == "builtin:arith/synthesizer"
+    assert cfg.reasoner.sampling.max_new_tokens <= 8 and cfg.threads == 1 and not cfg.shared_base
+    assert cfg.reasoner_rewards.correct_unboxed == cfg.reasoner_rewards.correct_boxed  # answers are never boxed

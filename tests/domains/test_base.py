@@ -64,3 +64,39 @@ def test_the_builtins_declare_their_capabilities_and_needs() -> None:
     assert isinstance(arith, Domain) and isinstance(math, Domain)
     assert arith.needs == DomainNeeds(chat_model=False) and math.needs == DomainNeeds(chat_model=True)
     assert response_prefix(arith) == "\\boxed{" and response_prefix(math) == ""
+
+
+class _EquationDomain(_Domain):
+    """A per-problem prefix (the problem's equation) and its own answer reader."""
+
+    def __init__(self) -> None:
+        super().__init__("\\boxed{")  # the per-problem prefix wins over a fixed one
+
+    def reasoner_response_prefix_for(self, problem: str) -> str:
+        return f"{problem} = "
+
+    def extract_reasoner_answer(self, response: str) -> str | None:
+        return response.rsplit("= ", 1)[-1].rstrip("}") or None
+
+
+def test_a_per_problem_prefix_is_prefilled_and_put_back_per_problem() -> None:
+    from synco.domains.base import problem_response_prefix, reasoner_prompts
+
+    policy, domain = _EchoPolicy(), _EquationDomain()
+    assert problem_response_prefix(domain, "3+4") == "3+4 = " and problem_response_prefix(_Domain("x"), "3+4") == "x"
+    assert problem_response_prefix(_Domain(None), "3+4") == ""
+    out = solve(policy, domain, ["3+4", "1+6"], 2)
+    assert policy.prompts == ["[sys]Q:3+4\nA:3+4 = ", "[sys]Q:1+6\nA:1+6 = "]
+    assert reasoner_prompts(policy, domain, ["3+4", "1+6"]) == policy.prompts
+    assert [[c.text for c in g] for g in out] == [["3+4 = 7}"] * 2, ["1+6 = 7}"] * 2]
+    assert out[1][0].completion_ids == [3, 4]  # the prefix stays out of the generated ids
+
+
+def test_answer_extractor_is_the_domains_reader_or_none() -> None:
+    from synco.domains.base import HasAnswerExtractor, HasProblemResponsePrefix, answer_extractor
+
+    domain = _EquationDomain()
+    assert isinstance(domain, HasAnswerExtractor) and isinstance(domain, HasProblemResponsePrefix)
+    read = answer_extractor(domain)
+    assert read is not None and read("3+4 = 7}") == "7"
+    assert answer_extractor(_Domain("\\boxed{")) is None  # grading then uses reward-mode extraction

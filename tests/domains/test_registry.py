@@ -19,6 +19,7 @@ import synco.domains.base as base
 from synco.config import ConfigError, load_config
 from synco.domains import registry
 from synco.domains.arith import ArithDomain
+from synco.domains.arith_chat import ArithChatDomain
 from synco.domains.base import Domain, DomainNeeds, HasCardTemplate, HasEnvironment, HasFactorSpace
 from synco.domains.math import MathDomain
 from synco.domains.tools import ToolsDomain
@@ -91,8 +92,10 @@ def make_toy(context: DomainContext) -> Toy:
 
 
 def test_the_builtins_are_registered_and_build_with_the_context() -> None:
-    assert available_domains() == ["arith", "math", "tau2", "tools"]
+    assert available_domains() == ["arith", "arith-chat", "math", "tau2", "tools"]
     assert isinstance(get_domain("arith"), ArithDomain)
+    chat = get_domain("arith-chat")
+    assert isinstance(chat, ArithChatDomain) and chat.name == "arith-chat" and chat.needs == DomainNeeds(chat_model=False)
     tools = get_domain("tools")
     assert isinstance(tools, ToolsDomain) and isinstance(tools, HasEnvironment) and isinstance(tools, HasFactorSpace)
     assert tools.needs == DomainNeeds(chat_model=False)
@@ -103,11 +106,11 @@ def test_the_builtins_are_registered_and_build_with_the_context() -> None:
 
 def test_an_unknown_name_is_one_error_listing_the_available_names() -> None:
     register_domain("toy", make_toy)
-    with pytest.raises(DomainError, match=r"unknown domain 'nope'; available: arith, math, tau2, tools, toy \("):
+    with pytest.raises(DomainError, match=r"unknown domain 'nope'; available: arith, arith-chat, math, tau2, tools, toy \("):
         get_domain("nope")
     with pytest.raises(ConfigError) as e:
         load_config("arith", overrides=["domain=nope"])
-    assert "domain: " in str(e.value) and "unknown domain 'nope'; available: arith, math, tau2, tools, toy" in str(e.value)
+    assert "domain: " in str(e.value) and "unknown domain 'nope'; available: arith, arith-chat, math, tau2, tools, toy" in str(e.value)
     assert "(got 'nope')" in str(e.value)
 
 
@@ -166,7 +169,7 @@ def test_an_entry_point_is_listed_without_import_and_loaded_on_first_build(
                                                  "def make_toy(context):\n    return ArithDomain()\n")
     clean_registry.append(EntryPoint(name="toy", value="toy_plugin:make_toy", group="synco.domains"))
     clean_registry.append(EntryPoint(name="other", value="toy_plugin:make_toy", group="some.other.group"))
-    assert available_domains() == ["arith", "math", "tau2", "tools", "toy"]
+    assert available_domains() == ["arith", "arith-chat", "math", "tau2", "tools", "toy"]
     assert "toy_plugin" not in sys.modules  # listed, not imported
     assert load_config("arith", overrides=["domain=toy"]).domain == "toy"
     assert "toy_plugin" not in sys.modules

@@ -147,3 +147,17 @@ def test_grep_finds_one_grading_function_and_one_vllm_generator() -> None:
     assert grep(r"extract_answer_with_method\(") <= {"grading/checker.py", "grading/extract.py", "grading/grade.py"}
     assert grep(r"vllm\.LLM\(|\bLLM\(\*\*") == {"rollout/vllm_engine.py"}
     assert grep(r"^class \w*VLLM\w*(Generator|Policy)\b") == {"rollout/vllm_engine.py"}
+
+
+def test_a_domain_reader_replaces_the_extraction_rules(rec: RecordingChecker) -> None:
+    """``extract`` (a domain's HasAnswerExtractor) reads every answer, recorded as method ``domain``."""
+    from synco.domains.arith_chat import read_equation_answer
+
+    items = [("964 + 6 = 970.", "970"), ("964 + 6 = 971", "970"), ("964 + 6 = \\boxed{970}", "970"),
+             ("964 + 6 = no idea", "970")]
+    graded = grade(rec, items, extract=read_equation_answer)
+    assert [(g.answer, g.method, g.correct, g.boxed) for g in graded] == [
+        ("970", "domain", True, ()), ("971", "domain", False, ()), ("970", "domain", True, ()), (None, "none", False, ())]
+    assert rec.calls == [([("970", "970"), ("971", "970"), ("970", "970")], None, 0.0)]
+    # without it the strict rules read none of the bare equations
+    assert [g.answer for g in grade(rec, items[:2])] == [None, None]

@@ -32,7 +32,7 @@ from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
 from synco.grading.verifier import VerifierConfig
 
-PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "tau2-paper", "tau2-smollm2", "tools")
+PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "smollm2-arith", "tau2-paper", "tau2-smollm2", "tools")
 
 
 class ConfigError(ValueError):

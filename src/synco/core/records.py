@@ -31,10 +31,11 @@ CHECK_NAMES: tuple[str, ...] = ("format", "schema", "problem", "answer", "novelt
 """Per-check scores every verdict carries (each in [0, 1])."""
 
 ExtractionMethod = Literal[
-    "boxed", "boxed_all", "final_answer_line", "answer_line", "gsm8k_marker", "last_sentence", "none"
+    "boxed", "boxed_all", "final_answer_line", "answer_line", "gsm8k_marker", "last_sentence", "domain", "none"
 ]
 """How an answer was found (see :func:`synco.grading.extract.extract_answer_with_method`); ``boxed_all``,
-``gsm8k_marker`` and ``last_sentence`` only come from its evaluation options."""
+``gsm8k_marker`` and ``last_sentence`` only come from its evaluation options; ``domain``: a domain's own
+reader (``synco.domains.base.HasAnswerExtractor``)."""
 
 
 class TaskCardError(ValueError):

@@ -33,7 +33,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Collection, Literal, Sequence
+from typing import Any, Callable, Collection, Literal, Sequence
 
 from pydantic import BaseModel, model_serializer
 
@@ -41,7 +41,7 @@ from synco.grading.checker import AnswerChecker
 from synco.grading.extract import extract_answer
 from synco.grading.grade import Graded, grade
 from synco.core.episodes import Episode, EpisodeLimits, ToolCall
-from synco.domains.base import Domain, HasEnvironment, HasTrajectories, solve
+from synco.domains.base import Domain, HasEnvironment, HasTrajectories, answer_extractor, solve
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import factor_control
 from synco.evosyn.run import EvoState
@@ -303,8 +303,9 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
         answer_groups = solve(checker, state.domain, [cards[i].problem for i in valid_idx],  # type: ignore[union-attr]
                               s.consensus_m, s.checker_sampling, request_seed(state))
         timer.add("generate", t)
+        read = answer_extractor(state.domain) or extract_answer
         judged = state.verifier.consensus_batch([verdicts[i] for i in valid_idx],
-                                                [[extract_answer(c.text) for c in group] for group in answer_groups])
+                                                [[read(c.text) for c in group] for group in answer_groups])
         for i, verdict in zip(valid_idx, judged):
             verdicts[i] = verdict
         valid_idx = [i for i in valid_idx if verdicts[i].valid]
@@ -334,7 +335,8 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     #    Ray-backed checker fans them out); 5. consensus on the same attempts, reusing those checks
     #    (unless a separate checker already judged the card in 2b).
     answered = [] if episodic else attempts  # episodes were graded by their environments in 3
-    marks = _grade_attempts(state.checker, answered, references[:len(answered)])  # type: ignore[arg-type]
+    marks = _grade_attempts(state.checker, answered, references[:len(answered)],  # type: ignore[arg-type]
+                            answer_extractor(state.domain))
     for i, reference, group, graded in zip(valid_idx, references, answered, marks):
         rs = [_rollout(c, g, s.reasoner_rewards) for c, g in zip(group, graded)]
         if s.consensus and not state.domain.has_oracle and not use_checker:
@@ -445,22 +447,24 @@ def _fixed_cards(state: CoTrainState, n: int) -> list[str]:
 
 
 def _grade_attempts(checker: AnswerChecker, attempts: Sequence[Sequence[Completion]],
-                    references: Sequence[str]) -> list[list[Graded]]:
-    """Every attempt graded (reward mode) against its group's reference, in ONE :func:`grade` call, regrouped.
+                    references: Sequence[str], extract: Callable[[str], str | None] | None = None) -> list[list[Graded]]:
+    """Every attempt graded (reward mode, or the domain's own reader ``extract``) against its group's reference,
+    in ONE :func:`grade` call, regrouped.
 
     One batch for the whole step, so a checker that fans checks out (``synco.distributed.ray_checks``)
     sees it at once.
     """
     flat = grade(checker, [(c.text, ref) for group, ref in zip(attempts, references, strict=True) for c in group],
-                 mode="reward")
+                 mode="reward", extract=extract)
     it = iter(flat)
     return [[next(it) for _ in group] for group in attempts]
 
 
 def grade_group(checker: AnswerChecker, group: Sequence[Completion], reference: str,
-                cfg: ReasonerRewardConfig) -> list[Rollout]:
-    """Grade (one batch) and reward a group of Reasoner attempts at one task."""
-    [graded] = _grade_attempts(checker, [group], [reference])
+                cfg: ReasonerRewardConfig, extract: Callable[[str], str | None] | None = None) -> list[Rollout]:
+    """Grade (one batch; ``extract``: the domain's own answer reader, if any) and reward a group of Reasoner
+    attempts at one task."""
+    [graded] = _grade_attempts(checker, [group], [reference], extract)
     return [_rollout(c, g, cfg) for c, g in zip(group, graded)]
 
 

@@ -8,7 +8,8 @@ never touch. The loop itself is domain-free.
 
 * :class:`Domain` -- the members every domain has (checked when the registry builds one).
 * Optional capabilities, each a small protocol the loop checks with ``isinstance``:
-  :class:`HasResponsePrefix`, :class:`HasAnswerFormat`, :class:`HasCardTemplate` and
+  :class:`HasResponsePrefix`, :class:`HasProblemResponsePrefix`, :class:`HasAnswerExtractor`,
+  :class:`HasAnswerFormat`, :class:`HasCardTemplate` and
   :class:`HasFactorSpace` (defined in ``synco.evosyn.space``, where the factor space lives).
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
@@ -34,9 +35,10 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
-           "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "compact_synthesizer_prompt", "export_fields",
-           "HeldoutItem", "reasoner_prompts", "response_prefix", "solve"]
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
+           "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
+           "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "problem_response_prefix", "reasoner_prompts",
+           "response_prefix", "solve"]
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,42 @@ class HasResponsePrefix(Protocol):
 
 
 @runtime_checkable
+class HasProblemResponsePrefix(Protocol):
+    """A Reasoner response prefix that depends on the problem (see :func:`problem_response_prefix`).
+
+    E.g. ``arith-chat`` prefills the problem's own equation, ``964 + 6 = ``, so a small chat model
+    answers with the number instead of restating the question. It takes precedence over
+    :class:`HasResponsePrefix`.
+    """
+
+    def reasoner_response_prefix_for(self, problem: str) -> str:
+        """The text the Reasoner's response to ``problem`` starts with (prefilled)."""
+        ...
+
+
+@runtime_checkable
+class HasAnswerExtractor(Protocol):
+    """The domain reads the Reasoner's answer itself, instead of the reward-mode extraction of
+    ``synco.grading.extract`` (the last ``\\boxed{}`` or an ``answer:`` line).
+
+    For a prefilled format the strict rules cannot read, e.g. ``arith-chat``'s ``964 + 6 = 970.``. Used
+    wherever a Reasoner response is graded in a run: training rewards, consensus and held-out evaluation.
+    """
+
+    def extract_reasoner_answer(self, response: str) -> str | None:
+        """The answer stated by ``response`` (a whole response, prefix included), or None. Must be bounded:
+        the response is model output of any size and content."""
+        ...
+
+
+@runtime_checkable
 class HasAnswerFormat(Protocol):
     """How a verified answer is written as a whole Reasoner response: what supervised rounds train on
     (``rounds.target: reference``). Without it the card's solution followed by ``\\boxed{answer}`` is used."""
 
     def format_reasoner_answer(self, answer: str) -> str:
-        """The Reasoner's target response for ``answer`` (response prefix included), e.g. ``\\boxed{2082}``."""
+        """The Reasoner's target response for ``answer`` (response prefix included), e.g. ``\\boxed{2082}``;
+        in a domain with a per-problem prefix (:class:`HasProblemResponsePrefix`), what follows that prefix."""
         ...
 
 
@@ -227,17 +259,33 @@ def response_prefix(domain: Domain) -> str:
     return str(domain.reasoner_response_prefix or "") if isinstance(domain, HasResponsePrefix) else ""
 
 
+def problem_response_prefix(domain: Domain, problem: str) -> str:
+    """The text the Reasoner's response to ``problem`` starts with: the domain's per-problem prefix
+    (:class:`HasProblemResponsePrefix`), else its fixed one (:func:`response_prefix`)."""
+    if isinstance(domain, HasProblemResponsePrefix):
+        return str(domain.reasoner_response_prefix_for(problem) or "")
+    return response_prefix(domain)
+
+
+def answer_extractor(domain: Domain) -> Callable[[str], str | None] | None:
+    """``domain.extract_reasoner_answer`` when the domain reads its Reasoner's answers itself
+    (:class:`HasAnswerExtractor`), else None (grading then uses reward-mode extraction)."""
+    return domain.extract_reasoner_answer if isinstance(domain, HasAnswerExtractor) else None
+
+
 def reasoner_prompts(policy: Policy, domain: Domain, problems: Sequence[str]) -> list[str]:
-    """The Reasoner's formatted prompt for each problem, ending with the domain's prefilled response prefix.
+    """The Reasoner's formatted prompt for each problem, ending with the domain's prefilled response prefix
+    (the problem's own one in a :class:`HasProblemResponsePrefix` domain).
 
     What :func:`solve` samples from, and what supervised updates (``synco.cotrain.protocols``) train on.
     """
-    prefix = response_prefix(domain)
     system = domain.reasoner_system_prompt()
     if isinstance(domain, HasToolSchemas):
         tools = domain.tool_schemas()
-        return [policy.format_prompt(domain.reasoner_prompt(p), system=system, tools=tools) + prefix for p in problems]
-    return [policy.format_prompt(domain.reasoner_prompt(p), system=system) + prefix for p in problems]
+        return [policy.format_prompt(domain.reasoner_prompt(p), system=system, tools=tools)
+                + problem_response_prefix(domain, p) for p in problems]
+    return [policy.format_prompt(domain.reasoner_prompt(p), system=system) + problem_response_prefix(domain, p)
+            for p in problems]
 
 
 def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
@@ -250,8 +298,8 @@ def solve(policy: Policy, domain: Domain, problems: Sequence[str], n: int,
     """
     from synco.core.policy import generate_seeded
 
-    prefix = response_prefix(domain)
+    prefixes = [problem_response_prefix(domain, p) for p in problems]
     groups = generate_seeded(policy, reasoner_prompts(policy, domain, problems), n, params, seed)
-    if not prefix:
+    if not any(prefixes):
         return groups
-    return [[replace(c, text=prefix + c.text) for c in group] for group in groups]
+    return [[replace(c, text=prefix + c.text) for c in group] for prefix, group in zip(prefixes, groups)]

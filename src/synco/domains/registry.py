@@ -2,7 +2,7 @@
 
 One namespace, three sources:
 
-* the built-ins, ``arith``, ``math``, ``tools`` and ``tau2`` (their modules are imported only when one is built);
+* the built-ins, ``arith``, ``arith-chat``, ``math``, ``tools`` and ``tau2`` (their modules are imported only when one is built);
 * :func:`register_domain`, called by a script before it loads a config or calls ``synco.cli.main``;
 * the ``synco.domains`` entry-point group of any installed package (the entry point's name is the
   domain's name, its object the factory), so ``synco train domain=NAME`` finds a domain that a
@@ -28,6 +28,7 @@ from synco.domains.tau2.settings import Tau2Settings
 
 if TYPE_CHECKING:
     from synco.domains.arith import ArithDomain
+    from synco.domains.arith_chat import ArithChatDomain
     from synco.domains.math import MathDomain
     from synco.domains.tau2.domain import Tau2Domain
     from synco.domains.tools import ToolsDomain
@@ -67,6 +68,12 @@ def _arith(context: DomainContext) -> ArithDomain:
     return ArithDomain()
 
 
+def _arith_chat(context: DomainContext) -> ArithChatDomain:
+    from synco.domains.arith_chat import ArithChatDomain
+
+    return ArithChatDomain()
+
+
 def _math(context: DomainContext) -> MathDomain:
     from synco.domains.math import MathDomain
 
@@ -90,7 +97,8 @@ def _tau2(context: DomainContext) -> Tau2Domain:
     return Tau2Domain(context.tau2, user_factory=context.user_factory)
 
 
-_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "math": _math, "tools": _tools, "tau2": _tau2}
+_FACTORIES: dict[str, DomainFactory] = {"arith": _arith, "arith-chat": _arith_chat, "math": _math, "tools": _tools,
+                                        "tau2": _tau2}
 """Built-ins and :func:`register_domain` calls."""
 
 _LOADED: dict[str, DomainFactory] = {}

@@ -18,7 +18,7 @@ response in linear time (milliseconds), and every check is bounded by the checke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from synco.core.records import ExtractionMethod
@@ -59,6 +59,7 @@ def grade(
     boxed: BoxedPolicy = "last",
     rel_tol: float = 0.0,
     timeout: float | None = None,
+    extract: Callable[[str], str | None] | None = None,
 ) -> list[Graded]:
     """Grade every ``(response, reference)`` of ``items``, in order, with one ``match_many`` call for the batch.
 
@@ -66,14 +67,26 @@ def grade(
     ``rel_tol`` the numeric tolerance of the checks and ``timeout`` each check's bound (None: the
     checker's); see :meth:`~synco.grading.checker.AnswerChecker.match`. A bad ``mode``, ``boxed`` or
     ``rel_tol`` raises ``ValueError`` naming it, even for an empty batch. No checker call is made
-    when no response states an answer.
+    when no response states an answer. ``extract``: a domain's own answer reader
+    (:class:`~synco.domains.base.HasAnswerExtractor`), used instead of ``mode`` / ``boxed``; its answers
+    are recorded with method ``domain``.
     """
     _check_options(mode, boxed)
     _valid_rel_tol(rel_tol)
-    found = [extract_answer_with_method(response, mode=mode, boxed=boxed) for response, _ in items]
+    if extract is not None:
+        found = [domain_extraction(extract, response) for response, _ in items]
+    else:
+        found = [extract_answer_with_method(response, mode=mode, boxed=boxed) for response, _ in items]
     pairs = [(e.answer, reference) for e, (_, reference) in zip(found, items) if e.answer is not None]
     results = checker.match_many(pairs, timeout=timeout, rel_tol=rel_tol) if pairs else []
     if len(results) != len(pairs):
         raise RuntimeError(f"the checker answered {len(results)} of {len(pairs)} checks")
     checked = iter(results)
     return [Graded(e, e.answer is not None and bool(next(checked))) for e in found]
+
+
+def domain_extraction(extract: Callable[[str], str | None], response: str) -> Extraction:
+    """What a domain's answer reader found in ``response``: method ``domain`` (``none`` when it found nothing);
+    no boxed answers are listed, so the reward's no-hedging rule does not apply."""
+    answer = extract(response)
+    return Extraction(answer, "domain") if answer is not None else Extraction(None, "none")

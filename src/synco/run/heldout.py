@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from synco.core.policy import Policy, SamplingParams
 from synco.core.episodes import EpisodeLimits
-from synco.domains.base import Domain, HasEnvironment, HeldoutItem, solve
+from synco.domains.base import Domain, HasEnvironment, HeldoutItem, answer_extractor, solve
 from synco.grading.checker import AnswerChecker
 from synco.grading.grade import grade
 from synco.rollout.episodes import heldout_successes
@@ -44,7 +44,8 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
                     correct.setdefault(it.group, []).extend(won)
                 continue
             outs = solve(policy, domain, [it.problem for it in chunk], n, params, request)
-            marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group]))
+            marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group],
+                               extract=answer_extractor(domain)))
             for it, group in zip(chunk, outs):
                 correct.setdefault(it.group, []).extend(next(marks).correct for _ in group)
     return {g: sum(v) / len(v) for g, v in sorted(correct.items(), key=lambda kv: group_key(kv[0]))}

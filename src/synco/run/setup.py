@@ -43,6 +43,11 @@ from synco.run.rundir import open_pool, open_run_dir
 from synco.run.state import Run
 
 
+def heldout_seed(seed: int) -> int:
+    """The seed a run of seed ``seed`` draws its held-out problems with (offset from the training streams)."""
+    return seed + 12345
+
+
 def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], None] = print) -> Run:
     """Create (or reopen, for ``resume``) the run directory and everything the loop needs.
 
@@ -62,7 +67,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     rng = random.Random(cfg.seed)
     domain = build_domain(cfg)
     checker = AnswerChecker()
-    heldout = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345) if cfg.heldout_per_group else []
+    heldout = domain.heldout(cfg.heldout_per_group, seed=heldout_seed(cfg.seed)) if cfg.heldout_per_group else []
     trainer_state = load_trainer_state(cfg, ckpt, log)
     synthesizer, reasoner = build_agents(cfg, domain, ckpt)
     checker, verifier = build_verifier(cfg, domain, checker)

@@ -27,7 +27,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
-from synco.domains.base import Domain, HasAnswerFormat, reasoner_prompts, response_prefix, solve
+from synco.domains.base import (Domain, HasAnswerFormat, HasProblemResponsePrefix, answer_extractor,
+                               problem_response_prefix, reasoner_prompts, solve)
 from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step, grade_group, groups_batch, request_seed
 from synco.core.policy import Policy, UpdateStats
 from synco.cotrain.protocols.config import RoundsConfig
@@ -85,10 +86,12 @@ def reference_response(domain: Domain, card: TaskCard, reference: str) -> str:
     """A task's verified answer as a whole Reasoner response (response prefix included).
 
     The domain's ``format_reasoner_answer`` when it has one (:class:`~synco.domains.base.HasAnswerFormat`;
-    arith: ``\\boxed{2082}``), else the card's solution followed by the boxed answer.
+    arith: ``\\boxed{2082}``), after the problem's own prefix in a domain that has one (arith-chat:
+    ``964 + 6 = 970``), else the card's solution followed by the boxed answer.
     """
     if isinstance(domain, HasAnswerFormat):
-        return str(domain.format_reasoner_answer(reference))
+        lead = domain.reasoner_response_prefix_for(card.problem) if isinstance(domain, HasProblemResponsePrefix) else ""
+        return lead + str(domain.format_reasoner_answer(reference))
     return f"{card.solution.strip()}\n\n\\boxed{{{reference}}}"
 
 
@@ -112,7 +115,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
         for r in record.rollouts:
             if r.correct and not r.truncated and r.text not in found:
                 found[r.text] = None if not r.completion_ids else tuple(r.completion_ids)
-    prefix = response_prefix(domain)
+    prefix = problem_response_prefix(domain, record.card.problem)
     return [SFTCompletion(t[len(prefix):], ids) for t, ids in found.items() if t.startswith(prefix)][:cfg.per_task]
 
 
@@ -149,7 +152,8 @@ def grpo_update(state: CoTrainState, tasks: Sequence[tuple[str, str]]) -> tuple[
     """
     s = state.settings
     groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling, request_seed(state))
-    rewards = [[r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards)]
+    read = answer_extractor(state.domain)
+    rewards = [[r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards, read)]
                for (_, reference), group in zip(tasks, groups)]
     batch, _ = groups_batch(groups, rewards, s.reasoner_scale_by_std)
     n = sum(len(g) for g in groups)
