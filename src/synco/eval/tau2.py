@@ -58,11 +58,12 @@ from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _tr
                                    append_records, parse_protocol_overrides)
 from synco.eval.tau2_metrics import Tau2Metrics, is_success, pass_hat_k, tau2_metrics
 from synco.rollout.episodes import TokenPolicy, run_episodes
-from synco.domains.tau2.calls import CALL_PREFIX
+from synco.domains.base import response_prefix
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
+    from synco.domains.tau2.domain import Tau2Domain
     from synco.domains.tau2.env import Tau2Env, UserSim
     from synco.domains.tau2.world import World
 
@@ -493,12 +494,25 @@ class Agent:
         return self.policy is None
 
 
-def run_solo(world: World, user: UserMode) -> bool:
-    """Whether a run's episodes are solo, as ``tau2.user`` decides it in training (``Tau2Domain.solo``)."""
-    if user == "solo" and not world.supports_solo:
-        raise Tau2EvalError(f"--tau2-user solo: tau2 domain {world.name!r} has no solo mode (telecom and mock do); "
-                            "use --tau2-user simulated or auto")
-    return user == "solo" or (user == "auto" and world.supports_solo)
+def agent_domain(settings: Tau2EvalSettings) -> Tau2Domain:
+    """The training domain with this eval's user side and tool choice: the agent's system prompt, tools, turn prefix
+    and solo decision come from it, so an eval prompts exactly as training does. Bad combinations are usage errors."""
+    from synco.domains.tau2.domain import Tau2Domain
+    from synco.domains.tau2.settings import Tau2Settings
+
+    try:
+        domain = Tau2Domain(Tau2Settings(domain=settings.domain, user=settings.user, tool_choice=settings.tool_choice))
+        domain.solo  # noqa: B018 - a solo user side on a domain without a solo mode raises here
+    except ValidationError as err:
+        raise Tau2EvalError(str(err.errors()[0]["msg"])) from None
+    except ValueError as err:
+        raise Tau2EvalError(str(err)) from None
+    return domain
+
+
+def run_solo(settings: Tau2EvalSettings) -> bool:
+    """Whether the eval's episodes are solo, as ``tau2.user`` decides it in training (``Tau2Domain.solo``)."""
+    return agent_domain(settings).solo
 
 
 def _trial_record(task_id: str, trial: int, solo: bool, prompt: str, episode: Any, env: Tau2Env | None,
@@ -533,13 +547,9 @@ def run_task_trials(agent: Agent, world: World, task: Task, trials: Sequence[int
         policy = agent.policy
         limits = EpisodeLimits(max_turns=settings.max_turns, max_tokens=settings.episode_tokens)
         params = settings.sampling()
-    system = str(world.solo_policy if solo else world.policy)
-    tools = [dict(s) for s in (world.solo_tool_schemas if solo else world.tool_schemas)]
-    prefix = ""
-    if settings.tool_choice == "required" and not agent.gold:
-        if not solo:
-            raise Tau2EvalError("--tool-choice required needs a solo run (--tau2-user solo, or auto on telecom/mock)")
-        prefix = CALL_PREFIX
+    domain = agent_domain(settings)
+    system, tools = domain.reasoner_system_prompt(), domain.tool_schemas()
+    prefix = "" if agent.gold else response_prefix(domain)  # the gold agent writes whole calls
     envs: list[Tau2Env | None] = []
     errors: list[BaseException | None] = []
     prompts: list[str] = []
@@ -581,7 +591,7 @@ def evaluate_tau2(agent: Agent, world: World, tasks: Sequence[Task], out: str | 
     from tqdm import tqdm
 
     out = Path(out)
-    solo = run_solo(world, settings.user)
+    solo = run_solo(settings)
     if not solo and user is None:
         if not agent.gold:
             raise Tau2EvalError("a model in user mode needs a simulated user: --user-model PATH (a frozen local "
@@ -745,7 +755,7 @@ def run_tau2_eval(args: argparse.Namespace,
     try:
         world = load_world(args.tau2)
         settings = tau2_settings_from_args(args, world.splits())
-        solo = run_solo(world, settings.user)
+        solo = run_solo(settings)
         if not solo and settings.model != GOLD and not settings.user_model:
             raise Tau2EvalError(f"tau2 domain {world.name!r} runs in user mode here: name who plays the user with "
                                 "--user-model PATH (a frozen local model) or --user-model scripted")
