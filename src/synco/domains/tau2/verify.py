@@ -53,6 +53,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tau2.world import TAU2_DOMAINS
 from synco.domains.tau2.tasks import (
     MAX_ACTIONS,
     Tau2Action,
@@ -63,7 +64,6 @@ from synco.domains.tau2.tasks import (
     task_json,
 )
 
-DOMAINS: tuple[str, ...] = ("airline", "retail", "telecom", "mock")
 MAX_EXPRESSION_CHARS = 200
 """Longest ``calculate`` expression replayed (τ² evaluates it with Python's ``eval``)."""
 MAX_GROUND_CHARS = 2_000_000
@@ -98,7 +98,8 @@ class Tau2Verdict:
 
 @dataclass
 class _World:
-    """A τ² domain loaded once: how to build its environment, a pickled snapshot of its databases, its tools."""
+    """What verification needs of a τ² domain (:class:`~synco.domains.tau2.world.World`, loaded once): its tools and
+    their tags, the pristine hash, the assertion functions, the id lookups, and fresh environments."""
 
     name: str
     tools: dict[str, Any]  # assistant tool name -> tau2 Tool
@@ -124,22 +125,15 @@ class _World:
         return load_world(self.name).fresh_env()
 
 
-@functools.lru_cache(maxsize=len(DOMAINS))
+@functools.lru_cache(maxsize=len(TAU2_DOMAINS))
 def _world(domain: str) -> _World:
     """Load a τ² domain (its ``environment`` module only: never ``tau2.registry``, which needs litellm)."""
-    if domain not in DOMAINS:
-        raise ValueError(f"tau2 domain {domain!r} is not one of {list(DOMAINS)}")
-    import importlib
+    from synco.domains.tau2.world import load_world
 
-    from loguru import logger
-
-    logger.disable("tau2")  # τ²'s tools log every cancellation at DEBUG (whole reservations) to stderr
-    module = importlib.import_module(f"tau2.domains.{domain}.environment")
-    env = module.get_environment()
+    world = load_world(domain)  # τ²'s own loaders, once per process (and τ²'s logging silenced)
+    env = world.fresh_env()
     user_kit = env.user_tools
-    kinds = {n: str(env.tools.tool_type(n).value) for n in env.tools.tools}
-    if user_kit is not None:
-        kinds.update({n: str(user_kit.tool_type(n).value) for n in user_kit.tools})
+    kinds = dict(world.tool_kinds)
     return _World(
         name=domain,
         tools=dict(env.tools.get_tools()), user_tools=dict(user_kit.get_tools()) if user_kit is not None else {},
