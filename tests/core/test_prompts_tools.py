@@ -74,3 +74,14 @@ def test_a_template_with_its_own_tool_wrapping_is_followed() -> None:
 
 def test_no_template_gives_a_plain_labelled_turn() -> None:
     assert chat_turn_text(_tokenizer(None), "user", "ok", True) == "\nuser: ok\n"
+
+
+@pytest.mark.parametrize("template", [CHATML, WITH_TOOLS, None])
+@pytest.mark.parametrize("closed", [True, False])
+def test_the_cached_frame_gives_the_rendered_turn(template: str | None, closed: bool) -> None:
+    from synco.core.prompts import chat_turn_frame
+
+    tok = _tokenizer(template)
+    before, after = chat_turn_frame(tok, "tool", closed) or ("", "")
+    for content in ('{"a": 1}', "", "x\ny"):
+        assert before + content + after == chat_turn_text(tok, "tool", content, closed)

@@ -161,6 +161,19 @@ def tools_system_text(system: str | None, tools: Sequence[Mapping[str, Any]]) ->
     return f"{system}\n\n{text}" if system else text
 
 
+_CONTENT = "\u2063content\u2063"
+
+
+def chat_turn_frame(tokenizer: Any, role: str, closed: bool) -> tuple[str, str] | None:
+    """The text :func:`chat_turn_text` puts before and after a ``role`` message's content, rendered once (episodes
+    ask for it at every environment turn); None when the template does not pass content through unchanged."""
+    text = chat_turn_text(tokenizer, role, _CONTENT, closed)
+    if text.count(_CONTENT) != 1:
+        return None
+    before, _, after = text.partition(_CONTENT)
+    return before, after
+
+
 def chat_turn_text(tokenizer: Any, role: str, content: str, closed: bool) -> str:
     """The text that follows an assistant turn in a chat transcript when the next message is ``role``'s ``content``,
     up to and including the next assistant header: what an episode appends (as environment ids) after the agent's

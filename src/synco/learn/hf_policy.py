@@ -26,7 +26,7 @@ from synco.learn.fsdp import DataShard, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.sft import IGNORE, SFTExample, completion_loss
-from synco.core.prompts import build_prompt, chat_turn_text
+from synco.core.prompts import build_prompt, chat_turn_frame, chat_turn_text
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.tokens import encode_prompt, eos_token_ids as stop_ids
 
@@ -336,6 +336,7 @@ class HFPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = eos_token_ids(model, tokenizer)
+        self._turn_frames: dict[tuple[str, bool], tuple[str, str] | None] = {}  # format_message's cached template parts
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         if generator is None and cfg.rollout_engine == "vllm":  # vLLM is imported only here (synco.rollout)
@@ -420,7 +421,11 @@ class HFPolicy:
     def format_message(self, role: str, content: str, closed: bool) -> str:
         """The text after an agent's turn when ``role`` says ``content`` next, through the next assistant header
         (:func:`synco.core.prompts.chat_turn_text`): an episode's environment turn on a chat model."""
-        return chat_turn_text(self.tokenizer, role, content, closed)
+        key = (role, closed)
+        if key not in self._turn_frames:  # the template rendered once per role, not at every turn
+            self._turn_frames[key] = chat_turn_frame(self.tokenizer, role, closed)
+        frame = self._turn_frames[key]
+        return chat_turn_text(self.tokenizer, role, content, closed) if frame is None else frame[0] + content + frame[1]
 
     def encode_prompt(self, text: str) -> list[int]:
         """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""
