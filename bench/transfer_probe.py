@@ -45,7 +45,7 @@ def main() -> None:
         run = setup_run(cfg)
         st = run.state
         if start is None:
-            start = evaluate_heldout_greedy(run)
+            start = evaluate_heldout_greedy(run).groups
         if target != "uniform":
             domain = st.domain
 
@@ -59,7 +59,7 @@ def main() -> None:
             st.domain.static_cards = one_level  # type: ignore[method-assign]
         for step in range(args.steps):
             cotrain_step(st, step)
-        rows[target] = evaluate_heldout_greedy(run)
+        rows[target] = evaluate_heldout_greedy(run).groups
         st.pool.close()
         print(f"done {target}: {time.perf_counter() - t0:.0f} s", flush=True)
 

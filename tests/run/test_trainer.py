@@ -56,8 +56,16 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     assert set(summary.heldout_sampled_before) == set(summary.heldout_sampled_after) == set(summary.heldout_before)
     assert all(0 <= v <= 1 for v in [*summary.heldout_sampled_before.values(), *summary.heldout_sampled_after.values()])
     assert summary.steps == 3
+    # Learn / Retain over the held-out items: 11 levels x 4 problems, and its net equals the greedy gain in items
+    lr = summary.heldout_learn_retain
+    assert lr is not None and lr.n == 44 == lr.learn.n + lr.retain.n
+    before_items = json.loads((run / "heldout_before.json").read_text())["greedy_items"]
+    assert len(before_items) == 44 and lr.retain.n == sum(v >= 0.5 for v in before_items.values())
+    gain_in_items = 4 * (sum(summary.heldout_after.values()) - sum(summary.heldout_before.values()))
+    assert lr.extra_solved == round(gain_in_items)
     text = format_summary(summary)
     assert "held-out" in text and "sampled" in text and "time per step" in text and "health alerts: none" in text
+    assert "(Learn)" in text and "(Retain)" in text
 
     # `synco analyze` on this real run directory: its counts agree with the pool and the report embeds every plot.
     assert main(["analyze", str(run)]) == 0
@@ -92,6 +100,11 @@ def test_same_seed_same_metrics_and_resume_is_exact(tmp_path):
     summary = json.loads((tmp_path / "full" / "summary.json").read_text())
     assert list(summary["heldout_curve"]) == ["0", "1", "2", "3", "4"]
     assert summary["heldout_curve"]["4"] == pytest.approx(curve[-1]["mean"])  # the summary's own final evaluation
+    # the last curve point is the final evaluation, items included: Learn / Retain ends on it
+    after_items = curve[-1]["greedy_items"]
+    lr = summary["heldout_learn_retain"]
+    assert lr["n"] == len(after_items) == 44
+    assert lr["retain"]["n"] - lr["retain_loss"] + lr["learn_gain"] == sum(v >= 0.5 for v in after_items.values())
 
 
 def test_bad_config_names_the_field(tmp_path, capsys):

@@ -10,7 +10,7 @@ from typing import Callable
 from synco.cotrain.engine import StepStats
 from synco.cotrain.health import Alert
 from synco.run.files import write_atomic
-from synco.run.heldout import mean
+from synco.run.heldout import HeldoutScores, mean
 from synco.run.state import Run
 from synco.run.stopping import RunError
 
@@ -57,10 +57,13 @@ class Loggers:
         if self.wandb is not None:
             self.wandb.log({f"health/{alert.check}": alert.value}, step=alert.step)
 
-    def log_heldout(self, step: int, greedy: dict[str, float]) -> None:
-        """One point of the held-out learning curve: ``heldout.jsonl`` and ``heldout/*`` scalars."""
+    def log_heldout(self, step: int, scores: HeldoutScores) -> None:
+        """One point of the held-out learning curve: ``heldout.jsonl`` (with each item's result, so a curve point
+        taken at the end serves Learn / Retain) and ``heldout/*`` scalars."""
+        greedy = scores.groups
         with open(self.run_dir / "heldout.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, "mean": mean(greedy), "greedy": greedy}) + "\n")
+            f.write(json.dumps({"step": step, "mean": mean(greedy), "greedy": greedy,
+                                "greedy_items": scores.items}) + "\n")
         if self.tb is not None:
             self.tb.add_scalar("heldout/greedy_mean", mean(greedy), step)
             for g, v in greedy.items():

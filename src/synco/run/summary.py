@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from synco.run.files import jsonl_rows
-from synco.run.heldout import evaluate_heldout_both, group_key, mean
+from synco.core.learn_retain import LearnRetain, learn_retain
+from synco.run.heldout import HeldoutScores, evaluate_heldout_both, group_key, mean
 from synco.run.state import Run
 from synco.run.steps import describe, round_training
 
@@ -24,6 +25,7 @@ class RunSummary(BaseModel):
     heldout_after: dict[str, float] = {}
     heldout_sampled_before: dict[str, float] = {}  # mean over heldout_samples answers at the training temperature
     heldout_sampled_after: dict[str, float] = {}
+    heldout_learn_retain: LearnRetain | None = None  # greedy, per held-out item: newly solved vs forgotten
     heldout_curve: dict[int, float] = {}  # step -> greedy held-out mean, from heldout.jsonl (heldout_every)
     gradient_share_first: float = 0.0
     gradient_share_last: float = 0.0
@@ -72,9 +74,12 @@ def _summarize_heldout(summary: RunSummary, run: Run, before_path: Path, n_steps
     curve_path = run.dir / "heldout.jsonl"
     curve = ([json.loads(ln) for ln in curve_path.read_text().splitlines() if ln.strip()]
              if curve_path.exists() else [])
-    at_end = curve[-1]["greedy"] if curve and curve[-1]["step"] == n_steps else None  # no second greedy pass
+    last = curve[-1] if curve and curve[-1]["step"] == n_steps and "greedy_items" in curve[-1] else None
+    at_end = HeldoutScores(last["greedy"], last["greedy_items"]) if last else None  # no second greedy pass
     after = evaluate_heldout_both(run, greedy=at_end)
     summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
+    if "greedy_items" in before:  # absent from a run directory written before Learn / Retain existed
+        summary.heldout_learn_retain = learn_retain("heldout", before["greedy_items"], after["greedy_items"])
     if "sampled" in before and "sampled" in after:
         summary.heldout_sampled_before, summary.heldout_sampled_after = before["sampled"], after["sampled"]
     if curve:
@@ -152,6 +157,10 @@ def format_summary(s: RunSummary) -> str:
             if sampled:
                 line += f"  |  {sb:.{nd}f} -> {sa:.{nd}f}  ({sa - sb:+.{nd}f})"
             out.append(line)
+    lr = s.heldout_learn_retain
+    if lr is not None and lr.n:
+        out.append(f"held-out items, greedy: {lr.learn_gain} of {lr.learn.n} unsolved before now solved (Learn), "
+                   f"{lr.retain_loss} of {lr.retain.n} solved before now failed (Retain); net {lr.extra_solved:+d}")
     if len(s.heldout_curve) > 2:
         out.append("held-out greedy mean by step: " + "  ".join(f"{k}:{v:.3f}" for k, v in s.heldout_curve.items()))
     out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
