@@ -11,8 +11,11 @@ Three commands, each one model process at a time on ``--threads`` threads:
 * ``python bench/smollm2_arith.py compare --seeds 1 2 3 [--steps 30] [--arms cotrain frozen]`` -- the learning
   result: for each seed and arm, ``synco train --preset smollm2-arith`` (``cotrain``: both agents learn, with
   EvoSyn; ``frozen``: the Synthesizer fixed, the paper's control), then per level the held-out accuracy
-  before -> after (greedy and sampled) and the gain, mean +- standard error over seeds, and per arm the
-  gain's mean over levels. Seed 0 is the tuning seed: leave it out of a result. Extra ``KEY=VALUE``
+  before -> after (greedy and sampled) and the gain, mean +- standard error over seeds, per arm the
+  gain's mean over levels, and Learn / Retain: the share of held-out problems newly solved and the share
+  forgotten (greedy, per problem; from the run's ``summary.json``, or for a run directory written before
+  runs recorded it, by evaluating the initial and the final Reasoner on the run's problems, checked against
+  the run's own per-level numbers). Seed 0 is the tuning seed: leave it out of a result. Extra ``KEY=VALUE``
   arguments after ``--`` go to every run (e.g. ``-- steps=20``). ``--json`` prints one JSON object.
 """
 
@@ -143,8 +146,9 @@ def step(args: argparse.Namespace) -> dict[str, object]:
 # ----------------------------------------------------------------- compare
 
 
-def run_one(seed: int, arm: str, runs_dir: Path, threads: int, extra: list[str]) -> dict[str, dict[str, float]]:
-    """One ``synco train --preset smollm2-arith`` run of ``arm`` (``cotrain`` or ``frozen``); its held-out numbers."""
+def run_one(seed: int, arm: str, runs_dir: Path, threads: int, extra: list[str]) -> dict[str, object]:
+    """One ``synco train --preset smollm2-arith`` run of ``arm`` (``cotrain`` or ``frozen``); its held-out numbers
+    and Learn / Retain shares."""
     from synco.config import load_config
     from synco.run.trainer import train
 
@@ -155,12 +159,58 @@ def run_one(seed: int, arm: str, runs_dir: Path, threads: int, extra: list[str])
     if not summary_file.is_file():  # a finished run is read, not repeated (the bench can be resumed)
         train(cfg, log=lambda *a: print(*a, file=sys.stderr, flush=True))  # stdout is the bench's result
     s = json.loads(summary_file.read_text())
-    return {k: s.get(k) or {} for k in ("heldout_before", "heldout_after", "heldout_sampled_before",
-                                          "heldout_sampled_after")}
+    out: dict[str, object] = {k: s.get(k) or {} for k in ("heldout_before", "heldout_after", "heldout_sampled_before",
+                                                            "heldout_sampled_after")}
+    lr = s.get("heldout_learn_retain") or backfill_learn_retain(cfg, runs_dir / run_id, s, runs_dir)
+    out["learn"], out["retain"] = lr["learn_gain"] / lr["n"], -lr["retain_loss"] / lr["n"]
+    return out
 
 
-def summarise(results: dict[str, list[dict[str, dict[str, float]]]]) -> dict[str, object]:
-    """Per arm and level: greedy / sampled before, after and gain, mean +- s.e. over seeds; the mean gain."""
+def item_scores(cfg, reasoner_path: str | None):
+    """Greedy held-out scores per level and per problem of the preset's Reasoner (initial when ``reasoner_path``
+    is None), on the problems, batches and seeds a run of ``cfg`` evaluates."""
+    from synco.grading.checker import AnswerChecker
+    from synco.run.heldout import evaluate_heldout_scores
+    from synco.run.setup import heldout_seed
+    from synco.run.trainer import build_domain, build_policy
+
+    domain = build_domain(cfg)
+    items = domain.heldout(cfg.heldout_per_group, seed=heldout_seed(cfg.seed))
+    policy = build_policy(cfg.reasoner.model_copy(update={"trainable": False}), reasoner_path)
+    with AnswerChecker() as checker:
+        return evaluate_heldout_scores(policy, domain, items, checker, cfg.reasoner.sampling.max_new_tokens,
+                                       seed_per_request=cfg.seed_per_request,
+                                       group_size=cfg.reasoner.generation_batch_size)
+
+
+def backfill_learn_retain(cfg, run_dir: Path, summary: dict, runs_dir: Path) -> dict:
+    """Learn / Retain of a run directory whose summary predates it: the initial and final Reasoner evaluated per
+    problem (cached beside the runs), refused unless they reproduce the run's own per-level held-out numbers."""
+    from synco.core.learn_retain import learn_retain
+    from synco.run.trainer import latest_checkpoint
+
+    def cached(path: Path, reasoner: str | None, expect: dict[str, float]) -> dict[str, float]:
+        if path.is_file():
+            scores = json.loads(path.read_text())
+        else:
+            got = item_scores(cfg, reasoner)
+            scores = {"groups": got.groups, "items": got.items}
+            path.write_text(json.dumps(scores))
+        if any(abs(scores["groups"].get(g, -1.0) - v) > 1e-9 for g, v in expect.items()):
+            raise SystemExit(f"{path}: per-level accuracy {scores['groups']} does not reproduce the run's {expect}")
+        return scores["items"]
+
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise SystemExit(f"{run_dir}: no checkpoint to evaluate for Learn / Retain")
+    before = cached(runs_dir / f"base-s{cfg.seed}.items.json", None, summary["heldout_before"])
+    after = cached(runs_dir / f"{run_dir.name}.items.json", str(ckpt / "reasoner"), summary["heldout_after"])
+    return learn_retain("heldout", before, after).model_dump()
+
+
+def summarise(results: dict[str, list[dict[str, object]]]) -> dict[str, object]:
+    """Per arm and level: greedy / sampled before, after and gain, mean +- s.e. over seeds; the mean gain; Learn and
+    Retain (shares of the held-out problems) when every run has them."""
     out: dict[str, object] = {}
     for arm, runs in results.items():
         arm_out: dict[str, object] = {}
@@ -175,6 +225,9 @@ def summarise(results: dict[str, list[dict[str, dict[str, float]]]]) -> dict[str
                             "gain": str(mean_se([r[a][g] - r[b][g] for r in have]))}
             mean_gain = [sum(gains(r[b], r[a]).values()) / max(len(gains(r[b], r[a])), 1) for r in runs if r[b]]
             arm_out[kind] = {"levels": table, "mean_gain": str(mean_se(mean_gain))}
+        if all("learn" in r for r in runs):  # greedy, per held-out problem; Learn + Retain = the item-weighted gain
+            arm_out["learn"] = str(mean_se([r["learn"] for r in runs]))
+            arm_out["retain"] = str(mean_se([r["retain"] for r in runs]))
         out[arm] = arm_out
     return out
 
@@ -182,7 +235,7 @@ def summarise(results: dict[str, list[dict[str, dict[str, float]]]]) -> dict[str
 def compare(args: argparse.Namespace) -> dict[str, object]:
     """Every (seed, arm) run in turn, then the per-level summary over seeds."""
     runs_dir = Path(args.runs_dir)
-    results: dict[str, list[dict[str, dict[str, float]]]] = {arm: [] for arm in args.arms}
+    results: dict[str, list[dict[str, object]]] = {arm: [] for arm in args.arms}
     for seed in args.seeds:
         for arm in args.arms:
             t = time.perf_counter()

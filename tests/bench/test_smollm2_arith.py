@@ -35,3 +35,12 @@ def test_summarise_gains_per_level_over_seeds() -> None:
     assert greedy["levels"]["L8"]["before"] == str(bench.mean_se([0.2, 0.1]))
     assert greedy["mean_gain"] == str(bench.mean_se([0.05, 0.25]))  # per seed: mean of (0.1, 0) and (0.3, 0.2)
     assert out["cotrain"]["sampled"]["levels"] == {}
+
+
+def test_summarise_learn_and_retain_over_seeds() -> None:
+    run = lambda learn, retain: {"heldout_before": {"L1": 0.2}, "heldout_after": {"L1": 0.2 + learn + retain},  # noqa: E731
+                                 "heldout_sampled_before": {}, "heldout_sampled_after": {},
+                                 "learn": learn, "retain": retain}
+    out = bench.summarise({"cotrain": [run(0.3, -0.1), run(0.1, -0.1)]})["cotrain"]
+    assert out["learn"] == str(bench.MeanSE(0.2, 0.1, 2)) and out["retain"] == str(bench.MeanSE(-0.1, 0.0, 2))
+    assert "learn" not in bench.summarise({"frozen": [{k: v for k, v in run(0.1, 0.0).items() if k != "learn"}]})["frozen"]
