@@ -20,6 +20,12 @@ tasks first -> last 10 % of steps, Reasoner episodes per step, and the structura
 synthesized tasks (interaction coverage, pattern diversity and contrastive support averaged over the
 run, distinct gold action sequences at the end); then success per writes group and each arm's paired
 difference to ``frozen`` and ``static``. ``--out DIR`` keeps the runs and writes ``tools.json``.
+
+``KEY=VALUE`` overrides reach every run of every arm (after the arm's own settings, so they win) and the
+per-task held-out scoring before and after it, e.g. database variants and another warm start::
+
+    python bench/tools_cotrain.py --seeds 1 2 3 tools.db_variants=16 reasoner.model_path=runs/ws/reasoner \
+        synthesizer.model_path=runs/ws/synthesizer
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-tools-"))
-    steps = args.steps or load_config("tools").steps
+    steps = args.steps or load_config("tools", overrides=args.overrides).steps  # refuses a bad override up front
     jobs = arm_jobs(ARMS, args.arms, args.seeds, steps, root, args.jobs, args.overrides)
     results = run_jobs(jobs, args.jobs, _run, lambda r: f"{r['sec_per_step']:.1f} s/step, "
                                                          f"coverage {r['coverage']:.2f}, sequences {r['sequences']}")
@@ -68,7 +74,8 @@ def main() -> None:
 
 
 def _run(job: tuple[str, int, list[str]]) -> dict:
-    """One run in a worker process, then per-task greedy outcomes before / after for Learn / Retain."""
+    """One run in a worker process, then per-task greedy outcomes before / after for Learn / Retain (both with the
+    job's config: its overrides choose the domain's settings and the Reasoner's weights there too)."""
     from synco.run.trainer import train
 
     cfg = load_config("tools", overrides=job[2])

@@ -1,6 +1,10 @@
 """Why the tools world's Reasoner does not learn yet: the two measurements behind docs/TOOLS_WORLD.md.
 
-    python bench/tools_diagnosis.py [--seed 0] [--per-group 50] [--threads 2]
+    python bench/tools_diagnosis.py [--seed 0] [--per-group 50] [--threads 2] [KEY=VALUE ...]
+
+``KEY=VALUE`` overrides of ``--preset tools`` choose the domain's settings, the Reasoner and the episode limits,
+e.g. ``tools.db_variants=16`` (every episode on a database variant: if the warm Reasoner recalls values, its
+training-distribution success falls toward its held-out one) or ``reasoner.model_path=runs/ws/reasoner``.
 
 1. **Recall or reading?** The shipped tools Reasoner, greedy, on the held-out tasks of ``--seed`` (as a run with
    that seed draws them) and on as many training-distribution tasks of the same families (one drawn from the
@@ -26,13 +30,26 @@ from collections import defaultdict
 
 import torch
 
+from synco.config import RunConfig, load_config
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import PolicyConfig, SamplingParams
+from synco.core.policy import SamplingParams
 from synco.core.records import TaskCard
 from synco.domains.tools.domain import ToolsDomain
 from synco.learn.build import resolve_model_path
 from synco.learn.hf_policy import HFPolicy
 from synco.rollout.episodes import act, heldout_successes
+from synco.run.build import build_domain
+
+
+def diagnosis_setup(overrides: list[str]) -> tuple[RunConfig, ToolsDomain, EpisodeLimits, SamplingParams]:
+    """The tools preset with ``overrides``: its config, its domain (``tools.*`` settings), the episode limits and the
+    greedy sampling of the Reasoner's turns."""
+    cfg = load_config("tools", overrides=overrides)
+    domain = build_domain(cfg)
+    if not isinstance(domain, ToolsDomain):
+        raise SystemExit(f"domain={cfg.domain!r}: this diagnosis is for the tools world")
+    return (cfg, domain, EpisodeLimits(cfg.max_turns, cfg.max_episode_tokens),
+            SamplingParams(greedy=True, max_new_tokens=cfg.reasoner.sampling.max_new_tokens))
 
 
 def main() -> None:
@@ -40,13 +57,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="the run seed whose held-out set is used (default: %(default)s)")
     ap.add_argument("--per-group", type=int, default=50, help="held-out tasks per writes group (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of --preset tools")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    domain = ToolsDomain()
-    policy = HFPolicy.from_config(PolicyConfig(model_path=resolve_model_path("builtin:tools/reasoner"), device="cpu",
-                                               add_bos=False))
-    limits, greedy = EpisodeLimits(8, 400), SamplingParams(greedy=True, max_new_tokens=24)
+    cfg, domain, limits, greedy = diagnosis_setup(args.overrides)
+    policy = HFPolicy.from_config(cfg.reasoner.model_copy(update={
+        "model_path": resolve_model_path(cfg.reasoner.model_path)}))
 
     items = domain.heldout(args.per_group, seed=args.seed + 12345)  # as setup_run draws them
     held = [domain.heldout_card(it) for it in items]
@@ -62,8 +79,9 @@ def main() -> None:
     for card, h, t in zip(held, held_wins, train_wins):
         by_family[card.difficulty_estimate][0].append(h)
         by_family[card.difficulty_estimate][1].append(t)
-    print(f"1. shipped Reasoner, greedy: held-out {_rate(held_wins)}, same families from the generator "
-          f"{_rate(train_wins)} ({len(items)} tasks each, run seed {args.seed})")
+    print(f"1. Reasoner {cfg.reasoner.model_path}, greedy, tools.db_variants={cfg.tools.db_variants}: held-out "
+          f"{_rate(held_wins)}, same families from the generator {_rate(train_wins)} ({len(items)} tasks each, "
+          f"run seed {args.seed})")
     print("| family | tasks | held-out | training distribution |\n|---|---|---|---|")
     for family, (h, t) in sorted(by_family.items(), key=lambda kv: -len(kv[1][0])):
         print(f"| {family} | {len(h)} | {_rate(h)} | {_rate(t)} |")

@@ -31,6 +31,10 @@ def test_yaml_file_on_top_of_preset(tmp_path):
     ("reasoner.grpo.lr=abc", "reasoner.grpo.lr"),
     ("mode=sideways", "mode"),
     ("synthesizer.nope=1", "synthesizer.nope"),
+    ("tools.db_variants=-1", "tools.db_variants"),
+    ("tools.db_variants=4097", "tools.db_variants"),
+    ("tools.db_variants=many", "tools.db_variants"),
+    ("tools.variants=8", "tools.variants"),
 ])
 def test_bad_values_name_the_field(override, field):
     with pytest.raises(ConfigError) as e:
@@ -184,3 +188,14 @@ def test_a_usable_prompts_dir_and_none_load_unchanged(tmp_path):
     (tmp_path / "reasoner_system.txt").write_text("Answer briefly.\n")  # overrides one template, the rest are shipped
     assert load_config("smollm2", overrides=[f"prompts_dir={tmp_path}"]).prompts_dir == str(tmp_path)
     assert load_config("smollm2").prompts_dir is None
+
+
+def test_the_tools_section_reaches_the_domain():
+    from synco.config import domain_context
+    from synco.run.build import build_domain
+
+    cfg = load_config("tools")
+    assert cfg.tools.db_variants == 0 and build_domain(cfg).settings.db_variants == 0  # off by default
+    cfg = load_config("tools", overrides=["tools.db_variants=16"])
+    assert domain_context(cfg).tools.db_variants == 16 and build_domain(cfg).settings.db_variants == 16
+    assert "tools:\n  db_variants: 16\n" in dump_config(cfg)

@@ -22,6 +22,19 @@ def _preset_names() -> list[str]:
                   if f.name.endswith(".yaml"))
 
 
+def _db_variants(text: str) -> int:
+    """``--db-variants``: an int in 0..4096 (``tools.db_variants``' bounds), else an argparse error naming the value."""
+    from synco.domains.tools.settings import MAX_DB_VARIANTS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--db-variants must be an int, got {text!r}") from None
+    if not 0 <= n <= MAX_DB_VARIANTS:
+        raise argparse.ArgumentTypeError(f"--db-variants must be in 0..{MAX_DB_VARIANTS}, got {n}")
+    return n
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="arith",
                    help=f"built-in preset: {', '.join(_preset_names())} (default: %(default)s)")
@@ -54,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--reasoner-steps", type=int, default=None, help="SFT steps for the Reasoner (default: the shipped recipe)")
     p.add_argument("--synthesizer-steps", type=int, default=None, help="SFT steps for the Synthesizer (default: the shipped recipe)")
+    p.add_argument("--db-variants", type=_db_variants, default=0, metavar="N",
+                   help="--world tools: the Reasoner's gold episodes on database variants drawn from 1..N, as a run "
+                        "with tools.db_variants=N grades them (default: %(default)s, the fixed database)")
 
     p = sub.add_parser("config", help="print the resolved config, or the reference of every field",
                        description="Print the resolved configuration as YAML (preset + --config + overrides).")
@@ -178,8 +194,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.world == "tools":
         from synco.learn.pretrain_tools import pretrain_tools
 
-        print(pretrain_tools(args.out, seed=args.seed, **kwargs))
+        print(pretrain_tools(args.out, seed=args.seed, db_variants=args.db_variants, **kwargs))
         return 0
+    if args.db_variants:
+        print(f"synco pretrain: --db-variants {args.db_variants} is for --world tools (the arith world has no "
+              f"database)", file=sys.stderr)
+        return 2
     from synco.learn.pretrain import pretrain_arith
 
     print(pretrain_arith(args.out, seed=args.seed, **kwargs))

@@ -141,6 +141,60 @@ def test_a_failed_episode_records_its_first_wrong_call_and_the_report_counts_the
     assert "first go wrong at" in report.render() and "wrong_arguments:cancel_order: 2 (100%)" in report.render()
 
 
+def test_an_episode_graded_against_its_own_gold_is_diagnosed_against_it() -> None:
+    """On a database variant the environment's gold (``EpisodeGrade.gold_actions``) may be another branch than the
+    card's: the first wrong call is measured against the gold the episode was graded by."""
+    from synco.core.episodes import EnvStep, ToolCall
+
+    card_gold = [ToolCall(name="find_user", arguments={"name": "bob"}), ToolCall(name="place_order", arguments={
+        "user_id": "u2", "product_id": "p2", "qty": 1})]  # the fixed world: the mug
+    variant_gold = [card_gold[0], ToolCall(name="place_order", arguments={"user_id": "u2", "product_id": "p1", "qty": 1})]
+    ep = Episode(prompt_ids=[1])
+    ep.add_agent("find_user(bob)", [3], [0.0], EnvStep("\n=u2,48\n", False, card_gold[0]))
+    ep.add_env("\n=u2,48\n", [4], None)
+    ep.add_agent("place_order(u2,p2,1)", [5], [0.0], EnvStep("", False, card_gold[1]))  # the card's branch: wrong here
+    ep.add_env("\n=o65\n", [4], None)
+    ep.add_agent("done()", [6], [0.0], EnvStep("", True, ToolCall(name="done")))
+    tools = {"find_user", "place_order"}
+    ep.finish, ep.grade = "done", EpisodeGrade(reward=0.0, correct=False)
+    assert episode_rollout(ep, card_gold, tools).first_wrong is None  # against the card's gold nothing is wrong
+    ep.grade = EpisodeGrade(reward=0.0, correct=False, info={"db_variant": "1", "gold_outputs": "none"},
+                            gold_actions=variant_gold)
+    ro = episode_rollout(ep, card_gold, tools)
+    assert ro.first_wrong == "wrong_arguments:place_order" and ro.episode_info == {"db_variant": "1", "gold_outputs": "none"}
+    assert episode_rollout(ep).first_wrong is None  # a domain without trajectories: no diagnosis either way
+
+
+def test_a_tools_step_with_database_variants_records_each_episodes_variant_and_gold(tmp_path: Path, tiny_models) -> None:
+    """``tools.db_variants=8``: the K attempts at a card run on different variants, each graded against the card's
+    instruction solved on its variant; the pool records the variant and the required outputs per episode."""
+    from synco.domains.tools.db import build_db, episode_variant
+    from synco.domains.tools.syntax import format_outputs
+    from synco.domains.tools.tasks import task_of_instruction
+
+    run = tools_state(tmp_path, tiny_models, "tools.db_variants=8", "n_cards=12", "k=4")
+    assert run.state.domain.settings.db_variants == 8
+    stats = cotrain_step(run.state, 0)
+    assert stats.n_valid == 12
+    varied = 0
+    for rec in run.state.pool.by_step(0):
+        instruction = rec.card.problem
+        picked = [episode_variant(instruction, a, 8) for a in range(4)]
+        assert len(set(picked)) == 4
+        golds = set()
+        for attempt, ro in enumerate(rec.rollouts):
+            info = ro.episode_info
+            assert info is not None and set(info) == {"db_variant", "gold_outputs"}
+            solved = task_of_instruction(build_db(picked[attempt]), instruction)
+            if solved is None:  # the variant cannot pose the task: the fixed world, the verified reference
+                assert info == {"db_variant": "0", "gold_outputs": rec.verdict.reference}
+            else:
+                assert info == {"db_variant": str(picked[attempt]), "gold_outputs": format_outputs(solved[1].outputs)}
+            golds.add(info["gold_outputs"])
+        varied += len(golds) > 1
+    assert varied > 0  # some card's attempts had to state different values on their databases
+
+
 def test_exported_outputs_are_the_oracles_not_the_cards_claim() -> None:
     from synco.domains.tools.domain import ToolsDomain
 

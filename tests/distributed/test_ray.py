@@ -255,16 +255,18 @@ TOOLS = ["n_cards=4", "k=4", "heldout_per_group=0", "progress=false", "threads=1
 
 
 @pytest.mark.slow
-def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_thread):
+@pytest.mark.parametrize("variants", [[], ["tools.db_variants=4"]], ids=["fixed_db", "db_variants"])
+def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_thread, variants):
     """Episodes run where they are sampled (each job on a rollout worker, its environments there) and record the
-    same steps as in-process: metrics, pool rows with every episode's transcript, both agents' weights."""
+    same steps as in-process: metrics, pool rows with every episode's transcript, both agents' weights. With
+    database variants too: each episode's attempt index travels in its job, so a worker builds the same database."""
     from synco.cotrain.engine import cotrain_step
     from synco.run.loop import close_policies
     from synco.run.setup import setup_run
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
-        return setup_run(load_config("tools", overrides=[*TOOLS, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra]),
-                         log=lambda _: None)
+        return setup_run(load_config("tools", overrides=[*TOOLS, *variants, f"runs_dir={tmp_path}", f"run_id={run_id}",
+                                                         *extra]), log=lambda _: None)
 
     def episodes(path):  # noqa: ANN001, ANN202
         with sqlite3.connect(path) as db:
@@ -283,6 +285,8 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
         assert calls, "the episodes ran as jobs on the rollout workers"
         assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
         assert episodes(rr.dir / "pool.sqlite") == episodes(ref.dir / "pool.sqlite")
+        on_variants = ['"db_variant"' in row[4] for row in episodes(ref.dir / "pool.sqlite")]
+        assert on_variants and all(on_variants) == bool(variants) and any(on_variants) == bool(variants)
         for role in ("synthesizer", "reasoner"):
             ours = dict(getattr(rr.state, role).trainable_parameters())
             theirs = dict(getattr(ref.state, role).trainable_parameters())

@@ -90,3 +90,77 @@ def test_the_shipped_warm_start_is_the_recorded_one() -> None:
     assert load_tools_warm_start() == ASSET_DIR
     meta = json.loads((ASSET_DIR / "meta.json").read_text())
     assert meta["seed"] == 0 and meta["reasoner_steps"] == 2000 and set(meta["heldout_success"]) == {"w0", "w1", "w2", "w3+"}
+    from synco.learn.pretrain_tools import ToolsPretrainMeta
+
+    assert ToolsPretrainMeta.model_validate(meta).db_variants == 0  # made on the fixed world (meta before the field)
+
+
+# ----------------------------------------------------------------- database variants (--db-variants)
+
+
+def test_a_gold_episode_on_a_variant_shows_the_variants_values() -> None:
+    from synco.domains.tools.db import build_db
+    from synco.domains.tools.tasks import task_of_instruction
+
+    domain = ToolsDomain()
+    db = build_db(1)  # the lamp: 24, 9 in stock (the fixed world: 26, 6)
+    _, task = task_of_instruction(db, "what does the lamp cost?")
+    assert gold_segments(domain, task, db) == [("T:what does the lamp cost?\n", False), ("find_product(lamp)", True),
+                                               ("\n=p1,24,9\n", False), ("done(24)", True)]
+    assert gold_segments(domain, task_of_instruction(domain.db, "what does the lamp cost?")[1])[2:] == [
+        ("\n=p1,26,6\n", False), ("done(26)", True)]
+
+
+def test_reasoner_rows_on_variants_are_gold_episodes_of_some_variant() -> None:
+    """Every row is the gold episode of its instruction on one of variants 1..N (or on the fixed world when the
+    drawn variant cannot pose it); most are on a variant, and many differ from the fixed world's episode."""
+    from synco.domains.tools.db import build_db
+    from synco.domains.tools.tasks import task_of_instruction
+    from synco.learn.pretrain_tools import reasoner_row
+
+    domain = ToolsDomain()
+    dbs = [build_db(v) for v in range(9)]
+    rng = random.Random(7)
+    on_variant = unlike_world = 0
+    for _ in range(60):
+        row = reasoner_row(domain, rng, 8)
+        instruction = row[0][0][len("T:"):-1]
+        matches = [v for v, db in enumerate(dbs)
+                   if (solved := task_of_instruction(db, instruction)) is not None
+                   and gold_segments(domain, solved[1], db) == row]
+        assert matches, instruction
+        on_variant += matches != [0]
+        unlike_world += 0 not in matches
+    assert on_variant > 45 and unlike_world > 20
+    from synco.learn.pretrain_tools import weighted_family
+
+    old, new = random.Random(7), random.Random(7)  # off: the shipped recipe's rows and random stream, unchanged
+    for _ in range(5):
+        assert reasoner_row(domain, new) == gold_segments(domain, domain.sample_task(old, weighted_family(old)))
+
+
+def test_a_toy_warm_start_on_variants_records_them_in_meta(tmp_path, one_thread) -> None:  # noqa: ANN001 - fixtures
+    """``pretrain_tools`` end to end at toy size (2 SFT steps per agent, 1 held-out task per group, 2 cards) with
+    ``db_variants=4``: both agents saved, ``meta.json`` records the setting and held-out success on variants."""
+    from synco.learn.pretrain_tools import ToolsPretrainMeta, pretrain_tools
+
+    meta = pretrain_tools(tmp_path, seed=0, reasoner_steps=2, synthesizer_steps=2, batch=2, heldout_per_group=1,
+                          n_cards=2, parallel=False, progress=False, db_variants=4)
+    saved = ToolsPretrainMeta.model_validate_json((tmp_path / "meta.json").read_text())
+    assert saved == meta and saved.db_variants == 4 and saved.reasoner_steps == 2
+    assert set(saved.heldout_success) == set(saved.heldout_success_on_variants or {}) == {"w0", "w1", "w2", "w3+"}
+    assert (tmp_path / "reasoner" / "model.safetensors").exists() and (tmp_path / "synthesizer" / "config.json").exists()
+
+
+def test_the_cli_passes_db_variants_to_the_tools_warm_start(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    import synco.learn.pretrain_tools as pretrain_tools_module
+    from synco.cli import main
+
+    calls = []
+    monkeypatch.setattr(pretrain_tools_module, "pretrain_tools", lambda out, **kw: calls.append((out, kw)) or "meta")
+    assert main(["pretrain", "--world", "tools", "--db-variants", "16", "--out", str(tmp_path)]) == 0
+    assert main(["pretrain", "--world", "tools", "--out", str(tmp_path)]) == 0
+    assert [kw for _, kw in calls] == [{"seed": 0, "db_variants": 16}, {"seed": 0, "db_variants": 0}]
+    assert main(["pretrain", "--world", "arith", "--db-variants", "4", "--out", str(tmp_path)]) == 2
+    assert "--db-variants 4 is for --world tools" in capsys.readouterr().err
+    assert len(calls) == 2 and not (tmp_path / "reasoner").exists()

@@ -208,3 +208,35 @@ def test_a_turn_prefix_is_prefilled_at_every_turn_and_seen_by_the_environment() 
     agent = [t.text for t in ep.turns if t.role == "agent"]
     assert env.seen == [">" + a for a in agent]  # the environment reads each whole turn, prefix included
     assert [t.text for t in ep.turns if t.role == "env"] == ["\ntool: =1\n>", "\ntool: =2\n>"]  # prefilled: mask 0
+
+
+def test_each_episode_builds_its_environment_with_its_attempt_index_at_its_card() -> None:
+    """``act`` numbers a card's n episodes 0..n-1 and the jobs carry the numbers across their cuts, so a domain
+    that varies its world by attempt (the tools world's database variants) gets the same index in any process."""
+    import json
+
+    import pytest
+
+    from synco.core.records import TaskCard
+    from synco.domains.tools import ToolsDomain
+    from synco.rollout.episodes import act, episode_jobs
+
+    class Recording(ToolsDomain):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, int]] = []
+
+        def environment(self, card, reference, attempt=0):  # noqa: ANN001, ANN202 - the protocol's
+            self.calls.append((card.problem, attempt))
+            return super().environment(card, reference, attempt)
+
+    domain = Recording()
+    cards = [TaskCard(**json.loads(domain.format_card(p, "find_product(lamp)", "26", "lookup")))
+             for p in ("what does the lamp cost?", "how much is a lamp?")]
+    episodes = act(make_policy(), domain, cards, ["26", "26"], 4, PARAMS, EpisodeLimits(1, 40), seed=1, group_size=3)
+    assert [len(g) for g in episodes] == [4, 4]
+    assert domain.calls == [(c.problem, a) for c in cards for a in range(4)]
+    jobs = episode_jobs(["p"] * 8, [cards[0]] * 8, ["26"] * 8, [0, 1, 2, 3] * 2, PARAMS, EpisodeLimits(1, 40), 1, 3)
+    assert [j.attempts for j in jobs] == [(0, 1, 2), (3, 0, 1), (2, 3)]
+    with pytest.raises(ValueError, match="8 prompts, 8 cards, 8 references and 7 attempt indices"):
+        episode_jobs(["p"] * 8, [cards[0]] * 8, ["26"] * 8, [0] * 7, PARAMS, EpisodeLimits(1, 40), 1, 3)

@@ -25,6 +25,7 @@ from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment
 from synco.domains.tau2.settings import Tau2Settings
+from synco.domains.tools.settings import ToolsSettings
 from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
@@ -95,6 +96,7 @@ class RunConfig(BaseModel):
     verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
     report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
     tau2: Tau2Settings = Field(default_factory=Tau2Settings, description="domain=tau2: the τ²-bench domain, the user side (solo or a simulated user played by a frozen local model) and the splits.")
+    tools: ToolsSettings = Field(default_factory=ToolsSettings, description="domain=tools: the embedded tool world's settings (database variants per episode).")
     evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
@@ -231,7 +233,7 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
 
 def domain_context(cfg: RunConfig) -> DomainContext:
     """The settings of ``cfg`` a domain factory reads (synco.domains.registry)."""
-    return DomainContext(prompts_dir=cfg.prompts_dir, tau2=cfg.tau2, user_factory=user_factory(cfg))
+    return DomainContext(prompts_dir=cfg.prompts_dir, tau2=cfg.tau2, tools=cfg.tools, user_factory=user_factory(cfg))
 
 
 def user_factory(cfg: RunConfig) -> Callable[[], Any] | None:

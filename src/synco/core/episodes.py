@@ -55,6 +55,10 @@ class EpisodeGrade(BaseModel):
     info: dict[str, str] = Field(default_factory=dict)
     """What else the environment reports about the episode, e.g. how it ended in τ²'s terms (``termination``) and
     which model played the user (``user_model``)."""
+    gold_actions: list[ToolCall] | None = None
+    """The gold trajectory the environment graded the episode against when it chose its own (a tools episode on a
+    database variant: the task solved there, which may take another branch than the card's); None: the card's.
+    Where a failed episode first leaves the gold trajectory is measured against this one."""
 
 
 @dataclass(frozen=True)

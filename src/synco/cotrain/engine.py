@@ -475,12 +475,16 @@ def episode_rollout(ep: Episode, gold: Sequence[ToolCall] | None = None, tools: 
     ``truncated`` means the episode ended on a limit (turns or tokens) instead of finishing. With the task's
     ``gold`` trajectory and the domain's ``tools``, a failed episode records where its calls first left it
     (``first_wrong``, for the capability report): its calls of those tools, and the turns that did not parse as
-    a call; a call outside the inventory (the final message, e.g. ``done``) is no step of the trajectory.
+    a call; a call outside the inventory (the final message, e.g. ``done``) is no step of the trajectory. An episode
+    its environment graded against another gold trajectory (``EpisodeGrade.gold_actions``: a database variant's) is
+    measured against that one.
     """
     g = ep.grade
     assert g is not None, "an episode is graded before it is recorded"
     agent = [t for t in ep.turns if t.role == "agent"]
     first_wrong = None
+    if gold is not None and g.gold_actions is not None:
+        gold = g.gold_actions
     if gold is not None and not g.correct:
         calls = [t.tool_call for t in agent if t.tool_call is None or t.tool_call.name in tools]
         wrong = first_wrong_call(calls, gold)

@@ -187,8 +187,13 @@ class HasEnvironment(Protocol):
     answering once: each attempt is an episode on a fresh :class:`~synco.core.episodes.Environment`,
     graded by the environment, not by the answer checker."""
 
-    def environment(self, card: TaskCard, reference: str) -> Environment:
-        """A fresh environment for one episode on a verified card (``reference`` is its verdict's)."""
+    def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> Environment:
+        """A fresh environment for one episode on a verified card (``reference`` is its verdict's).
+
+        ``attempt`` is the episode's index among the card's attempts in one request (0..K-1; for a held-out item,
+        its sample index): a domain may use it to vary the episode's world deterministically (the tools world's
+        database variants); one that does not ignores it. It travels with the episode's job, so every process
+        builds the same environment."""
         ...
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from synco.domains.base import Domain
 from synco.domains.tau2.settings import Tau2Settings
+from synco.domains.tools.settings import ToolsSettings
 
 if TYPE_CHECKING:
     from synco.domains.arith import ArithDomain
@@ -52,6 +53,9 @@ class DomainContext:
 
     tau2: Tau2Settings = field(default_factory=Tau2Settings)
     """The ``tau2:`` section (``domain: tau2``)."""
+
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    """The ``tools:`` section (``domain: tools``)."""
 
     user_factory: Callable[[], Any] | None = field(default=None, compare=False)
     """Builds the simulated user of a domain whose episodes have one (τ²), called on first need; picklable
@@ -83,7 +87,7 @@ def _math(context: DomainContext) -> MathDomain:
 def _tools(context: DomainContext) -> ToolsDomain:
     from synco.domains.tools import ToolsDomain
 
-    return ToolsDomain()
+    return ToolsDomain(context.tools)
 
 
 def _tau2(context: DomainContext) -> Tau2Domain:

@@ -12,6 +12,12 @@ Family weights make the Reasoner's start uneven on purpose: families that need a
 (``cost_n``, ``afford``, ``total``...) or several writes are trained less, so the run starts with a
 teachable band instead of a solved world. Held-out success (greedy episodes on ``domain.heldout``)
 and the Synthesizer's card validity are measured and written to ``meta.json``.
+
+``db_variants`` N > 0 (``--db-variants``; off by default, the shipped recipe): each Reasoner gold episode runs on a
+database variant drawn uniformly from 1..N (``synco.domains.tools.db``), the task re-solved there as a run with
+``tools.db_variants`` grades it (the fixed world when the variant cannot pose it), so the warm start learns to
+read values from observations rather than recall one database. Held-out success is then also measured on
+variants (``heldout_success_on_variants``).
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from pydantic import BaseModel
 
 from synco.core.episodes import EpisodeLimits
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tools.db import DB, build_db
 from synco.domains.tools.domain import TOOLS_PATTERNS, ToolsDomain
 from synco.domains.tools.env import ToolsEnv
+from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import DONE, format_call, format_outputs
-from synco.domains.tools.tasks import FAMILY_NAMES, Task
+from synco.domains.tools.tasks import FAMILY_NAMES, Task, task_of_instruction
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.evosyn.trajectory import pattern
 from synco.learn.charlm import card_tokenizer, tiny_llama
@@ -64,13 +72,13 @@ Segments = list[tuple[str, bool]]
 """A training row as ``(text, is_target)`` pieces: targets are the agent's turns (each followed by EOS)."""
 
 
-def gold_segments(domain: ToolsDomain, task: Task) -> Segments:
+def gold_segments(domain: ToolsDomain, task: Task, db: DB | None = None) -> Segments:
     """The gold episode of ``task`` as segments: prompt, then (call, observation)..., then ``done(outputs)``.
 
-    The observations come from a real :class:`ToolsEnv` stepping the gold calls, so they are exactly what
-    the agent will see in training.
+    The observations come from a real :class:`ToolsEnv` stepping the gold calls on ``db`` (default: the world's
+    database; ``task`` must be solved on the one given), so they are exactly what the agent will see in training.
     """
-    env = ToolsEnv(domain.db, "", task.outputs)
+    env = ToolsEnv(domain.db if db is None else db, "", task.outputs)
     rows: Segments = [(domain.reasoner_prompt(task.instruction), False)]
     for call in task.actions:
         text = format_call(call)
@@ -111,8 +119,15 @@ def weighted_family(rng: random.Random, weights: dict[str, float] = FAMILY_WEIGH
     return rng.choices(list(FAMILY_NAMES), weights=[weights.get(f, 1.0) for f in FAMILY_NAMES])[0]
 
 
-def reasoner_row(domain: ToolsDomain, rng: random.Random) -> Segments:
-    return gold_segments(domain, domain.sample_task(rng, weighted_family(rng)))
+def reasoner_row(domain: ToolsDomain, rng: random.Random, db_variants: int = 0) -> Segments:
+    """One gold episode of a training task of a weighted family; with ``db_variants`` N > 0 on a variant drawn from
+    1..N (the task re-solved there; the fixed world when the variant cannot pose it, as a run's environment does)."""
+    task = domain.sample_task(rng, weighted_family(rng))
+    if db_variants <= 0:
+        return gold_segments(domain, task)
+    db = build_db(rng.randint(1, db_variants))
+    solved = task_of_instruction(db, task.instruction)
+    return gold_segments(domain, task) if solved is None else gold_segments(domain, solved[1], db)
 
 
 def synthesizer_pair(domain: ToolsDomain, rng: random.Random) -> tuple[str, str]:
@@ -137,7 +152,8 @@ def tool_tokens() -> list[str]:
 
 
 def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limits: EpisodeLimits) -> dict[str, float]:
-    """Greedy held-out success per writes group of the Reasoner saved in ``model_dir`` (synco's own episode path)."""
+    """Greedy held-out success per writes group of the Reasoner saved in ``model_dir`` (synco's own episode path; on
+    database variants when ``domain`` has them on)."""
     from synco.core.policy import PolicyConfig, SamplingParams
     from synco.learn.hf_policy import HFPolicy
     from synco.rollout.episodes import heldout_successes
@@ -201,6 +217,11 @@ class ToolsPretrainMeta(BaseModel):
     heldout_success: dict[str, float]
     cards: dict[str, float]
     seconds_total: float
+    db_variants: int = 0
+    """The Reasoner's gold episodes ran on database variants 1..N (0: the fixed world only)."""
+    heldout_success_on_variants: dict[str, float] | None = None
+    """With ``db_variants`` N > 0: held-out success with each item on its variant (as ``tools.db_variants=N`` scores
+    it); ``heldout_success`` is the fixed world's."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +233,7 @@ class _Role:
     lr: float
     out_dir: Path
     progress: bool
+    db_variants: int = 0
 
 
 def _train_role(spec: _Role) -> tuple[float, int]:
@@ -226,7 +248,7 @@ def _train_role(spec: _Role) -> tuple[float, int]:
     rng = random.Random(f"tools-{spec.role}-{spec.seed}")
     if spec.role == "reasoner":
         def make() -> Segments:
-            return reasoner_row(domain, rng)
+            return reasoner_row(domain, rng, spec.db_variants)
     else:
         def make() -> Segments:
             prompt, card = synthesizer_pair(domain, rng)
@@ -239,19 +261,21 @@ def _train_role(spec: _Role) -> tuple[float, int]:
 
 def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 2000, synthesizer_steps: int = 1500,
                    batch: int = 16, lr: float = 1e-3, heldout_per_group: int = 50, n_cards: int = 64,
-                   parallel: bool = True, progress: bool = True) -> ToolsPretrainMeta:
+                   parallel: bool = True, progress: bool = True, db_variants: int = 0) -> ToolsPretrainMeta:
     """Train and save the tools warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
 
     With ``parallel`` the two agents train at once in two spawned workers (one torch thread each), with the
-    same weights as one after the other.
+    same weights as one after the other. ``db_variants`` N > 0: the Reasoner's gold episodes on database variants
+    drawn from 1..N (the module docstring); the Synthesizer's cards are the fixed world's either way.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    ToolsSettings(db_variants=db_variants)  # the run setting's bounds: a ValidationError naming db_variants
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    specs = [_Role("reasoner", seed, reasoner_steps, batch, lr, out, progress),
+    specs = [_Role("reasoner", seed, reasoner_steps, batch, lr, out, progress, db_variants),
              _Role("synthesizer", seed + 1, synthesizer_steps, batch, lr, out, progress)]
     if parallel:
         import multiprocessing
@@ -267,6 +291,8 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
     torch.set_num_threads(1)
     try:
         success = heldout_success(out / "reasoner", domain, heldout_per_group, EpisodeLimits(8, 400))
+        on_variants = None if db_variants <= 0 else heldout_success(
+            out / "reasoner", ToolsDomain(ToolsSettings(db_variants=db_variants)), heldout_per_group, EpisodeLimits(8, 400))
         synth = AutoModelForCausalLM.from_pretrained(out / "synthesizer")
         cards = card_validity(synth, AutoTokenizer.from_pretrained(out / "synthesizer"), domain, n_cards, seed)
     finally:
@@ -276,11 +302,14 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
         n_params_reasoner=r_params, n_params_synthesizer=s_params, reasoner_final_loss=round(r_loss, 5),
         synthesizer_final_loss=round(s_loss, 5), family_weights=FAMILY_WEIGHTS, heldout_per_group=heldout_per_group,
         heldout_success={k: round(v, 4) for k, v in success.items()}, cards={k: round(v, 4) for k, v in cards.items()},
-        seconds_total=round(time.perf_counter() - t0, 1))
+        seconds_total=round(time.perf_counter() - t0, 1), db_variants=db_variants,
+        heldout_success_on_variants=None if on_variants is None else {k: round(v, 4) for k, v in on_variants.items()})
     (out / "meta.json").write_text(meta.model_dump_json(indent=2) + "\n")
     if progress:
         print(f"[pretrain] tools warm start saved to {out} in {meta.seconds_total:.0f}s; held-out success "
               + " ".join(f"{k}={v:.2f}" for k, v in meta.heldout_success.items())
+              + ("" if on_variants is None else " (on variants: "
+                 + " ".join(f"{k}={v:.2f}" for k, v in on_variants.items()) + ")")
               + f"; cards valid {cards['valid']:.2f} distinct {cards['distinct']:.2f}", flush=True)
     return meta
 

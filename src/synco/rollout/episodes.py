@@ -145,22 +145,25 @@ def _failed(code: str) -> EpisodeGrade:
 @dataclass(frozen=True)
 class EpisodeJob:
     """One group of episodes, as a process needs them: prompts, the cards and references their environments are
-    built from, the sampling settings, the limits and the group's seed. Picklable, so a Ray rollout worker runs
-    it where it samples (:class:`RunsEpisodes`)."""
+    built from, each episode's attempt index at its card, the sampling settings, the limits and the group's seed.
+    Picklable, so a Ray rollout worker runs it where it samples (:class:`RunsEpisodes`)."""
 
     prompts: tuple[str, ...]
     cards: tuple[TaskCard, ...]
     references: tuple[str, ...]
+    attempts: tuple[int, ...]
     params: SamplingParams
     limits: EpisodeLimits
     seed: int | None
 
 
 def run_job(policy: TokenPolicy, domain: Domain, job: EpisodeJob) -> list[Episode]:
-    """The episodes of one job, each on a fresh environment of ``domain`` (one per episode)."""
+    """The episodes of one job, each on a fresh environment of ``domain`` (one per episode, built from its card,
+    reference and attempt index)."""
     if not isinstance(domain, HasEnvironment):
         raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
-    return run_episodes(policy, job.prompts, lambda i: domain.environment(job.cards[i], job.references[i]),
+    return run_episodes(policy, job.prompts,
+                        lambda i: domain.environment(job.cards[i], job.references[i], job.attempts[i]),
                         job.params, job.limits, job.seed, turn_prefix=response_prefix(domain))
 
 
@@ -171,14 +174,18 @@ class RunsEpisodes(Protocol):
     def run_episode_jobs(self, domain: Domain, jobs: Sequence[EpisodeJob]) -> list[list[Episode]]: ...
 
 
-def episode_jobs(prompts: Sequence[str], cards: Sequence[TaskCard], references: Sequence[str], params: SamplingParams,
-                 limits: EpisodeLimits, seed: int | None, group_size: int) -> list[EpisodeJob]:
+def episode_jobs(prompts: Sequence[str], cards: Sequence[TaskCard], references: Sequence[str], attempts: Sequence[int],
+                 params: SamplingParams, limits: EpisodeLimits, seed: int | None, group_size: int) -> list[EpisodeJob]:
     """The episodes cut into consecutive jobs of ``group_size``; job ``g`` samples from ``derive_seed(seed, "episodes",
-    g)`` alone, so its episodes are the same whichever process runs it."""
+    g)`` alone, so its episodes are the same whichever process runs it. ``attempts``: each episode's index among its
+    card's attempts (what :meth:`HasEnvironment.environment` gets)."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if not len(prompts) == len(cards) == len(references) == len(attempts):
+        raise ValueError(f"episode_jobs: {len(prompts)} prompts, {len(cards)} cards, {len(references)} references and "
+                         f"{len(attempts)} attempt indices (one each per episode)")
     return [EpisodeJob(tuple(prompts[a:a + group_size]), tuple(cards[a:a + group_size]),
-                       tuple(references[a:a + group_size]), params, limits,
+                       tuple(references[a:a + group_size]), tuple(attempts[a:a + group_size]), params, limits,
                        None if seed is None else derive_seed(seed, "episodes", g))
             for g, a in enumerate(range(0, len(prompts), group_size))]
 
@@ -186,7 +193,8 @@ def episode_jobs(prompts: Sequence[str], cards: Sequence[TaskCard], references: 
 def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: Sequence[str], n: int,
         params: SamplingParams, limits: EpisodeLimits, seed: int | None = None,
         group_size: int = 64) -> list[list[Episode]]:
-    """``n`` episodes of ``policy`` on each card, each on its own fresh environment (``domain.environment``).
+    """``n`` episodes of ``policy`` on each card, each on its own fresh environment (``domain.environment``, with the
+    episode's attempt index 0..n-1 at its card).
 
     The multi-turn counterpart of :func:`synco.domains.base.solve`: the same prompts (the card's problem as the
     first message), grouped per card in card order. The episodes run in jobs of ``group_size`` (in this process,
@@ -198,7 +206,8 @@ def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: S
         raise ValueError(f"{len(cards)} cards but {len(references)} references")
     prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
     jobs = episode_jobs([p for p in prompts for _ in range(n)], [c for c in cards for _ in range(n)],
-                        [r for r in references for _ in range(n)], params, limits, seed, group_size)
+                        [r for r in references for _ in range(n)], [a for _ in cards for a in range(n)], params, limits,
+                        seed, group_size)
     if isinstance(policy, RunsEpisodes):
         done = policy.run_episode_jobs(domain, jobs)
     elif isinstance(policy, TokenPolicy):
@@ -213,7 +222,9 @@ def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: S
 def heldout_successes(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], n: int, params: SamplingParams,
                       limits: EpisodeLimits, seed: int | None = None, group_size: int = 64) -> list[list[bool]]:
     """Whether each of ``n`` episodes on each held-out item succeeded (its environment's grade), item by item: the
-    one held-out path of an episode domain (the run's held-out curve, the warm start's score, the benches)."""
+    one held-out path of an episode domain (the run's held-out curve, the warm start's score, the benches). Sample
+    ``j`` of an item is its attempt ``j``, so a domain that varies its world by attempt (the tools world's database
+    variants) varies it per item and sample, the same before and after training."""
     if not isinstance(domain, HasEnvironment):
         raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): grade its held-out answers")
     episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], n, params,

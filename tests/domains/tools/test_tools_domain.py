@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from collections import Counter
 
@@ -11,7 +12,10 @@ import pytest
 from synco.core.records import CardRejected, TaskCard
 from synco.domains.base import Domain, HasEnvironment, HasFactorSpace, HasResponsePrefix, HeldoutItem
 from synco.domains.tools import ToolsDomain
-from synco.domains.tools.syntax import format_call, parse_actions
+from synco.domains.tools.db import build_db, episode_variant
+from synco.domains.tools.settings import ToolsSettings
+from synco.domains.tools.syntax import format_call, format_outputs, parse_actions
+from synco.domains.tools.verify import replay
 from synco.domains.tools.tasks import (
     FAMILY_NAMES,
     HELDOUT_GROUPS,
@@ -202,3 +206,124 @@ def test_the_domain_pickles_for_rollout_workers() -> None:
     copy = pickle.loads(pickle.dumps(DOMAIN))
     c = make("cancel all of bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58);cancel_order(o61)")
     assert copy.db.state_hash() == DOMAIN.db.state_hash() and copy.gold_hash(c.solution) == DOMAIN.gold_hash(c.solution)
+
+
+# ----------------------------------------------------------------- database variants (tools.db_variants)
+
+VARIANTS = ToolsDomain(ToolsSettings(db_variants=8))
+
+
+def play_gold(env, actions, outputs) -> float:  # noqa: ANN001 - a ToolsEnv and a task's actions
+    for a in actions:
+        env.step(format_call(a))
+    env.step(f"done({','.join(outputs)})")
+    return env.grade().reward
+
+
+def test_variants_off_is_the_fixed_world_whatever_the_attempt() -> None:
+    c = make("what does the lamp cost?", "find_product(lamp)")
+    for domain in (DOMAIN, ToolsDomain(ToolsSettings())):
+        for attempt in range(4):
+            env = domain.environment(c, domain.oracle(c), attempt)
+            assert env.db.state_hash() == build_db().state_hash() and env.outputs == ("26",)
+            assert env.variant is None and env.gold_actions is None
+            assert play_gold(env, parse_actions(c.solution), ["26"]) == 1.0
+            assert env.grade().info == {} and env.grade().gold_actions is None  # nothing new in the records
+
+
+def test_the_attempts_at_one_card_run_on_different_variants_deterministically() -> None:
+    key = "what does the lamp cost?"
+    c = make(key, "find_product(lamp)")
+    ref = VARIANTS.oracle(c)
+    envs = [VARIANTS.environment(c, ref, a) for a in range(8)]
+    assert [e.variant for e in envs] == [episode_variant(key, a, 8) for a in range(8)]
+    assert sorted(e.variant for e in envs) == list(range(1, 9))  # 8 attempts, 8 databases
+    for e in envs:
+        assert e.db.state_hash() == build_db(e.variant).state_hash()
+        assert e.outputs == (str(build_db(e.variant).products["p1"].price),)  # the lamp's price there
+    again = ToolsDomain(ToolsSettings(db_variants=8))  # another process builds the same environments
+    assert [again.environment(c, ref, a).variant for a in range(8)] == [e.variant for e in envs]
+    assert [pickle.loads(pickle.dumps(VARIANTS)).environment(c, ref, a).gold_hash for a in range(8)] == \
+        [e.gold_hash for e in envs]
+
+
+def test_on_variant_one_the_lamp_costs_24_and_recalling_26_fails() -> None:
+    key = "what does the lamp cost?"
+    c = make(key, "find_product(lamp)")
+    attempt = next(a for a in range(8) if episode_variant(key, a, 8) == 1)
+    recalled = VARIANTS.environment(c, VARIANTS.oracle(c), attempt)
+    assert recalled.step("find_product(lamp)").observation == "\n=p1,24,9\n"  # build_db(1): lamp 24, stock 9
+    recalled.step("done(26)")  # the fixed world's answer
+    assert recalled.grade().reward == 0.0 and recalled.grade().parts["outputs"] == 0.0
+    read = VARIANTS.environment(c, VARIANTS.oracle(c), attempt)  # a fresh database: nothing of the first episode
+    read.step("find_product(lamp)")
+    read.step("done(24)")
+    grade = read.grade()
+    assert grade.reward == 1.0 and grade.info == {"db_variant": "1", "gold_outputs": "24"}
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_variants_gold_scores_one_there_and_the_fixed_worlds_gold_scores_zero_where_it_differs(family: str) -> None:
+    rng = random.Random(f"variants-{family}")
+    differs = 0
+    for _ in range(6):
+        task = DOMAIN.sample_task(rng, family)
+        c = make(task.instruction, ";".join(format_call(a) for a in task.actions), ",".join(task.outputs) or "none")
+        ref = VARIANTS.oracle(c)
+        assert ref == DOMAIN.oracle(c) and VARIANTS.card_factors(c) == DOMAIN.card_factors(c)  # verified on variant 0
+        for attempt in range(8):
+            v = episode_variant(task.instruction, attempt, 8)
+            solved = task_of_instruction(build_db(v), task.instruction)
+            env = VARIANTS.environment(c, ref, attempt)
+            if solved is None:  # the variant cannot pose this task: the fixed world, today's gold
+                assert env.variant == 0 and env.gold_hash == DOMAIN.gold_hash(c.solution) and env.outputs == task.outputs
+                continue
+            gold = solved[1]
+            assert env.variant == v and env.gold_actions == list(gold.actions)
+            assert play_gold(env, gold.actions, gold.outputs) == 1.0
+            assert env.grade().info == {"db_variant": str(v), "gold_outputs": format_outputs(gold.outputs)}
+            end = replay(build_db(v), task.actions)[0].state_hash() if _runs(build_db(v), task.actions) else None
+            if gold.outputs != task.outputs or end != env.gold_hash:  # the fixed world's gold is wrong here
+                differs += 1
+                assert play_gold(VARIANTS.environment(c, ref, attempt), task.actions, task.outputs) == 0.0
+    if family in ("lookup", "cost_n", "sum2", "afford", "total", "cancel_balance", "transfer_all"):
+        assert differs > 0  # a value (or, for transfer_all, the amount moved) depends on the variant
+
+
+def _runs(db, actions) -> bool:  # noqa: ANN001 - a DB and a task's actions
+    try:
+        replay(db, actions)
+    except CardRejected:
+        return False
+    return True
+
+
+def test_an_instruction_outside_the_templates_or_unsolvable_on_its_variant_runs_on_the_fixed_world() -> None:
+    free = make("what is the total of the first order of bob?", "find_user(bob);list_orders(u2);get_order(o22)", "66")
+    env = VARIANTS.environment(free, VARIANTS.oracle(free), 3)
+    assert env.variant == 0 and env.db.state_hash() == build_db().state_hash() and env.outputs == ("66",)
+    assert play_gold(env, parse_actions(free.solution), ["66"]) == 1.0 and env.grade().info["db_variant"] == "0"
+    # pam has 109 in the fixed world; her variants for this instruction are 6, 7, 8, 1, ...: on 6 she has 60 or
+    # more, on 8 less (task_of_instruction finds no task there), so attempt 2 runs on the fixed world
+    send = make("send 60 from pam to ann", "find_user(pam);find_user(ann);transfer(u16,u1,60)")
+    ref = VARIANTS.oracle(send)
+    assert [episode_variant(send.problem, a, 8) for a in range(3)] == [6, 7, 8]
+    assert build_db(6).users["u16"].balance >= 60 > build_db(8).users["u16"].balance
+    assert VARIANTS.environment(send, ref, 0).variant == 6
+    fallback = VARIANTS.environment(send, ref, 2)
+    assert fallback.variant == 0 and fallback.gold_hash == DOMAIN.gold_hash(send.solution)
+
+
+def test_held_out_items_run_on_variants_per_item_and_sample() -> None:
+    items = VARIANTS.heldout(3, seed=3)
+    assert items == DOMAIN.heldout(3, seed=3)  # the held-out set is the fixed world's
+    seen = set()
+    for item in items:
+        c = VARIANTS.heldout_card(item)
+        for sample in range(2):
+            env = VARIANTS.environment(c, item.answer, sample)
+            v = episode_variant(item.problem, sample, 8)
+            assert env.variant in (v, 0)
+            assert env.variant == (v if task_of_instruction(build_db(v), item.problem) is not None else 0)
+            seen.add(env.variant)
+    assert len(seen) > 3

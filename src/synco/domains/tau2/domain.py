@@ -227,8 +227,9 @@ class Tau2Domain:
 
     # --- episodes
 
-    def environment(self, card: TaskCard, reference: str) -> Tau2Env:
-        """A fresh τ² environment for one episode on a verified card (the verdict's τ² task)."""
+    def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> Tau2Env:
+        """A fresh τ² environment for one episode on a verified card (the verdict's τ² task); every attempt gets the
+        same one (``attempt`` is not used: τ²'s database is the domain's)."""
         from synco.domains.tau2.env import Tau2Env
 
         task = self.verdict(card).task

@@ -6,7 +6,14 @@ its state are identical in every process and on every machine. An episode works 
 :meth:`DB.copy` (a few dozen small records, copied in microseconds), so nothing leaks between episodes.
 
 The initial state respects the policy (``synco.domains.tools.tools.POLICY``): no user holds more than
-``MAX_PENDING`` pending orders, a cancelled order holds no money (``paid`` 0).
+``MAX_PENDING`` pending orders, a cancelled order holds no money (``paid`` 0), every other order holds
+``price * qty``.
+
+*Variants* (``build_db(variant)``, ``variant >= 1``; the ``tools.db_variants`` setting): the same world with
+other numbers. Users, products, names, ids and every order's id, owner, product and status are variant 0's (what
+instructions and cards name); balances, prices, stocks and order quantities are drawn again from sha256 of the
+seed, the variant and the key, in the same ranges, and each order's ``paid`` follows. Their purpose: an answer
+recalled from the one fixed database is wrong on another variant, so only reading the observations pays.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 Status = Literal["pending", "shipped", "cancelled"]
@@ -40,9 +48,17 @@ MAX_ORDERS_PER_USER = 4
 _SEED = "synco-tools-db-v1"
 
 
-def _draw(key: str, lo: int, hi: int) -> int:
-    """A stable integer in ``[lo, hi]`` for ``key`` (sha256 of the seed and the key)."""
-    digest = hashlib.sha256(f"{_SEED}:{key}".encode()).digest()
+BALANCES = (10, 200)
+PRICES = (2, 40)
+STOCKS = (0, 9)
+ORDER_QTYS = (1, 3)
+"""The ranges (inclusive) of the drawn values, in every variant."""
+
+
+def _draw(key: str, lo: int, hi: int, variant: int = 0) -> int:
+    """A stable integer in ``[lo, hi]`` for ``key`` (sha256 of the seed, the variant when it is not 0, and the key)."""
+    salt = _SEED if variant == 0 else f"{_SEED}:variant:{variant}"
+    digest = hashlib.sha256(f"{salt}:{key}".encode()).digest()
     return lo + int.from_bytes(digest[:8], "big") % (hi - lo + 1)
 
 
@@ -121,16 +137,45 @@ class DB:
         return hashlib.sha256(self.canonical().encode()).hexdigest()
 
 
-def build_db() -> DB:
-    """The world's initial database (always the same; see the module docstring).
+def build_db(variant: int = 0) -> DB:
+    """The world's initial database: variant 0 (the default) is the world, always the same; ``variant >= 1`` the
+    same records with other numbers (see the module docstring). A fresh copy each call (built variants are cached).
 
     Balances 10..200, prices 2..40, stocks 0..9. Each user holds 0..``MAX_PENDING`` pending orders
     (drawn uniformly, so every count is common) and up to two more, shipped or cancelled (2:1), at most
     ``MAX_ORDERS_PER_USER`` in all; each order is 1..3 of a product. Order ids ``o1``.. follow a hashed
     order of all orders, so one user's ids are scattered.
     """
-    users = {f"u{i}": User(f"u{i}", name, _draw(f"balance:{i}", 10, 200)) for i, name in enumerate(USER_NAMES, 1)}
-    products = {f"p{i}": Product(f"p{i}", name, _draw(f"price:{i}", 2, 40), _draw(f"stock:{i}", 0, 9))
+    if isinstance(variant, bool) or not isinstance(variant, int) or variant < 0:
+        raise ValueError(f"variant must be an int >= 0, got {variant!r}")
+    return _built(variant).copy()
+
+
+@lru_cache(maxsize=1024)
+def _built(variant: int) -> DB:
+    """The database of ``variant``, built once per process (callers copy it)."""
+    return _world() if variant == 0 else revalue(_built(0), variant)
+
+
+def revalue(db: DB, variant: int) -> DB:
+    """``db``'s records with the numbers of ``variant`` (>= 1): balances, prices, stocks and order quantities drawn
+    from ``variant``'s keys, ``paid`` recomputed (``price * qty``, 0 for a cancelled order); ids, names, owners,
+    products and statuses kept."""
+    users = {k: replace(u, balance=_draw(f"balance:{k}", *BALANCES, variant)) for k, u in db.users.items()}
+    products = {k: replace(p, price=_draw(f"price:{k}", *PRICES, variant), stock=_draw(f"stock:{k}", *STOCKS, variant))
+                for k, p in db.products.items()}
+    orders = {}
+    for k, o in db.orders.items():
+        qty = _draw(f"order-qty:{k}", *ORDER_QTYS, variant)
+        paid = 0 if o.status == "cancelled" else products[o.product].price * qty
+        orders[k] = replace(o, qty=qty, paid=paid)
+    return DB(users, products, orders)
+
+
+def _world() -> DB:
+    """Variant 0: the world every process builds the same (its values and its hash are pinned by the tests)."""
+    users = {f"u{i}": User(f"u{i}", name, _draw(f"balance:{i}", *BALANCES)) for i, name in enumerate(USER_NAMES, 1)}
+    products = {f"p{i}": Product(f"p{i}", name, _draw(f"price:{i}", *PRICES), _draw(f"stock:{i}", *STOCKS))
                 for i, name in enumerate(PRODUCT_NAMES, 1)}
     drafts: list[tuple[str, str, Status]] = []  # (hash key, user id, status)
     for i in range(1, len(users) + 1):
@@ -143,7 +188,25 @@ def build_db() -> DB:
     orders: dict[str, Order] = {}
     for n, (key, user, status) in enumerate(sorted(drafts), 1):
         product = f"p{_draw(f'order-product:{key}', 1, len(products))}"
-        qty = _draw(f"order-qty:{key}", 1, 3)
+        qty = _draw(f"order-qty:{key}", *ORDER_QTYS)
         paid = 0 if status == "cancelled" else products[product].price * qty
         orders[f"o{n}"] = Order(f"o{n}", user, product, qty, paid, status)
     return DB(users, products, orders)
+
+
+def episode_variant(key: str, attempt: int, n_variants: int) -> int:
+    """The database variant an episode runs on: 0 when ``n_variants`` is 0 (variants off), else one of 1..``n_variants``.
+
+    ``key`` names the task (the tools domain passes the normalised instruction) and ``attempt`` is the episode's index
+    among the task's attempts: attempt ``a`` takes variant ``1 + (offset + a) % n_variants``, with ``offset`` hashed
+    from ``key``. So the attempts at one task run on different databases (all different while there are no more of
+    them than variants), different tasks start at different variants, and every process picks the same one.
+    """
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+        raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
+    if isinstance(n_variants, bool) or not isinstance(n_variants, int) or n_variants < 0:
+        raise ValueError(f"n_variants must be an int >= 0, got {n_variants!r}")
+    if n_variants == 0:
+        return 0
+    digest = hashlib.sha256(f"{_SEED}:variant-of:{key}".encode()).digest()
+    return 1 + (int.from_bytes(digest[:8], "big") + attempt) % n_variants

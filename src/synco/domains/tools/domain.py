@@ -6,7 +6,11 @@
 * Oracle: verification by execution (``synco.domains.tools.verify``); it returns the canonical outputs
   (what the verifier's answer check compares ``final_answer`` with), or raises ``CardRejected``.
 * Environment: :class:`~synco.domains.tools.env.ToolsEnv` per episode, the gold hash from the card's
-  actions replayed (cached per action list).
+  actions replayed (cached per action list). With ``tools.db_variants`` N > 0 (:class:`ToolsSettings`), an episode
+  whose instruction is one of the world's templates runs on database variant
+  :func:`~synco.domains.tools.db.episode_variant` (instruction, attempt, N) and is graded against that task solved
+  on the variant (:meth:`ToolsDomain.environment`); verification, held-out membership and factors stay on the
+  fixed database (variant 0).
 * Held-out: the tasks in a stable 10 % hash bucket of their canonical trajectory
   (:func:`~synco.domains.tools.tasks.task_key`), grouped by the number of writes (``w0``, ``w1``, ``w2``,
   ``w3+``); a :class:`~synco.domains.base.HeldoutItem` carries the instruction (``problem``) and the
@@ -27,8 +31,9 @@ from collections.abc import Callable
 from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
-from synco.domains.tools.db import DB, build_db
+from synco.domains.tools.db import DB, build_db, episode_variant
 from synco.domains.tools.env import ToolsEnv
+from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import ActionError, format_actions, format_outputs, parse_actions, parse_outputs
 from synco.domains.tools.tasks import (
     FAMILY_NAMES,
@@ -67,10 +72,11 @@ class ToolsDomain:
     report_budget = 64
     """Characters of the compact capability report put in the Synthesizer prompt."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: ToolsSettings | None = None) -> None:
+        self.settings = settings or ToolsSettings()
         self.db: DB = build_db()
         self.families: list[str] = list(FAMILY_NAMES)
-        self._gold: OrderedDict[str, str] = OrderedDict()  # action list -> gold final-state hash
+        self._gold: OrderedDict[tuple[int, str], str] = OrderedDict()  # (variant, action list) -> gold final-state hash
         self._producers: dict[str, list[str]] | None = None  # writes group -> families (see _group_families)
 
     @property
@@ -91,18 +97,18 @@ class ToolsDomain:
         solved = task_of_instruction(self.db, card.problem)
         if solved is None:
             rep = verify_task(self.db, card.problem, card.solution, card.final_answer)
-            self._remember(format_actions(rep.actions), rep.final_hash)
+            self._remember((0, format_actions(rep.actions)), rep.final_hash)
             return format_outputs(rep.outputs)
         _, task = solved
         truth = format_outputs(task.outputs)
         rep = verify_task(self.db, card.problem, card.solution, truth)
-        self._remember(format_actions(rep.actions), rep.final_hash)
+        self._remember((0, format_actions(rep.actions)), rep.final_hash)
         if rep.final_hash != self.gold_hash(format_actions(task.actions)):
             raise CardRejected("wrong_end_state", "the actions do not do what the instruction asks "
                                                   "(another end state than the instruction's own solution)")
         return truth
 
-    def _remember(self, key: str, gold: str) -> None:
+    def _remember(self, key: tuple[int, str], gold: str) -> None:
         self._gold[key] = gold
         self._gold.move_to_end(key)
         while len(self._gold) > _GOLD_CACHE_SIZE:
@@ -114,20 +120,40 @@ class ToolsDomain:
             actions = parse_actions(solution)
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
-        key = format_actions(actions)
+        return self._variant_gold(0, self.db, actions)
+
+    def _variant_gold(self, variant: int, db: DB, actions: list[ToolCall]) -> str:
+        """The final-state hash after ``actions`` on ``db`` (the database of ``variant``), cached per variant."""
+        key = (variant, format_actions(actions))
         if key not in self._gold:
-            state, _ = replay(self.db, actions)
+            state, _ = replay(db, actions)
             self._remember(key, state.state_hash())
         return self._gold[key]
 
-    def environment(self, card: TaskCard, reference: str) -> ToolsEnv:
+    def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> ToolsEnv:
         """A fresh environment for one episode: its own database copy, the gold hash of ``card.solution``,
-        the outputs of ``reference`` (the verdict's canonical outputs)."""
+        the outputs of ``reference`` (the verdict's canonical outputs).
+
+        With ``tools.db_variants`` N > 0: the episode's database is variant ``episode_variant(instruction, attempt,
+        N)`` and its gold is the card's instruction solved there (``task_of_instruction`` on the variant: the end
+        state of its actions, its outputs; a conditional task may take another branch). An instruction outside
+        the world's templates, or one the variant cannot solve, runs on the fixed database (variant 0) with the
+        gold above. The grade records the variant either way.
+        """
         try:
             outputs = parse_outputs(reference)
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
-        return ToolsEnv(self.db, self.gold_hash(card.solution), outputs)
+        n = self.settings.db_variants
+        if n:
+            variant = episode_variant(card.problem.strip().lower(), attempt, n)
+            db = build_db(variant)
+            solved = task_of_instruction(db, card.problem)
+            if solved is not None:
+                task = solved[1]
+                return ToolsEnv(db, self._variant_gold(variant, db, list(task.actions)), task.outputs,
+                                variant=variant, gold_actions=task.actions)
+        return ToolsEnv(self.db, self.gold_hash(card.solution), outputs, variant=0 if n else None)
 
     tool_kinds = TOOL_KINDS
     """Each tool's tag, ``read`` or ``write`` (for ``synco.evosyn.trajectory``)."""

@@ -20,6 +20,11 @@ fresh copy: any path to the same end state passes); ``outputs`` is the share of 
 among the values stated in ``done(...)`` (only there; 1 when none are required), and 0 when more values
 are stated than required (no guessing by listing); ``done`` is 1 when the agent ended with ``done``.
 Reward 1.0 iff all three are 1, else 0.0.
+
+On a database variant (``tools.db_variants``) the environment is built on the variant with the gold of the task
+solved there; its grade then says which variant (``info["db_variant"]``), the outputs it required
+(``info["gold_outputs"]``) and, when they are not the card's, the gold actions it was graded against
+(:attr:`~synco.core.episodes.EpisodeGrade.gold_actions`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from collections.abc import Sequence
 
 from synco.core.episodes import EnvStep, EpisodeGrade, ToolCall
 from synco.domains.tools.db import DB
-from synco.domains.tools.syntax import DONE, TurnError, canonical_value, parse_turn
+from synco.domains.tools.syntax import DONE, TurnError, canonical_value, format_outputs, parse_turn
 from synco.domains.tools.tools import MAX_RESULT_CHARS, call_tool
 
 MAX_OBSERVATION_CHARS = MAX_RESULT_CHARS + 4
@@ -47,11 +52,16 @@ def observation(text: str, error: str | None = None, detail: str = "") -> str:
 class ToolsEnv:
     """One episode on one task: a private copy of the database, the gold hash and the required outputs."""
 
-    def __init__(self, db: DB, gold_hash: str, outputs: Sequence[str], max_steps: int = MAX_STEPS) -> None:
+    def __init__(self, db: DB, gold_hash: str, outputs: Sequence[str], max_steps: int = MAX_STEPS,
+                 variant: int | None = None, gold_actions: Sequence[ToolCall] | None = None) -> None:
+        """``variant``: the database variant ``db`` is, recorded in the grade (None: variants are off, nothing is
+        recorded); ``gold_actions``: the gold trajectory the episode is graded against when it is not the card's."""
         self.db = db.copy()
         self.gold_hash = gold_hash
         self.outputs = tuple(canonical_value(v) for v in outputs)
         self.max_steps = max_steps
+        self.variant = variant
+        self.gold_actions = None if gold_actions is None else list(gold_actions)
         self.stated: tuple[str, ...] = ()
         self.finished = False  # the agent called done
         self.steps = 0
@@ -92,4 +102,6 @@ class ToolsEnv:
             outputs = sum(v in stated for v in self.outputs) / len(self.outputs)
         done = float(self.finished)
         reward = 1.0 if state == outputs == done == 1.0 else 0.0
-        return EpisodeGrade(reward=reward, correct=reward == 1.0, parts={"state": state, "outputs": outputs, "done": done})
+        info = {} if self.variant is None else {"db_variant": str(self.variant), "gold_outputs": format_outputs(self.outputs)}
+        return EpisodeGrade(reward=reward, correct=reward == 1.0, parts={"state": state, "outputs": outputs, "done": done},
+                            info=info, gold_actions=self.gold_actions)
