@@ -34,12 +34,12 @@ from pydantic import BaseModel
 
 from synco.core.episodes import EpisodeLimits
 from synco.core.records import CardRejected, TaskCard
-from synco.domains.tools.db import DB, build_db
+from synco.domains.tools.db import DB
 from synco.domains.tools.domain import TOOLS_PATTERNS, ToolsDomain
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import DONE, format_call, format_outputs
-from synco.domains.tools.tasks import FAMILY_NAMES, Task, task_of_instruction
+from synco.domains.tools.tasks import FAMILY_NAMES, Task, task_on_variant
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.evosyn.trajectory import pattern
 from synco.learn.charlm import card_tokenizer, tiny_llama
@@ -125,9 +125,8 @@ def reasoner_row(domain: ToolsDomain, rng: random.Random, db_variants: int = 0) 
     task = domain.sample_task(rng, weighted_family(rng))
     if db_variants <= 0:
         return gold_segments(domain, task)
-    db = build_db(rng.randint(1, db_variants))
-    solved = task_of_instruction(db, task.instruction)
-    return gold_segments(domain, task) if solved is None else gold_segments(domain, solved[1], db)
+    on_variant = task_on_variant(task.instruction, rng.randint(1, db_variants))
+    return gold_segments(domain, task) if on_variant is None else gold_segments(domain, on_variant[1], on_variant[0])
 
 
 def synthesizer_pair(domain: ToolsDomain, rng: random.Random) -> tuple[str, str]:

@@ -45,6 +45,7 @@ from synco.domains.tools.tasks import (
     raw_task,
     sample_task,
     task_of_instruction,
+    task_on_variant,
     writes_group,
 )
 from synco.domains.tools.tools import TOOL_KINDS
@@ -147,10 +148,9 @@ class ToolsDomain:
         n = self.settings.db_variants
         if n:
             variant = episode_variant(card.problem.strip().lower(), attempt, n)
-            db = build_db(variant)
-            solved = task_of_instruction(db, card.problem)
-            if solved is not None:
-                task = solved[1]
+            on_variant = task_on_variant(card.problem, variant)
+            if on_variant is not None:
+                db, task = on_variant
                 return ToolsEnv(db, self._variant_gold(variant, db, list(task.actions)), task.outputs,
                                 variant=variant, gold_actions=task.actions)
         return ToolsEnv(self.db, self.gold_hash(card.solution), outputs, variant=0 if n else None)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from synco.core.episodes import ToolCall
-from synco.domains.tools.db import DB, MAX_PENDING, PRODUCT_NAMES, USER_NAMES
+from synco.domains.tools.db import DB, MAX_PENDING, PRODUCT_NAMES, USER_NAMES, build_db
 from synco.domains.tools.syntax import format_call, format_outputs, make_call
 from synco.domains.tools.tools import MAX_QTY, TOOL_KINDS
 
@@ -370,6 +370,15 @@ def task_of_instruction(db: DB, instruction: str) -> tuple[str, Task] | None:
         if plan is not None:
             return family.name, Task(text, tuple(plan[0]), tuple(plan[1]))
     return None
+
+
+def task_on_variant(instruction: str, variant: int) -> tuple[DB, Task] | None:
+    """An instruction of the world's templates solved on database variant ``variant``: that variant's database (a
+    fresh copy) and the task there (its branch may differ from variant 0's); None when it is no template instruction
+    or the variant cannot pose it (an episode, and the warm start, then fall back to the fixed database)."""
+    db = build_db(variant)
+    solved = task_of_instruction(db, instruction)
+    return None if solved is None else (db, solved[1])
 
 
 def family_of_instruction(instruction: str) -> str | None:
