@@ -22,6 +22,7 @@ Three commands, each one model process at a time on ``--threads`` threads:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -244,6 +245,47 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
     return {"seeds": args.seeds, "overrides": args.overrides, "arms": summarise(results)}
 
 
+# ----------------------------------------------------------------- transfer
+
+
+def transfer(args: argparse.Namespace) -> dict[str, object]:
+    """``synco eval`` of the untrained and each trained Reasoner on the benchmarks; Learn / Retain against the first."""
+    from synco.analysis.compare import compare as learn_retain_dirs
+    from synco.analysis.compare import read_eval_dir
+    from synco.cli import main as synco
+    from synco.run.trainer import latest_checkpoint
+
+    runs_dir = Path(args.runs_dir)
+    options = ["--benchmarks", *args.benchmarks, "--data-dir", args.data_dir, "--greedy", "--max-tokens",
+               str(args.max_tokens), "--limit", str(args.limit), "--threads", str(args.threads), "--no-progress"]
+
+    def evaluate(model: str, name: str):  # noqa: ANN202 - an EvalResults
+        out = runs_dir / "eval" / name
+        with contextlib.redirect_stdout(sys.stderr):  # the eval's tables; stdout is the bench's result
+            rc = synco(["eval", "--model", model, "--out", str(out), *options])
+        if rc != 0:
+            raise SystemExit(f"synco eval of {model} into {out} failed")
+        return read_eval_dir(out)
+
+    base = evaluate("smollm2", "base")
+    runs: dict[str, dict[str, object]] = {}
+    pooled_gain: dict[str, list[float]] = {arm: [] for arm in args.arms}
+    for seed in args.seeds:
+        for arm in args.arms:
+            run_id = f"{arm}-s{seed}"
+            ckpt = latest_checkpoint(runs_dir / run_id)
+            if ckpt is None:
+                raise SystemExit(f"{runs_dir / run_id}: no checkpoint (run `compare` for seed {seed} first)")
+            c = learn_retain_dirs(base, evaluate(str(ckpt / "reasoner"), run_id))
+            runs[run_id] = {r.benchmark: {"before": round(100 * (r.base_accuracy or 0), 1),
+                                          "after": round(100 * (r.trained_accuracy or 0), 1),
+                                          "learn": r.learn_gain, "retain": -r.retain_loss}
+                            for r in [*c.benchmarks, c.pooled]}
+            pooled_gain[arm].append(100 * (c.pooled.delta or 0.0))
+    return {"seeds": args.seeds, "limit": args.limit, "runs": runs,
+            "pooled_gain_points": {arm: str(mean_se(g)) for arm, g in pooled_gain.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,7 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seeds", type=int, nargs="+", required=True)
     c.add_argument("--arms", nargs="+", default=["cotrain", "frozen"], choices=("cotrain", "frozen", "static"))
     c.add_argument("--runs-dir", default="runs/smollm2_arith_bench")
-    for p in (b, s, c):
+    t = sub.add_parser("transfer", help="synco eval on SVAMP / ASDiv / GSM8K before and after each run")
+    t.add_argument("--seeds", type=int, nargs="+", required=True)
+    t.add_argument("--arms", nargs="+", default=["cotrain"], choices=("cotrain", "frozen", "static"))
+    t.add_argument("--runs-dir", default="runs/smollm2_arith_bench", help="compare's run directories")
+    t.add_argument("--data-dir", default="data/benchmarks", help="folder of <name>/test.jsonl files (synco data)")
+    t.add_argument("--benchmarks", nargs="+", default=["svamp", "asdiv", "gsm8k"])
+    t.add_argument("--limit", type=int, default=100, help="the first N problems of each benchmark")
+    t.add_argument("--max-tokens", type=int, default=192)
+    for p in (b, s, c, t):
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--threads", type=int, default=1)
         p.add_argument("--json", action="store_true")
@@ -273,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--n must be >= 1, got {args.n}")
     if args.command == "compare" and 0 in args.seeds:
         print("note: seed 0 is the tuning seed (docs/SMOLLM2_ARITH.md); its numbers are no result", file=sys.stderr)
-    result = {"base": base, "step": step, "compare": compare}[args.command](args)
+    result = {"base": base, "step": step, "compare": compare, "transfer": transfer}[args.command](args)
     print(json.dumps(result, indent=None if args.json else 2, default=lambda o: asdict(o)))
     return 0
 
