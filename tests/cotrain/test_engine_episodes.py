@@ -97,9 +97,40 @@ def test_episode_rollout_keeps_the_transcript() -> None:
     assert [t.role for t in ro.turns or []] == ["agent", "env", "agent"] and ro.answer == "b"
 
 
-def test_rounds_protocol_is_refused_for_episode_domains(tiny_models) -> None:
-    with pytest.raises(Exception, match="protocol='rounds'"):
-        load_config("tools", overrides=["protocol=rounds"])
+def test_rounds_run_on_episode_domains_with_sft_on_the_agents_own_episodes(tiny_models) -> None:
+    """protocol=rounds / rft train an acting Reasoner by SFT on its own correct episodes; a reference answer (one
+    text, not an episode) or update=grpo (single-turn attempts) is refused, naming the setting."""
+    assert load_config("tools", overrides=["protocol=rounds"]).rounds.target == "attempts"
+    assert load_config("tools", overrides=["protocol=rft"]).mode == "static"
+    with pytest.raises(Exception, match="needs rounds.update=sft there \\(got rounds.update='grpo'\\)"):
+        load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"])
+    with pytest.raises(Exception, match="rounds.target=attempts \\(got rounds.target='reference'\\)"):
+        load_config("tools", overrides=["protocol=rft", "rounds.target=reference"])
+
+
+def test_a_rounds_sft_example_is_the_episode_as_it_ran(tmp_path: Path, tiny_models) -> None:
+    """The round's SFT data of a tools step: a correct episode becomes one example whose prompt ids are the ones the
+    episode started from and whose completion ids and mask are the episode's own; the update trains the agent's
+    ids only (its token count) and moves the Reasoner."""
+    from synco.cotrain.protocols.config import RoundsConfig
+    from synco.cotrain.protocols.rounds import sft_examples
+
+    run = tools_state(tmp_path, tiny_models, "protocol=rft")
+    cotrain_step(run.state, 0)
+    records = run.state.pool.by_step(0, token_ids=True)
+    # the random Reasoner solves nothing: call one episode correct, as a grader would have
+    rec = records[0]
+    ro = rec.rollouts[0].model_copy(update={"correct": True, "truncated": False})
+    rec = rec.model_copy(update={"rollouts": [ro, *rec.rollouts[1:]]})
+    [ex] = sft_examples([rec], run.state.reasoner, run.state.domain, RoundsConfig())
+    reasoner = run.state.reasoner
+    row = reasoner.encode_sft(ex)
+    assert row.prompt_ids == reasoner.encode_prompt(reasoner.format_prompt(run.state.domain.reasoner_prompt(rec.card.problem)))
+    assert row.completion_ids == ro.completion_ids and row.loss_mask == ro.loss_mask and 0 in row.loss_mask
+    before = [p.detach().clone() for p in reasoner.model.parameters()]
+    stats = reasoner.sft_update([ex], 1e-3)
+    assert stats.stepped and stats.n_tokens == sum(ro.loss_mask) == ro.n_tokens
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, reasoner.model.parameters()))
 
 
 def test_valid_tasks_rows_of_the_tools_world_carry_instruction_actions_outputs(tmp_path: Path, tiny_models) -> None:

@@ -155,6 +155,56 @@ def test_an_example_validates_its_ids() -> None:
     assert len({SFTExample("p", "c", [3, 4]), SFTExample("p", "c", (3, 4))}) == 1
     with pytest.raises(ValueError, match="completion_ids is empty for completion 'c'"):
         SFTExample("p", "c", ())
+    assert SFTExample("p", "c", [3, 4], [1, 0]).completion_mask == (1, 0)
+    with pytest.raises(ValueError, match="completion_mask has 1 entries for completion_ids of 2"):
+        SFTExample("p", "c", [3, 4], [1])
+    with pytest.raises(ValueError, match="completion_mask has 2 entries for completion_ids of None"):
+        SFTExample("p", "c", None, [1, 1])
+    with pytest.raises(ValueError, match="completion_mask marks no id to train"):
+        SFTExample("p", "c", [3, 4], [0, 0])
+
+
+def test_an_episode_trains_the_agents_ids_only() -> None:
+    """An episode's SFT example (agent ids, then the environment's, then the agent's again): the loss is the mean
+    over the agent's ids alone, the environment's ids get exactly no gradient of their own, and every weight
+    still moves."""
+    pol = make_policy()
+    tok = pol.tokenizer
+    agent1 = tuple(tok("ab(1)", add_special_tokens=False)["input_ids"]) + (EOS,)
+    env = tuple(tok("=x9", add_special_tokens=False)["input_ids"])
+    agent2 = tuple(tok("done()", add_special_tokens=False)["input_ids"]) + (EOS,)
+    ids, mask = agent1 + env + agent2, (1,) * len(agent1) + (0,) * len(env) + (1,) * len(agent2)
+    episode = SFTExample("T:do it\n", "ab(1)=x9done()", ids, mask)
+    row = pol.encode_sft(episode)
+    assert row.completion_ids == list(ids) and row.loss_mask == list(mask) and row.n_trainable == len(agent1) + len(agent2)
+    with torch.no_grad():  # the agent ids' mean NLL from one plain forward pass
+        full = torch.tensor([row.prompt_ids + row.completion_ids])
+        logp = torch.log_softmax(pol.model(input_ids=full).logits[0, :-1].float(), -1)
+        lp = logp.gather(-1, full[0, 1:, None])[:, 0][len(row.prompt_ids) - 1:]
+        expected = -(lp * torch.tensor(mask, dtype=lp.dtype)).sum().item() / sum(mask)
+    # the environment's ids are no targets: other ones after the agent's turn leave its loss exactly as it was
+    other_env = tuple(tok("=q7", add_special_tokens=False)["input_ids"])
+    first = SFTExample(episode.prompt, "ab(1)=x9", agent1 + env, (1,) * len(agent1) + (0,) * len(env))
+    first_other = SFTExample(episode.prompt, "ab(1)=q7", agent1 + other_env, (1,) * len(agent1) + (0,) * len(other_env))
+    assert unpadded_masked_loss(pol, first) == pytest.approx(unpadded_masked_loss(pol, first_other), abs=0)
+    before = params(pol)
+    stats = pol.sft_update([episode, BATCH[1]])
+    assert stats.n_tokens == sum(mask) + len(pol.encode_sft(BATCH[1]).completion_ids)
+    n_episode, n_other = sum(mask), len(pol.encode_sft(BATCH[1]).completion_ids)
+    pol2 = make_policy()
+    other = unpadded_loss(pol2, [BATCH[1]])
+    assert stats.loss == pytest.approx((expected * n_episode + other * n_other) / (n_episode + n_other), rel=1e-5)
+    assert changed(before, pol) == set(before)
+
+
+def unpadded_masked_loss(policy: HFPolicy, example: SFTExample) -> float:
+    row = policy.encode_sft(example)
+    with torch.no_grad():
+        full = torch.tensor([row.prompt_ids + row.completion_ids])
+        logp = torch.log_softmax(policy.model(input_ids=full).logits[0, :-1].float(), -1)
+        lp = logp.gather(-1, full[0, 1:, None])[:, 0][len(row.prompt_ids) - 1:]
+        m = torch.tensor(row.loss_mask, dtype=lp.dtype)
+    return float(-(lp * m).sum() / m.sum())
 
 
 def test_micro_batches_change_memory_not_the_step() -> None:

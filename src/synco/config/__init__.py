@@ -164,13 +164,20 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_episodes(self) -> "RunConfig":
-        """A domain with an environment (multi-turn episodes) runs the online or alternating protocol for now: the
-        rounds / rft protocols train on single-turn attempts (their SFT would train the environment's ids)."""
+        """A domain with an environment (multi-turn episodes) runs every protocol, but rounds / rft only with
+        ``rounds.update=sft`` on ``rounds.target=attempts``: an episode's own ids and mask are what SFT trains (a
+        reference answer is one text, not an episode, and update=grpo samples single-turn attempts)."""
         if self.protocol in ("online", "alternating"):
             return self
-        if isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment):
-            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes, which protocol={self.protocol!r} "
-                             f"does not support yet (use protocol=online or alternating)")
+        if not isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment):
+            return self
+        if self.rounds.update != "sft":
+            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes: protocol={self.protocol!r} needs "
+                             f"rounds.update=sft there (got rounds.update={self.rounds.update!r})")
+        if self.rounds.target != "attempts":
+            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes: protocol={self.protocol!r} trains on "
+                             f"the Reasoner's own correct episodes, rounds.target=attempts "
+                             f"(got rounds.target={self.rounds.target!r})")
         return self
 
     @model_validator(mode="after")

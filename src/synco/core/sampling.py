@@ -92,13 +92,27 @@ class SFTExample:
     answer the policy never sampled, or an attempt from a pool written before ids were
     kept) the policy tokenises ``completion`` and appends EOS, so the model also learns
     to stop. ``completion`` is the decoded text either way (for de-duplication and reading).
+
+    ``completion_mask`` (one 0/1 per completion id, only with ``completion_ids``): an episode's, where the
+    completion also holds the environment's ids (tool results: 0, context only, no loss and no share of the
+    normaliser) between the agent's sampled ids (1). None: every completion id is a target.
     """
 
     prompt: str
     completion: str
     completion_ids: tuple[int, ...] | None = None
+    completion_mask: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.completion_mask is not None:
+            if self.completion_ids is None or len(self.completion_mask) != len(self.completion_ids):
+                n = None if self.completion_ids is None else len(self.completion_ids)
+                raise ValueError(f"SFTExample.completion_mask has {len(self.completion_mask)} entries for "
+                                 f"completion_ids of {n} (a mask needs the ids it marks, one entry each)")
+            mask = tuple(int(bool(m)) for m in self.completion_mask)
+            if not any(mask):
+                raise ValueError(f"SFTExample.completion_mask marks no id to train in {self.completion[:40]!r}")
+            object.__setattr__(self, "completion_mask", mask)
         if self.completion_ids is None:
             return
         if not self.completion_ids:

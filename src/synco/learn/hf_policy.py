@@ -701,19 +701,22 @@ class HFPolicy:
     def encode_sft(self, example: SFTExample) -> Experience:
         """The token rows of one SFT example: the prompt as ``generate`` encodes it (the ids sampling
         conditioned on), then the sampled ``completion_ids`` as they are, or, for an example without ids
-        (a reference answer), the completion text's tokens + EOS."""
+        (a reference answer), the completion text's tokens + EOS. An episode's ``completion_mask`` becomes the
+        row's loss mask (the environment's ids are context, not targets)."""
         if example.completion_ids is not None:
             completion = list(example.completion_ids)
         else:
             completion = list(self.tokenizer(example.completion, add_special_tokens=False)["input_ids"])
             completion.append(self.eos_ids[0])
-        return Experience(self.encode_prompt(example.prompt), completion, 0.0)
+        mask = None if example.completion_mask is None else list(example.completion_mask)
+        return Experience(self.encode_prompt(example.prompt), completion, 0.0, loss_mask=mask)
 
     def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
         """One supervised optimizer step: the completion-only loss (:func:`~synco.learn.sft.completion_loss`).
 
         Each example trains its sampled ids when it carries them (:meth:`encode_sft`). The loss is the mean
-        over every completion token of the batch (EOS included), computed in micro-batches
+        over every trained completion token of the batch (EOS included; an episode's environment ids are
+        neither trained nor counted), computed in micro-batches
         of ``grpo.micro_batch_size`` rows against that global token count, then the same optimizer, scheduler
         and fp32-master path as :meth:`update` (``lr`` replaces the scheduled rate for this step). Never raises
         on bad numbers: a non-finite loss or gradient norm skips the step (``nan_skipped``).
@@ -721,7 +724,7 @@ class HFPolicy:
         opt, _ = self._require_trainable()
         rows = [self.encode_sft(e) for e in batch]
         self._check_batch(rows)
-        n_tokens = sum(len(r.completion_ids) for r in rows)
+        n_tokens = sum(r.n_trainable for r in rows)
         stats = UpdateStats(loss=0.0, n_sequences=len(rows), n_tokens=n_tokens, n_skipped_zero_adv=0, grad_norm=0.0,
                             clip_frac=0.0, kl=0.0, lr=float(opt.param_groups[0]["lr"]), nan_skipped=False)
         if not rows:

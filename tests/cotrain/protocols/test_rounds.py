@@ -196,6 +196,29 @@ def test_sft_completions_carry_the_ids_the_attempt_was_sampled_as() -> None:
                                                                      SFTCompletion(" 58}", None)]
 
 
+def test_an_episode_is_trained_as_it_ran_with_the_agents_ids_only() -> None:
+    """A correct episode contributes its ids (agent and environment turns in order) and the mask that trains the
+    agent's ids; one stored without ids cannot be rebuilt token for token and is left out."""
+    from synco.core.episodes import Turn
+
+    def episode(text: str, ok: bool, ids: list[int] | None, split: tuple[int, int, int]) -> Rollout:
+        a, e, b = split
+        turns = [Turn(role="agent", text="f(x)", n_tokens=a), Turn(role="env", text="=1", n_tokens=e),
+                 Turn(role="agent", text=text, n_tokens=b)]
+        return Rollout(text="f(x)=1" + text, correct=ok, completion_ids=ids, turns=turns, finish="done")
+
+    rec = _record("15+43", [])
+    rec = rec.model_copy(update={"rollouts": [
+        episode("done(1)", False, [7, 8, 9, 5, 3], (2, 1, 2)),  # wrong: never trained
+        episode("done(2)", True, [7, 8, 9, 4, 3], (2, 1, 2)),
+        episode("done(3)", True, None, (2, 1, 2)),  # no ids stored
+        episode("done(2)", True, [7, 8, 9, 6, 3], (2, 1, 2)),  # the same text again: the first one's ids
+    ]})
+    acting = SimpleNamespace(reasoner_response_prefix="")  # an episode's first turn starts after the prompt
+    assert sft_completions(rec, acting, RoundsConfig(per_task=5)) == [  # type: ignore[arg-type]
+        SFTCompletion("f(x)=1done(2)", (7, 8, 9, 4, 3), (1, 1, 0, 1, 1))]
+
+
 def test_a_corrected_cards_solution_is_no_reference_response() -> None:
     """target=reference on a domain that builds the response from the card's solution: where the oracle corrected
     the card's answer that solution argues for the wrong one, so the task contributes nothing."""

@@ -52,11 +52,13 @@ class RoundTraining:
 
 @dataclass(frozen=True)
 class SFTCompletion:
-    """One completion a task contributes to SFT: its text without the prefilled response prefix, and the ids
-    that were sampled after the prompt (None for a reference answer, or an attempt stored without ids)."""
+    """One completion a task contributes to SFT: its text without the prefilled response prefix, the ids
+    that were sampled after the prompt (None for a reference answer, or an attempt stored without ids) and,
+    for an episode, which of them the agent sampled (1) and which the environment wrote (0)."""
 
     text: str
     ids: tuple[int, ...] | None = None
+    mask: tuple[int, ...] | None = None
 
 
 def round_of(step: int, cfg: RoundsConfig) -> int:
@@ -103,20 +105,31 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
     response, except where the oracle corrected the card's answer and the domain builds the response
     from the card's solution, which argues for the wrong answer (nothing then). A text that does not
     start with the prefix the prompt ends with cannot be a continuation of it and is left out.
+
+    An episode (a rollout with turns) is trained as it ran: its ids, agent and environment turns in order,
+    with the mask that trains the agent's ids only; one stored without ids cannot be rebuilt token for
+    token from its text and is left out.
     """
     if not record.valid or record.card is None:
         return []
-    found: dict[str, tuple[int, ...] | None] = {}
+    found: dict[str, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {}
     if cfg.target == "reference":
         if "reference_corrected" in record.verdict.reason_codes and not isinstance(domain, HasAnswerFormat):
             return []
-        found[reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)] = None
+        found[reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)] = (None, None)
     else:
         for r in record.rollouts:
-            if r.correct and not r.truncated and r.text not in found:
-                found[r.text] = None if not r.completion_ids else tuple(r.completion_ids)
+            if not r.correct or r.truncated or r.text in found:
+                continue
+            if r.turns is not None:
+                mask = r.loss_mask
+                if r.completion_ids and mask is not None and len(mask) == len(r.completion_ids) and any(mask):
+                    found[r.text] = (tuple(r.completion_ids), tuple(mask))
+                continue
+            found[r.text] = (None if not r.completion_ids else tuple(r.completion_ids), None)
     prefix = problem_response_prefix(domain, record.card.problem)
-    return [SFTCompletion(t[len(prefix):], ids) for t, ids in found.items() if t.startswith(prefix)][:cfg.per_task]
+    return [SFTCompletion(t[len(prefix):], ids, mask) for t, (ids, mask) in found.items()
+            if t.startswith(prefix)][:cfg.per_task]
 
 
 def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig) -> list[SFTExample]:
@@ -127,13 +140,13 @@ def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, 
     ones sampling conditioned on (the prefilled prefix belongs to the prompt); the completion ids are
     the stored sampled ids, so SFT trains exactly the tokens a rollout sampled and was graded on.
     """
-    pairs: dict[tuple[str, str], tuple[int, ...] | None] = {}
+    pairs: dict[tuple[str, str], SFTCompletion] = {}
     for r in records:
         if r.card is not None:
             for c in sft_completions(r, domain, cfg):
-                pairs.setdefault((r.card.problem, c.text), c.ids)
+                pairs.setdefault((r.card.problem, c.text), c)
     prompts = reasoner_prompts(policy, domain, [p for p, _ in pairs])
-    return [SFTExample(prompt, text, ids) for prompt, ((_, text), ids) in zip(prompts, pairs.items())]
+    return [SFTExample(prompt, text, c.ids, c.mask) for prompt, ((_, text), c) in zip(prompts, pairs.items())]
 
 
 def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
