@@ -46,3 +46,57 @@ def test_diagnosis_overrides_choose_the_domain_and_the_reasoner() -> None:
     assert (limits.max_turns, limits.max_tokens) == (8, 400) and greedy.greedy and greedy.max_new_tokens == 24
     _, plain, _, _ = bench.diagnosis_setup([])
     assert plain.settings.db_variants == 0  # the preset: the fixed database
+
+
+def test_families_bench_reads_training_and_heldout_per_family(tmp_path: Path) -> None:
+    """bench/tools_families.py: training success per family and quarter from the pool (family from the instruction,
+    never the card's claim), held-out solved before -> after per family from the run's per-item records."""
+    import json
+    import sqlite3
+
+    from synco.domains.tools import ToolsDomain
+    from synco.run.setup import heldout_seed
+
+    bench = _load("tools_families")
+    con = sqlite3.connect(tmp_path / "pool.sqlite")
+    con.execute("CREATE TABLE tasks (task_id INTEGER PRIMARY KEY, step INTEGER, card_json TEXT, valid INTEGER)")
+    con.execute("CREATE TABLE rollouts (task_id INTEGER, idx INTEGER, correct INTEGER)")
+    card = lambda problem, claim: json.dumps({"problem": problem, "difficulty_estimate": claim})  # noqa: E731
+    con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?)", [
+        (1, 0, card("what does the lamp cost?", "gift"), 1),  # a lookup, whatever the card claims
+        (2, 7, card("what does the mug cost?", "lookup"), 1),
+        (3, 7, card("cancel bob's pending order", "cancel"), 0)])  # invalid: never counted
+    con.executemany("INSERT INTO rollouts VALUES (?, ?, ?)", [(1, 0, 0), (1, 1, 1), (2, 0, 1), (2, 1, 1), (3, 0, 1)])
+    con.commit()
+    con.close()
+    train = bench.training_by_quarter(tmp_path / "pool.sqlite", steps=8)
+    assert set(train) == {"lookup"}
+    assert [n for n, _ in train["lookup"]] == [2, 0, 0, 2] and train["lookup"][0][1] == 0.5 and train["lookup"][3][1] == 1.0
+
+    items = ToolsDomain().heldout(1, seed=heldout_seed(3))
+    before = {f"{i}:{it.group}": 0.0 for i, it in enumerate(items)}
+    after = {**before, f"0:{items[0].group}": 1.0}
+    (tmp_path / "heldout_before.json").write_text(json.dumps({"greedy_items": before}))
+    (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": after}) + "\n")
+    held = bench.heldout_by_family(tmp_path, seed=3, per_group=1)
+    assert sum(n for n, _, _ in held.values()) == 4 and sum(a for _, _, a in held.values()) == 1
+    assert sum(b for _, b, _ in held.values()) == 0
+
+
+def test_first_step_bench_trains_the_agents_ids_of_gold_episodes() -> None:
+    import random
+
+    from synco.core.policy import PolicyConfig
+    from synco.domains.tools import ToolsDomain
+    from synco.learn.hf_policy import HFPolicy
+    from synco.learn.pretrain_tools import load_tools_warm_start
+
+    bench = _load("tools_first_step")
+    policy = HFPolicy.from_config(PolicyConfig(model_path=str(load_tools_warm_start() / "reasoner"), device="cpu",
+                                               add_bos=False))
+    ex = bench.gold_example(policy, ToolsDomain(), random.Random(0))
+    assert ex.completion_ids is not None and ex.completion_mask is not None and 0 in ex.completion_mask
+    eos = policy.tokenizer.eos_token_id
+    assert ex.completion_ids[-1] == eos and ex.completion_mask[-1] == 1  # done(...) + EOS, a target
+    assert all(m == 1 for i, m in zip(ex.completion_ids, ex.completion_mask) if i == eos)  # every turn's EOS is trained
+    assert 0 < bench.mean_nll(policy, [ex]) < 1.0  # the warm start knows its own gold episodes
