@@ -9,6 +9,10 @@ and loss: agent ids only, through ``HFPolicy.sft_update``, the path ``protocol=r
 weights and a fresh optimizer, and after each step the mean NLL of 64 held-aside gold episodes of other training
 tasks. The data are the warm start's own, so a well-behaved step leaves that NLL where it was or lowers it.
 Prints one row per lr: NLL before, after each step, and the ratio last / before.
+
+``--via-pretrain`` takes the steps with the warm start's own trainer instead (``synco.learn.pretrain.train_sft`` on
+fresh ``reasoner_row`` batches: its AdamW betas, weight decay, warm-up and cosine decay), to tell the optimizer's
+fresh state from anything the policy's update path does; it prints the NLL before and after all steps.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import torch
 from synco.core.policy import GRPOConfig, PolicyConfig
 from synco.domains.tools import ToolsDomain
 from synco.learn.hf_policy import HFPolicy
-from synco.learn.pretrain_tools import gold_segments, load_tools_warm_start, weighted_family
+from synco.learn.pretrain import train_sft
+from synco.learn.pretrain_tools import encode_segments, gold_segments, load_tools_warm_start, reasoner_row, weighted_family
 from synco.learn.sft import SFTExample
 
 
@@ -53,6 +58,7 @@ def main() -> None:
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     ap.add_argument("--steps", type=int, default=8, help="optimizer steps per lr (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=0, help="linear warm-up steps of the fresh optimizer (default: none)")
+    ap.add_argument("--via-pretrain", action="store_true", help="take the steps with the warm start's own trainer")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -72,6 +78,14 @@ def main() -> None:
           f"NLL of 64 held-aside gold episodes (agent ids)")
     for lr in args.lrs:
         policy = fresh(lr)
+        if args.via_pretrain:
+            before = mean_nll(policy, held)
+            rows = random.Random(args.seed + 1)
+            train_sft(policy.model, policy.tokenizer, lambda: reasoner_row(domain, rows), args.steps, 16, lr=lr,
+                      progress=False, encode=encode_segments)
+            after = mean_nll(policy, held)
+            print(f"lr {lr:.0e} (pretrain's trainer): {before:.3f} -> {after:.3f}   last / before {after / before:.2f}")
+            continue
         nll = [mean_nll(policy, held)]
         for batch in batches:
             policy.sft_update(batch, None if args.warmup else lr)
