@@ -100,3 +100,32 @@ def test_first_step_bench_trains_the_agents_ids_of_gold_episodes() -> None:
     assert ex.completion_ids[-1] == eos and ex.completion_mask[-1] == 1  # done(...) + EOS, a target
     assert all(m == 1 for i, m in zip(ex.completion_ids, ex.completion_mask) if i == eos)  # every turn's EOS is trained
     assert 0 < bench.mean_nll(policy, [ex]) < 1.0  # the warm start knows its own gold episodes
+
+
+def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypatch, capsys) -> None:
+    """bench/tools_family_rl.py end to end at toy size: held-out tasks come from the held-out bucket (distinct, of the
+    family asked), a bad family name is an error naming it, and the table has a row per family and a total."""
+    import random
+
+    import pytest
+
+    from synco.domains.tools import ToolsDomain
+    from synco.domains.tools.tasks import family_of_instruction, is_heldout_task
+    from synco.learn.pretrain_tools import load_tools_warm_start
+
+    bench = _load("tools_family_rl")
+    tasks = bench.heldout_tasks(ToolsDomain(), "buy", 5, random.Random(0))
+    assert len(tasks) == 5 == len({t.instruction for t in tasks})
+    assert all(is_heldout_task(t.actions, t.outputs) and family_of_instruction(t.instruction) == "buy" for t in tasks)
+    with pytest.raises(SystemExit, match="unknown families \\['bogus'\\]"):
+        bench.families("buy,bogus")
+    assert bench.families("all")[0] == "lookup" and len(bench.families("all")) == 19
+
+    reasoner = str(load_tools_warm_start() / "reasoner")
+    monkeypatch.setattr("sys.argv", ["tools_family_rl.py", "--reasoner", reasoner, "--train", "buy,transfer",
+                                     "--steps", "1", "--tasks", "2", "--k", "2", "--heldout", "2"])
+    bench.main()
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| family")]
+    assert [r.split(" | ")[0] for r in rows] == ["| buy", "| transfer", "| all"]
+    assert rows[-1].split(" | ")[1] == "4"  # two held-out tasks per family

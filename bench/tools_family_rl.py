@@ -1,0 +1,135 @@
+"""GRPO on training tasks of chosen families, held-out tasks of chosen families before and after (docs/TOOLS_WORLD.md).
+
+    python bench/tools_family_rl.py --reasoner DIR [--train transfer,transfer_all,buy] [--eval FAMILIES]
+                                    [--steps 30] [--lr 5e-5] [--epochs 4] [--seed 0]
+
+Does what GRPO teaches the tools Reasoner carry to held-out tasks, when its training tasks are of families it
+partly solves? No Synthesizer, no Designer: every step draws ``--tasks`` training tasks evenly over the ``--train``
+families from the world's generator (never a held-out one; ``all``: every family), runs ``--k`` episodes on each
+(T = 1, the preset's episode limits), and takes one GRPO update (``--epochs`` optimizer steps) with the Reasoner's
+own learner. Held-out: ``--heldout`` distinct tasks per ``--eval`` family (default: the training families) from the
+world's held-out hash bucket, which no training path draws; one greedy episode and 4 sampled episodes (T = 1) each,
+before and after. Prints training success every 5 steps, then per family greedy and sampled success before ->
+after and the greedy Learn / Retain (held-out tasks newly solved / newly failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+
+import torch
+
+from synco.core.episodes import EpisodeLimits
+from synco.core.policy import GRPOConfig, PolicyConfig, SamplingParams
+from synco.core.records import TaskCard
+from synco.cotrain.engine import groups_batch
+from synco.domains.tools import ToolsDomain
+from synco.domains.tools.tasks import FAMILY_NAMES, Task, is_heldout_task, raw_task
+from synco.learn.hf_policy import HFPolicy
+from synco.rollout.episodes import act
+
+LIMITS = EpisodeLimits(8, 400)  # the preset's max_turns and max_episode_tokens
+GREEDY = SamplingParams(greedy=True, max_new_tokens=24)
+SAMPLED = SamplingParams(temperature=1.0, max_new_tokens=24)
+
+
+def families(arg: str) -> list[str]:
+    names = list(FAMILY_NAMES) if arg == "all" else [f.strip() for f in arg.split(",") if f.strip()]
+    unknown = [f for f in names if f not in FAMILY_NAMES]
+    if unknown or not names:
+        raise SystemExit(f"unknown families {unknown or arg!r}; known: {', '.join(FAMILY_NAMES)} (or all)")
+    return names
+
+
+def heldout_tasks(domain: ToolsDomain, family: str, n: int, rng: random.Random) -> list[Task]:
+    """Up to ``n`` distinct tasks of ``family`` from the held-out bucket (some families have only a few)."""
+    found: dict[str, Task] = {}
+    for _ in range(20_000):
+        task = raw_task(domain.db, rng, family)
+        if is_heldout_task(task.actions, task.outputs):
+            found.setdefault(task.instruction, task)
+        if len(found) >= n:
+            break
+    return list(found.values())
+
+
+def card(domain: ToolsDomain, task: Task, family: str) -> TaskCard:
+    return TaskCard(**json.loads(domain.format_card(task.instruction, task.actions, task.outputs, family)))
+
+
+def reference(task: Task) -> str:
+    return ",".join(task.outputs) or "none"
+
+
+def score(policy: HFPolicy, domain: ToolsDomain, held: dict[str, list[Task]]) -> dict[str, tuple[list[bool], float]]:
+    """Per family: each task's greedy success, and the sampled success rate (4 episodes per task, seeded)."""
+    out = {}
+    for family, tasks in held.items():
+        cards, refs = [card(domain, t, family) for t in tasks], [reference(t) for t in tasks]
+        greedy = act(policy, domain, cards, refs, 1, GREEDY, LIMITS)
+        sampled = act(policy, domain, cards, refs, 4, SAMPLED, LIMITS, seed=7)
+        wins = [bool(g[0].grade and g[0].grade.correct) for g in greedy]
+        rate = sum(bool(e.grade and e.grade.correct) for g in sampled for e in g) / (4 * len(tasks))
+        out[family] = (wins, rate)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reasoner", required=True, help="the Reasoner's folder (e.g. a `synco pretrain` output's reasoner/)")
+    ap.add_argument("--train", default="transfer,transfer_all,buy", help="families of the training tasks, or all")
+    ap.add_argument("--eval", default=None, help="families of the held-out tasks (default: --train's)")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--tasks", type=int, default=32, help="training tasks per step (default: %(default)s)")
+    ap.add_argument("--k", type=int, default=8, help="episodes per training task (default: %(default)s)")
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--epochs", type=int, default=4, help="optimizer steps per GRPO update (default: %(default)s)")
+    ap.add_argument("--heldout", type=int, default=40, help="held-out tasks per eval family (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    train, evals = families(args.train), families(args.eval or args.train)
+    domain = ToolsDomain()
+    policy = HFPolicy.from_config(PolicyConfig(model_path=args.reasoner, device="cpu", add_bos=False,
+                                               grpo=GRPOConfig(lr=args.lr, epochs=args.epochs, micro_batch_size=64)))
+    held_rng = random.Random(f"heldout:{args.seed}")
+    held = {f: tasks for f in evals if (tasks := heldout_tasks(domain, f, args.heldout, held_rng))}
+    before = score(policy, domain, held)
+    rng = random.Random(f"train:{args.seed}")
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        draws = [rng.choice(train) for _ in range(args.tasks)] if args.train == "all" else \
+            [train[i % len(train)] for i in range(args.tasks)]
+        tasks = [(domain.sample_task(rng, f), f) for f in draws]
+        groups = act(policy, domain, [card(domain, t, f) for t, f in tasks], [reference(t) for t, _ in tasks], args.k,
+                     SAMPLED, LIMITS, seed=args.seed * 100_003 + step)
+        rewards = [[e.grade.reward if e.grade else 0.0 for e in g] for g in groups]
+        batch, _ = groups_batch(groups, rewards, True)
+        if batch:
+            policy.update(batch)
+        if (step + 1) % 5 == 0:
+            print(f"step {step + 1}: training success {sum(map(sum, rewards)) / (args.k * len(tasks)):.3f} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    after = score(policy, domain, held)
+    print(f"\nreasoner {args.reasoner}; trained on {args.train}, {args.steps} steps x {args.tasks} tasks x {args.k} "
+          f"episodes, lr {args.lr:g}, {args.epochs} epochs, seed {args.seed}")
+    print("| family | held-out tasks | greedy before -> after | sampled before -> after | Learn | Retain |")
+    print("|---|---|---|---|---|---|")
+    tot = [0, 0, 0, 0.0, 0.0, 0, 0]
+    for family in held:
+        (wb, sb), (wa, sa) = before[family], after[family]
+        n, learn, retain = len(wb), sum(not b and a for b, a in zip(wb, wa)), sum(b and not a for b, a in zip(wb, wa))
+        print(f"| {family} | {n} | {sum(wb) / n:.3f} -> {sum(wa) / n:.3f} | {sb:.3f} -> {sa:.3f} | {learn} | {retain} |")
+        tot = [tot[0] + n, tot[1] + sum(wb), tot[2] + sum(wa), tot[3] + sb * n, tot[4] + sa * n, tot[5] + learn,
+               tot[6] + retain]
+    n = tot[0]
+    print(f"| all | {n} | {tot[1] / n:.3f} -> {tot[2] / n:.3f} | {tot[3] / n:.3f} -> {tot[4] / n:.3f} | "
+          f"{tot[5]} | {tot[6]} |")
+
+
+if __name__ == "__main__":
+    main()
