@@ -26,10 +26,12 @@ from synco.core.episodes import EpisodeLimits
 from synco.core.policy import GRPOConfig, PolicyConfig, SamplingParams
 from synco.core.records import TaskCard
 from synco.cotrain.engine import groups_batch
+from synco.domains.base import HeldoutItem
 from synco.domains.tools import ToolsDomain
+from synco.domains.tools.syntax import format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task, is_heldout_task, raw_task
 from synco.learn.hf_policy import HFPolicy
-from synco.rollout.episodes import act
+from synco.rollout.episodes import act, heldout_successes
 
 LIMITS = EpisodeLimits(8, 400)  # the preset's max_turns and max_episode_tokens
 GREEDY = SamplingParams(greedy=True, max_new_tokens=24)
@@ -60,20 +62,15 @@ def card(domain: ToolsDomain, task: Task, family: str) -> TaskCard:
     return TaskCard(**json.loads(domain.format_card(task.instruction, task.actions, task.outputs, family)))
 
 
-def reference(task: Task) -> str:
-    return ",".join(task.outputs) or "none"
-
-
 def score(policy: HFPolicy, domain: ToolsDomain, held: dict[str, list[Task]]) -> dict[str, tuple[list[bool], float]]:
-    """Per family: each task's greedy success, and the sampled success rate (4 episodes per task, seeded)."""
+    """Per family: each task's greedy success, and the sampled success rate (4 episodes per task, seeded), through
+    the run's own held-out path (:func:`~synco.rollout.episodes.heldout_successes`)."""
     out = {}
     for family, tasks in held.items():
-        cards, refs = [card(domain, t, family) for t in tasks], [reference(t) for t in tasks]
-        greedy = act(policy, domain, cards, refs, 1, GREEDY, LIMITS)
-        sampled = act(policy, domain, cards, refs, 4, SAMPLED, LIMITS, seed=7)
-        wins = [bool(g[0].grade and g[0].grade.correct) for g in greedy]
-        rate = sum(bool(e.grade and e.grade.correct) for g in sampled for e in g) / (4 * len(tasks))
-        out[family] = (wins, rate)
+        items = [HeldoutItem(t.instruction, format_outputs(t.outputs), family) for t in tasks]
+        wins = [won for [won] in heldout_successes(policy, domain, items, 1, GREEDY, LIMITS)]
+        sampled = heldout_successes(policy, domain, items, 4, SAMPLED, LIMITS, seed=7)
+        out[family] = (wins, sum(map(sum, sampled)) / (4 * len(tasks)))
     return out
 
 
@@ -105,8 +102,9 @@ def main() -> None:
         draws = [rng.choice(train) for _ in range(args.tasks)] if args.train == "all" else \
             [train[i % len(train)] for i in range(args.tasks)]
         tasks = [(domain.sample_task(rng, f), f) for f in draws]
-        groups = act(policy, domain, [card(domain, t, f) for t, f in tasks], [reference(t) for t, _ in tasks], args.k,
-                     SAMPLED, LIMITS, seed=args.seed * 100_003 + step)
+        cards = [card(domain, t, f) for t, f in tasks]
+        groups = act(policy, domain, cards, [c.final_answer for c in cards], args.k, SAMPLED, LIMITS,
+                     seed=args.seed * 100_003 + step)
         rewards = [[e.grade.reward if e.grade else 0.0 for e in g] for g in groups]
         batch, _ = groups_batch(groups, rewards, True)
         if batch:

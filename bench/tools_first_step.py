@@ -26,20 +26,15 @@ from synco.core.policy import GRPOConfig, PolicyConfig
 from synco.domains.tools import ToolsDomain
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.pretrain import train_sft
-from synco.learn.pretrain_tools import encode_segments, gold_segments, load_tools_warm_start, reasoner_row, weighted_family
+from synco.learn.pretrain_tools import (encode_segments, gold_segments, load_tools_warm_start, reasoner_row,
+                                        segment_ids, weighted_family)
 from synco.learn.sft import SFTExample
 
 
 def gold_example(policy: HFPolicy, domain: ToolsDomain, rng: random.Random) -> SFTExample:
     """A gold episode of a training task as an SFT example: the agent's ids are targets, the observations context."""
     segments = gold_segments(domain, domain.sample_task(rng, weighted_family(rng)))
-    eos = policy.tokenizer.eos_token_id
-    ids: list[int] = []
-    mask: list[int] = []
-    for text, target in segments[1:]:
-        piece = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"]) + ([eos] if target else [])
-        ids += piece
-        mask += [int(target)] * len(piece)
+    ids, mask = segment_ids(policy.tokenizer, segments[1:])
     return SFTExample(policy.format_prompt(segments[0][0]), "", tuple(ids), tuple(mask))
 
 

@@ -90,20 +90,27 @@ def gold_segments(domain: ToolsDomain, task: Task, db: DB | None = None) -> Segm
     return rows
 
 
+def segment_ids(tokenizer: PreTrainedTokenizerBase, row: Segments) -> tuple[list[int], list[int]]:
+    """The ids of a row of segments and a 0/1 mask over them: 1 on each target segment and the EOS after it."""
+    eos = tokenizer.eos_token_id
+    ids: list[int] = []
+    mask: list[int] = []
+    for text, target in row:
+        piece = list(tokenizer(text, add_special_tokens=False)["input_ids"]) + ([eos] if target else [])
+        ids += piece
+        mask += [int(target)] * len(piece)
+    return ids, mask
+
+
 def encode_segments(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Segments]) -> tuple[torch.Tensor, ...]:
     """Right-padded ``input_ids, attention_mask, labels``: labels on target segments and the EOS after each."""
     import torch
 
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    pad = tokenizer.pad_token_id
     encoded: list[tuple[list[int], list[int]]] = []
     for row in rows:
-        ids: list[int] = []
-        labels: list[int] = []
-        for text, target in row:
-            piece = list(tokenizer(text, add_special_tokens=False)["input_ids"]) + ([eos] if target else [])
-            ids += piece
-            labels += piece if target else [-100] * len(piece)
-        encoded.append((ids, labels))
+        ids, mask = segment_ids(tokenizer, row)
+        encoded.append((ids, [i if m else -100 for i, m in zip(ids, mask)]))
     width = max(len(i) for i, _ in encoded)
     out_ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
