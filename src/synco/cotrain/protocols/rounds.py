@@ -21,6 +21,7 @@ text (counted in ``round_retokenized``, with a warning).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import warnings
@@ -112,24 +113,26 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
     """
     if not record.valid or record.card is None:
         return []
-    found: dict[str, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {}
+    found: dict[str, SFTCompletion] = {}  # by the whole response text; the prefix is cut below
     if cfg.target == "reference":
         if "reference_corrected" in record.verdict.reason_codes and not isinstance(domain, HasAnswerFormat):
             return []
-        found[reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)] = (None, None)
+        text = reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)
+        found[text] = SFTCompletion(text)
     else:
         for r in record.rollouts:
             if not r.correct or r.truncated or r.text in found:
                 continue
-            if r.turns is not None:
-                mask = r.loss_mask
-                if r.completion_ids and mask is not None and len(mask) == len(r.completion_ids) and any(mask):
-                    found[r.text] = (tuple(r.completion_ids), tuple(mask))
+            ids = tuple(r.completion_ids) if r.completion_ids else None
+            if r.turns is None:
+                found[r.text] = SFTCompletion(r.text, ids)
                 continue
-            found[r.text] = (None if not r.completion_ids else tuple(r.completion_ids), None)
+            mask = r.loss_mask  # an episode: kept only when its ids and mask can be trained as they ran
+            if ids is not None and mask is not None and len(mask) == len(ids) and any(mask):
+                found[r.text] = SFTCompletion(r.text, ids, tuple(mask))
     prefix = problem_response_prefix(domain, record.card.problem)
-    return [SFTCompletion(t[len(prefix):], ids, mask) for t, (ids, mask) in found.items()
-            if t.startswith(prefix)][:cfg.per_task]
+    return [dataclasses.replace(c, text=c.text[len(prefix):]) for c in found.values()
+            if c.text.startswith(prefix)][:cfg.per_task]
 
 
 def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig) -> list[SFTExample]:
