@@ -1,7 +1,7 @@
 """GRPO on training tasks of chosen families, held-out tasks of chosen families before and after (docs/TOOLS_WORLD.md).
 
     python bench/tools_family_rl.py --reasoner DIR [--train transfer,transfer_all,buy] [--eval FAMILIES]
-                                    [--steps 30] [--lr 5e-5] [--epochs 4] [--seed 0]
+                                    [--control] [--steps 30] [--lr 5e-5] [--epochs 4] [--seed 0 [1 ...]]
 
 Does what GRPO teaches the tools Reasoner carry to held-out tasks, when its training tasks are of families it
 partly solves? No Synthesizer, no Designer: every step draws ``--tasks`` training tasks evenly over the ``--train``
@@ -10,7 +10,11 @@ families from the world's generator (never a held-out one; ``all``: every family
 own learner. Held-out: ``--heldout`` distinct tasks per ``--eval`` family (default: the training families) from the
 world's held-out hash bucket, which no training path draws; one greedy episode and 4 sampled episodes (T = 1) each,
 before and after. Prints training success every 5 steps, then per family greedy and sampled success before ->
-after and the greedy Learn / Retain (held-out tasks newly solved / newly failed).
+after and the greedy Learn / Retain (held-out tasks newly solved / newly failed). With several seeds (one run
+each, in turn) it also prints the mean ± standard error of the gains; ``--control`` adds, per seed, the run trained
+on every family and the paired difference. docs/TOOLS_WORLD.md's table:
+
+    python bench/tools_family_rl.py --reasoner WS400/reasoner --seed 1 2 3 --control
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import time
 
 import torch
@@ -74,37 +79,25 @@ def score(policy: HFPolicy, domain: ToolsDomain, held: dict[str, list[Task]]) ->
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reasoner", required=True, help="the Reasoner's folder (e.g. a `synco pretrain` output's reasoner/)")
-    ap.add_argument("--train", default="transfer,transfer_all,buy", help="families of the training tasks, or all")
-    ap.add_argument("--eval", default=None, help="families of the held-out tasks (default: --train's)")
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--tasks", type=int, default=32, help="training tasks per step (default: %(default)s)")
-    ap.add_argument("--k", type=int, default=8, help="episodes per training task (default: %(default)s)")
-    ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--epochs", type=int, default=4, help="optimizer steps per GRPO update (default: %(default)s)")
-    ap.add_argument("--heldout", type=int, default=40, help="held-out tasks per eval family (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    train, evals = families(args.train), families(args.eval or args.train)
+def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: int) -> tuple[float, float]:
+    """One run from the given Reasoner: GRPO on ``train_arg``'s families, held-out ``evals`` before and after; prints
+    its table and returns the greedy and the sampled gain over all its held-out tasks."""
+    train = families(train_arg)
     domain = ToolsDomain()
     policy = HFPolicy.from_config(PolicyConfig(model_path=args.reasoner, device="cpu", add_bos=False,
                                                grpo=GRPOConfig(lr=args.lr, epochs=args.epochs, micro_batch_size=64)))
-    held_rng = random.Random(f"heldout:{args.seed}")
+    held_rng = random.Random(f"heldout:{seed}")
     held = {f: tasks for f in evals if (tasks := heldout_tasks(domain, f, args.heldout, held_rng))}
     before = score(policy, domain, held)
-    rng = random.Random(f"train:{args.seed}")
+    rng = random.Random(f"train:{seed}")
     t0 = time.perf_counter()
     for step in range(args.steps):
-        draws = [rng.choice(train) for _ in range(args.tasks)] if args.train == "all" else \
+        draws = [rng.choice(train) for _ in range(args.tasks)] if train_arg == "all" else \
             [train[i % len(train)] for i in range(args.tasks)]
         tasks = [(domain.sample_task(rng, f), f) for f in draws]
         cards = [card(domain, t, f) for t, f in tasks]
         groups = act(policy, domain, cards, [c.final_answer for c in cards], args.k, SAMPLED, LIMITS,
-                     seed=args.seed * 100_003 + step)
+                     seed=seed * 100_003 + step)
         rewards = [[e.grade.reward if e.grade else 0.0 for e in g] for g in groups]
         batch, _ = groups_batch(groups, rewards, True)
         if batch:
@@ -113,8 +106,8 @@ def main() -> None:
             print(f"step {step + 1}: training success {sum(map(sum, rewards)) / (args.k * len(tasks)):.3f} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
     after = score(policy, domain, held)
-    print(f"\nreasoner {args.reasoner}; trained on {args.train}, {args.steps} steps x {args.tasks} tasks x {args.k} "
-          f"episodes, lr {args.lr:g}, {args.epochs} epochs, seed {args.seed}")
+    print(f"\nreasoner {args.reasoner}; trained on {train_arg}, {args.steps} steps x {args.tasks} tasks x {args.k} "
+          f"episodes, lr {args.lr:g}, {args.epochs} epochs, seed {seed}")
     print("| family | held-out tasks | greedy before -> after | sampled before -> after | Learn | Retain |")
     print("|---|---|---|---|---|---|")
     tot = [0, 0, 0, 0.0, 0.0, 0, 0]
@@ -126,7 +119,50 @@ def main() -> None:
                tot[6] + retain]
     n = tot[0]
     print(f"| all | {n} | {tot[1] / n:.3f} -> {tot[2] / n:.3f} | {tot[3] / n:.3f} -> {tot[4] / n:.3f} | "
-          f"{tot[5]} | {tot[6]} |")
+          f"{tot[5]} | {tot[6]} |", flush=True)
+    return (tot[2] - tot[1]) / n, (tot[4] - tot[3]) / n
+
+
+def mean_se(values: list[float]) -> str:
+    """``mean ± standard error`` over seeds (no s.e. for one value)."""
+    mean = statistics.fmean(values)
+    return f"{mean:+.3f}" if len(values) < 2 else f"{mean:+.3f} ± {statistics.stdev(values) / len(values) ** 0.5:.3f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reasoner", required=True, help="the Reasoner's folder (e.g. a `synco pretrain` output's reasoner/)")
+    ap.add_argument("--train", default="transfer,transfer_all,buy", help="families of the training tasks, or all")
+    ap.add_argument("--eval", default=None, help="families of the held-out tasks (default: --train's)")
+    ap.add_argument("--control", action="store_true",
+                    help="also run every seed with --train all on the same held-out families (the same budget spread "
+                         "over every family) and print the paired difference")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--tasks", type=int, default=32, help="training tasks per step (default: %(default)s)")
+    ap.add_argument("--k", type=int, default=8, help="episodes per training task (default: %(default)s)")
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--epochs", type=int, default=4, help="optimizer steps per GRPO update (default: %(default)s)")
+    ap.add_argument("--heldout", type=int, default=40, help="held-out tasks per eval family (default: %(default)s)")
+    ap.add_argument("--seed", type=int, nargs="+", default=[0], dest="seeds",
+                    help="one run per seed (its held-out draw and training draws); several: mean ± s.e. of the gains")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    families(args.train)
+    evals = families(args.eval or args.train)
+    arms = [args.train, *(["all"] if args.control else [])]
+    gains: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
+    for seed in args.seeds:
+        for arm in arms:
+            gains[arm].append(run_arm(args, arm, evals, seed))
+    if len(args.seeds) < 2 and not args.control:
+        return
+    print(f"\nheld-out gain on {', '.join(evals)} over seeds {' '.join(map(str, args.seeds))} (greedy | sampled):")
+    for arm, g in gains.items():
+        print(f"  trained on {arm}: {mean_se([x for x, _ in g])} | {mean_se([y for _, y in g])}")
+    if args.control:
+        diff = [(a[0] - b[0], a[1] - b[1]) for a, b in zip(gains[args.train], gains["all"])]
+        print(f"  paired, {args.train} - all: {mean_se([x for x, _ in diff])} | {mean_se([y for _, y in diff])}")
 
 
 if __name__ == "__main__":

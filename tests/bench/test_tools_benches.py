@@ -129,3 +129,14 @@ def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypa
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| family")]
     assert [r.split(" | ")[0] for r in rows] == ["| buy", "| transfer", "| all"]
     assert rows[-1].split(" | ")[1] == "4"  # two held-out tasks per family
+    assert "over seeds" not in out  # one seed, one arm: no summary
+
+    # several seeds with the control: a table per seed and arm, then mean ± s.e. per arm and the paired difference
+    monkeypatch.setattr("sys.argv", ["tools_family_rl.py", "--reasoner", reasoner, "--train", "buy", "--seed", "1", "2",
+                                     "--control", "--steps", "1", "--tasks", "2", "--k", "2", "--heldout", "1"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert sum(line.startswith("| all |") for line in out.splitlines()) == 4
+    tail = out.split("held-out gain on buy over seeds 1 2 (greedy | sampled):")[1].splitlines()
+    assert [line.split(":")[0].strip() for line in tail[1:4]] == ["trained on buy", "trained on all", "paired, buy - all"]
+    assert all(" ± " in line for line in tail[1:4])
