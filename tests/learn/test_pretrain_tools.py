@@ -49,20 +49,28 @@ def test_labels_cover_agent_turns_and_their_eos_only() -> None:
     assert labels[0, -1].item() == eos and (labels[0] != -100).sum().item() == call + 1 + len("done()") + 1
 
 
-def test_synthesizer_targets_name_the_cards_own_pattern() -> None:
+def test_synthesizer_targets_name_the_cards_own_cell() -> None:
     domain = ToolsDomain()
     rng = random.Random(0)
-    pattern = next(d for d in domain.factor_defs() if d.name == "pattern")
-    seen = 0
-    for _ in range(40):
+    order = [d.name for d in domain.factor_defs()]
+    named: dict[str, int] = {}
+    targeted = 0
+    for _ in range(300):
         prompt, card = synthesizer_pair(domain, rng)
         c = json.loads(card)
+        values = domain.card_factors(TaskCard(**c))
         if "\nDO:" in prompt:
-            seen += 1
-            target = prompt.split("\nDO:")[1].split("\n")[0]
-            assert target == f"pattern={pattern.value(c['problem'] + chr(10) + c['solution'])}"
+            targeted += 1
+            cell = [kv.split("=") for kv in prompt.split("\nDO:")[1].split("\n")[0].split(",")]
+            assert cell[0][0] == "pattern"  # the built-in factor always, candidates after it in the domain's order
+            assert [n for n, _ in cell] == sorted((n for n, _ in cell), key=order.index)
+            for name, value in cell:
+                assert values[name] == value  # computed from the gold actions, never the card's claims
+                named[name] = named.get(name, 0) + 1
         assert parse_turn(c["solution"].split(";")[0]).call.name  # the card's actions parse as agent turns
-    assert seen > 20
+    assert 200 < targeted < 280  # P_TARGET = 0.8 of 300
+    assert named["pattern"] == targeted and named["family"] > max(named[n] for n in named if n not in ("pattern", "family"))
+    assert set(named) == set(order)  # every candidate gets targets, so whichever the Reflector promotes is followed
 
 
 def test_the_warm_start_is_deterministic_in_its_seed(tmp_path) -> None:  # noqa: ANN001 - a path
@@ -150,6 +158,8 @@ def test_a_toy_warm_start_on_variants_records_them_in_meta(tmp_path, one_thread)
     assert saved == meta and saved.db_variants == 4 and saved.reasoner_steps == 2
     assert set(saved.heldout_success) == set(saved.heldout_success_on_variants or {}) == {"w0", "w1", "w2", "w3+"}
     assert (tmp_path / "reasoner" / "model.safetensors").exists() and (tmp_path / "synthesizer" / "config.json").exists()
+    names = [d.name for d in ToolsDomain().factor_defs()]
+    assert list(saved.control or {}) == names and all(0.0 <= v <= 1.0 for v in saved.control.values())
 
 
 def test_the_cli_passes_db_variants_to_the_tools_warm_start(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001

@@ -5,8 +5,9 @@
   finally ``done(<outputs>)`` + EOS. Loss on the agent's ids only (:func:`encode_segments`), the same
   split an episode's GRPO row has, so nothing the environment writes is ever a target.
 * **Synthesizer**: the card tokenizer (JSON keys and tool names as whole tokens) trained on
-  ``(prompt, card)`` pairs: a capability-report-like line, a ``DO:pattern=<p>`` target on most prompts
-  (the task drawn to match it, so the card follows its cell), then the compact card.
+  ``(prompt, card)`` pairs: a capability-report-like line, a ``DO:`` target on most prompts naming the
+  drawn task's own cell -- its ``pattern`` and up to two candidate factors (``family``, ``computation``, ...), so
+  the card follows whichever factor the Reflector promotes -- then the compact card.
 
 Family weights make the Reasoner's start uneven on purpose: families that need a computed value
 (``cost_n``, ``afford``, ``total``...) or several writes are trained less, so the run starts with a
@@ -22,6 +23,7 @@ variants (``heldout_success_on_variants``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -41,9 +43,17 @@ from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import DONE, format_call, format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task, task_on_variant
 from synco.domains.tools.tools import TOOL_KINDS
-from synco.evosyn.trajectory import pattern
+from synco.evosyn.space import Cell
 from synco.learn.charlm import card_tokenizer, tiny_llama
-from synco.learn.pretrain import INIT_STD, exit_with_parent, init_weights, random_report, train_sft, warm_start_folder
+from synco.learn.pretrain import (
+    INIT_STD,
+    draw_factors,
+    exit_with_parent,
+    init_weights,
+    random_report,
+    train_sft,
+    warm_start_folder,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -63,7 +73,14 @@ FAMILY_WEIGHTS: dict[str, float] = {
 computed values and long write chains least (the run's teachable band)."""
 
 P_TARGET = 0.8
-"""Share of the Synthesizer's training prompts with a ``DO:pattern=`` target."""
+"""Share of the Synthesizer's training prompts with a ``DO:`` target."""
+
+EXTRA_FACTORS = (0.3, 0.5, 0.2)
+"""Chances that a target names 0, 1 or 2 candidate factors besides ``pattern``."""
+
+TARGET_WEIGHTS: dict[str, float] = {"family": 3.0}
+"""Relative chance of each candidate factor in a target (default 1): ``family`` has the most buckets (19), so its
+targets get more examples to be learned from."""
 
 MAX_POSITIONS = 768
 """Context of both tiny agents: a prompt plus the longest gold episode fits with room to spare."""
@@ -136,16 +153,27 @@ def reasoner_row(domain: ToolsDomain, rng: random.Random, db_variants: int = 0) 
     return gold_segments(domain, task) if on_variant is None else gold_segments(domain, on_variant[1], on_variant[0])
 
 
+def target_cell(domain: ToolsDomain, rng: random.Random, values: dict[str, str]) -> Cell | None:
+    """A ``DO:`` target naming the task's own buckets: ``None`` on ``1 - P_TARGET`` of prompts, else the built-in
+    ``pattern`` plus 0, 1 or 2 candidate factors (drawn by :data:`TARGET_WEIGHTS`), as the space's cells name them
+    once the Reflector promotes a candidate (so the warm start can follow whichever it promotes)."""
+    if values.get("pattern") not in TOOLS_PATTERNS or rng.random() >= P_TARGET:
+        return None
+    candidates = [n for n in values if n not in domain.builtin_factors]
+    k = min(len(candidates), rng.choices((0, 1, 2), weights=EXTRA_FACTORS)[0])
+    extra = draw_factors(rng, candidates, TARGET_WEIGHTS, k)
+    return (("pattern", values["pattern"]), *((n, values[n]) for n in extra))
+
+
 def synthesizer_pair(domain: ToolsDomain, rng: random.Random) -> tuple[str, str]:
-    """``(prompt, card)``: a random report line, a ``DO:`` target naming the drawn task's own pattern on
-    :data:`P_TARGET` of prompts, then the task's card."""
+    """``(prompt, card)``: a random report line, a ``DO:`` target naming the drawn task's own cell
+    (:func:`target_cell`, from its factors computed off the gold actions), then the task's card."""
     family = rng.choice(FAMILY_NAMES)
     task = domain.sample_task(rng, family)
     card = domain.format_card(task.instruction, task.actions, task.outputs, family)
-    kind = pattern(task.actions, TOOL_KINDS)  # the pattern factor's value, straight from the gold actions
-    target = (("pattern", kind),) if kind in TOOLS_PATTERNS and rng.random() < P_TARGET else None
+    values = domain.card_factors(TaskCard(**json.loads(card)))
     report = random_report(rng, list(FAMILY_NAMES))
-    return domain.synthesizer_prompt(report, target=target), card
+    return domain.synthesizer_prompt(report, target=target_cell(domain, rng, values)), card
 
 
 def tool_tokens() -> list[str]:
@@ -203,6 +231,48 @@ def card_validity(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed:
     return {"wellformed": wellformed / n, "valid": valid / n, "distinct": len(problems) / n}
 
 
+def target_control(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed: int,
+                   temperature: float = 0.7) -> dict[str, float]:
+    """Per candidate factor: the share of valid cards that realise the requested cell, for ``n`` prompts asking for
+    ``pattern`` plus that factor, each cell that of a generator task (families uniform); what a run's control check
+    (``synco.evosyn.control``) will find once the Reflector promotes the factor. ``pattern`` alone for the built-in."""
+    import torch
+
+    from synco.grading.cards import CardError, parse_task_card
+
+    rng = random.Random(f"control-{seed}")
+    names = [d.name for d in domain.factor_defs()]
+    out: dict[str, float] = {}
+    for name in names:
+        prompts, cells = [], []
+        for _ in range(n):
+            family = rng.choice(FAMILY_NAMES)
+            task = domain.sample_task(rng, family)
+            card = TaskCard(**json.loads(domain.format_card(task.instruction, task.actions, task.outputs, family)))
+            values = domain.card_factors(card)
+            cell = tuple((k, values[k]) for k in dict.fromkeys(("pattern", name)))
+            cells.append(cell)
+            prompts.append(domain.synthesizer_prompt(random_report(rng, list(FAMILY_NAMES)), target=cell))
+        torch.manual_seed(seed)
+        enc = tokenizer(prompts, add_special_tokens=False, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            gen = model.generate(**enc, do_sample=True, temperature=temperature, max_new_tokens=160,
+                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        hits = valid = 0
+        for text, cell in zip(texts, cells):
+            try:
+                card = parse_task_card(text)
+                domain.oracle(card)
+            except (CardError, CardRejected, ValueError):
+                continue
+            valid += 1
+            realised = domain.card_factors(card)
+            hits += all(realised.get(k) == v for k, v in cell)
+        out[name] = hits / valid if valid else 0.0
+    return out
+
+
 # ----------------------------------------------------------------- training
 
 
@@ -223,6 +293,9 @@ class ToolsPretrainMeta(BaseModel):
     heldout_success: dict[str, float]
     cards: dict[str, float]
     seconds_total: float
+    control: dict[str, float] | None = None
+    """Per factor, the share of the Synthesizer's valid targeted cards that realise the requested cell
+    (:func:`target_control`; None in warm starts made before it was measured)."""
     db_variants: int = 0
     """The Reasoner's gold episodes ran on database variants 1..N (0: the fixed world only)."""
     heldout_success_on_variants: dict[str, float] | None = None
@@ -300,7 +373,9 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
         on_variants = None if db_variants <= 0 else heldout_success(
             out / "reasoner", ToolsDomain(ToolsSettings(db_variants=db_variants)), heldout_per_group, EpisodeLimits(8, 400))
         synth = AutoModelForCausalLM.from_pretrained(out / "synthesizer")
-        cards = card_validity(synth, AutoTokenizer.from_pretrained(out / "synthesizer"), domain, n_cards, seed)
+        synth_tok = AutoTokenizer.from_pretrained(out / "synthesizer")
+        cards = card_validity(synth, synth_tok, domain, n_cards, seed)
+        control = target_control(synth, synth_tok, domain, n_cards, seed)
     finally:
         torch.set_num_threads(old)
     meta = ToolsPretrainMeta(
@@ -309,6 +384,7 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
         synthesizer_final_loss=round(s_loss, 5), family_weights=FAMILY_WEIGHTS, heldout_per_group=heldout_per_group,
         heldout_success={k: round(v, 4) for k, v in success.items()}, cards={k: round(v, 4) for k, v in cards.items()},
         seconds_total=round(time.perf_counter() - t0, 1), db_variants=db_variants,
+        control={k: round(v, 4) for k, v in control.items()},
         heldout_success_on_variants=None if on_variants is None else {k: round(v, 4) for k, v in on_variants.items()})
     (out / "meta.json").write_text(meta.model_dump_json(indent=2) + "\n")
     if progress:
@@ -316,7 +392,8 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 200
               + " ".join(f"{k}={v:.2f}" for k, v in meta.heldout_success.items())
               + ("" if on_variants is None else " (on variants: "
                  + " ".join(f"{k}={v:.2f}" for k, v in on_variants.items()) + ")")
-              + f"; cards valid {cards['valid']:.2f} distinct {cards['distinct']:.2f}", flush=True)
+              + f"; cards valid {cards['valid']:.2f} distinct {cards['distinct']:.2f}; control "
+              + " ".join(f"{k}={v:.2f}" for k, v in control.items()), flush=True)
     return meta
 
 
