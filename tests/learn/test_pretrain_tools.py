@@ -101,6 +101,10 @@ def test_the_shipped_warm_start_is_the_recorded_one() -> None:
     from synco.learn.pretrain_tools import ToolsPretrainMeta
 
     assert ToolsPretrainMeta.model_validate(meta).db_variants == 0  # made on the fixed world (meta before the field)
+    from synco.evosyn.config import ReflectorConfig
+
+    # the shipped Synthesizer writes the family it is asked for, so a promoted `family` passes the run's control check
+    assert meta["control"]["family"] >= ReflectorConfig().min_control and meta["control"]["pattern"] >= 0.9
 
 
 # ----------------------------------------------------------------- database variants (--db-variants)
