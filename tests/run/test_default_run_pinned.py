@@ -2,9 +2,13 @@
 
 ``synco train steps=3 seed=0 threads=1`` (the embedded arith default) must record the same ``metrics.jsonl``
 (every key but the timings) and the same held-out accuracies as when the pin was taken
-(tests/run/data/default_run_pinned.json, from main before the layered packages). Counts must be equal;
-floats equal to 1e-9 relative, which is bit-identical arithmetic up to the JSON round trip. When a change
-is *meant* to move these numbers, regenerate the file from such a run and say why in the commit.
+(tests/run/data/default_run_pinned.json, from main before the layered packages). Counts and strings must
+be equal; floats equal to 1e-4 relative (a held-out accuracy, a ratio of counts, moves by more than that when one
+item flips). The dependencies are not locked,
+and a fresh install on 2026-12-02 (transformers 5.24, numpy 2.4.6) moved the losses and gradient norms by up to
+6e-6 relative with the same code (its float reductions run in another order), while every count and accuracy
+stayed identical; a change in what the run does moves them by far more. When a change is *meant* to move these
+numbers, regenerate the file from such a run and say why in the commit.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from synco.cli import main
 
 PIN = Path(__file__).parent / "data" / "default_run_pinned.json"
 TIMINGS = {"t_generate", "t_train", "t_other"}
+REL_TOL = 1e-4
+"""Relative tolerance of a float (see the module docstring: library versions reorder float sums)."""
 
 
 def _same(a: object, b: object, where: str) -> list[str]:
-    """Paths where ``a`` and ``b`` differ (ints and strings exactly, floats to 1e-9 relative)."""
+    """Paths where ``a`` and ``b`` differ (ints and strings exactly, floats to :data:`REL_TOL` relative)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = [f"{where}: keys {sorted(set(a) ^ set(b))}"] if set(a) != set(b) else []
         return out + [d for k in sorted(set(a) & set(b)) for d in _same(a[k], b[k], f"{where}.{k}")]
@@ -31,12 +37,14 @@ def _same(a: object, b: object, where: str) -> list[str]:
             return [f"{where}: {len(a)} vs {len(b)} items"]
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in _same(x, y, f"{where}[{i}]")]
     if isinstance(a, float) and isinstance(b, float):
-        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) else [f"{where}: {a!r} vs pinned {b!r}"]
+        return [] if math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12) else [f"{where}: {a!r} vs pinned {b!r}"]
     return [] if a == b and type(a) is type(b) else [f"{where}: {a!r} vs pinned {b!r}"]
 
 
 def test_same_helper_reports_paths() -> None:
-    assert _same({"a": [1, 2.0]}, {"a": [1, 2.0 + 1e-12]}, "x") == []
+    assert _same({"a": [1, 2.0]}, {"a": [1, 2.0 + 1e-6]}, "x") == []
+    assert _same({"a": 0.0029519324}, {"a": 0.0029519139}, "x") == []  # the drift measured across installs
+    assert _same({"a": 0.0029519}, {"a": 0.0029529}, "x") == ["x.a: 0.0029519 vs pinned 0.0029529"]
     assert _same({"a": [1, 2.0]}, {"a": [2, 2.5]}, "x") == ["x.a[0]: 1 vs pinned 2", "x.a[1]: 2.0 vs pinned 2.5"]
     assert _same({"n": 1}, {"n": 1.0}, "x") == ["x.n: 1 vs pinned 1.0"]
 
