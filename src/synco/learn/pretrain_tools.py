@@ -201,19 +201,24 @@ def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limi
     return {g: sum(v) / len(v) for g, v in wins.items()}
 
 
+def sample_cards(model: Any, tokenizer: Any, prompts: list[str], seed: int, temperature: float) -> list[str]:
+    """One sampled completion (up to 160 tokens) per prompt, seeded; prompts are left-padded to one batch."""
+    import torch
+
+    torch.manual_seed(seed)
+    enc = tokenizer(prompts, add_special_tokens=False, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=True, temperature=temperature, max_new_tokens=160,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
 def card_validity(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed: int) -> dict[str, float]:
     """Well-formed, valid (the task replays, not held out) and distinct rates of ``n`` cards sampled at T=1."""
-    import torch
 
     from synco.grading.cards import CardError, parse_task_card
 
-    torch.manual_seed(seed)
-    prompt = domain.synthesizer_prompt("")
-    ids = tokenizer([prompt] * n, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0,
-                             max_new_tokens=160, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    texts = tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
+    texts = sample_cards(model, tokenizer, [domain.synthesizer_prompt("")] * n, seed, temperature=1.0)
     wellformed, valid, problems = 0, 0, set()
     for text in texts:
         try:
@@ -236,7 +241,6 @@ def target_control(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed
     """Per candidate factor: the share of valid cards that realise the requested cell, for ``n`` prompts asking for
     ``pattern`` plus that factor, each cell that of a generator task (families uniform); what a run's control check
     (``synco.evosyn.control``) will find once the Reflector promotes the factor. ``pattern`` alone for the built-in."""
-    import torch
 
     from synco.grading.cards import CardError, parse_task_card
 
@@ -253,12 +257,7 @@ def target_control(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed
             cell = tuple((k, values[k]) for k in dict.fromkeys(("pattern", name)))
             cells.append(cell)
             prompts.append(domain.synthesizer_prompt(random_report(rng, list(FAMILY_NAMES)), target=cell))
-        torch.manual_seed(seed)
-        enc = tokenizer(prompts, add_special_tokens=False, return_tensors="pt", padding=True)
-        with torch.no_grad():
-            gen = model.generate(**enc, do_sample=True, temperature=temperature, max_new_tokens=160,
-                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        texts = sample_cards(model, tokenizer, prompts, seed, temperature)
         hits = valid = 0
         for text, cell in zip(texts, cells):
             try:
