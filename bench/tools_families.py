@@ -22,7 +22,8 @@ from pathlib import Path
 import yaml
 
 from synco.domains.tools import ToolsDomain
-from synco.domains.tools.tasks import family_of_instruction
+from synco.domains.tools.settings import ToolsSettings
+from synco.domains.tools.tasks import HELDOUT_GROUPS, family_of_instruction
 from synco.run.setup import heldout_seed
 
 
@@ -54,7 +55,9 @@ def heldout_by_family(run: Path, seed: int, per_group: int) -> dict[str, tuple[i
     """family -> (held-out tasks, solved before, solved after), greedy."""
     before = json.loads((run / "heldout_before.json").read_text())["greedy_items"]
     after = json.loads((run / "heldout.jsonl").read_text().splitlines()[-1])["greedy_items"]
-    items = ToolsDomain().heldout(per_group, seed=heldout_seed(seed))
+    groups = {key.split(":", 1)[1] for key in before}  # runs made before family groups used writes groups
+    grouping = "writes" if groups <= set(HELDOUT_GROUPS) else "family"
+    items = ToolsDomain(ToolsSettings(heldout_groups=grouping)).heldout(per_group, seed=heldout_seed(seed))
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for i, item in enumerate(items):
         key = f"{i}:{item.group}"

@@ -79,8 +79,19 @@ def test_families_bench_reads_training_and_heldout_per_family(tmp_path: Path) ->
     (tmp_path / "heldout_before.json").write_text(json.dumps({"greedy_items": before}))
     (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": after}) + "\n")
     held = bench.heldout_by_family(tmp_path, seed=3, per_group=1)
-    assert sum(n for n, _, _ in held.values()) == 4 and sum(a for _, _, a in held.values()) == 1
+    assert sum(n for n, _, _ in held.values()) == len(items) and sum(a for _, _, a in held.values()) == 1
+    assert set(held) == {it.group for it in items}  # family groups: one per family
     assert sum(b for _, b, _ in held.values()) == 0
+
+    # a run made before family groups (writes groups w0 .. w3+) is rebuilt with its own grouping
+    from synco.domains.tools.settings import ToolsSettings
+
+    items = ToolsDomain(ToolsSettings(heldout_groups="writes")).heldout(1, seed=heldout_seed(3))
+    before = {f"{i}:{it.group}": 0.0 for i, it in enumerate(items)}
+    (tmp_path / "heldout_before.json").write_text(json.dumps({"greedy_items": before}))
+    (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": before}) + "\n")
+    held = bench.heldout_by_family(tmp_path, seed=3, per_group=1)
+    assert sum(n for n, _, _ in held.values()) == 4 and len(items) == 4
 
 
 def test_first_step_bench_trains_the_agents_ids_of_gold_episodes() -> None:

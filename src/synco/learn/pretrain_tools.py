@@ -186,7 +186,7 @@ def tool_tokens() -> list[str]:
 
 
 def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limits: EpisodeLimits) -> dict[str, float]:
-    """Greedy held-out success per writes group of the Reasoner saved in ``model_dir`` (synco's own episode path; on
+    """Greedy held-out success per held-out group of the Reasoner saved in ``model_dir`` (synco's own episode path; on
     database variants when ``domain`` has them on)."""
     from synco.core.policy import PolicyConfig, SamplingParams
     from synco.learn.hf_policy import HFPolicy
@@ -338,7 +338,7 @@ def _train_role(spec: _Role) -> tuple[float, int]:
 
 
 def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 2000, synthesizer_steps: int = 1500,
-                   batch: int = 16, lr: float = 1e-3, heldout_per_group: int = 50, n_cards: int = 64,
+                   batch: int = 16, lr: float = 1e-3, heldout_per_group: int = 20, n_cards: int = 64,
                    parallel: bool = True, progress: bool = True, db_variants: int = 0) -> ToolsPretrainMeta:
     """Train and save the tools warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.
 

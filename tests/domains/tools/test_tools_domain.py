@@ -19,7 +19,9 @@ from synco.domains.tools.verify import replay
 from synco.domains.tools.tasks import (
     FAMILY_NAMES,
     HELDOUT_GROUPS,
+    family_of_instruction,
     is_heldout_task,
+    raw_task,
     task_key,
     task_of_instruction,
     writes_group,
@@ -96,26 +98,54 @@ def test_the_heldout_bucket_is_stable_and_keyed_on_what_the_task_does() -> None:
     assert DOMAIN.reject_reason(make("x", "not actions")) is None  # the oracle rejects it instead
 
 
-def test_heldout_items_are_deterministic_grouped_by_writes_and_rebuild_their_cards() -> None:
+def _solves_its_item(domain: ToolsDomain, item: HeldoutItem) -> None:
+    """The item's rebuilt card is a held-out task whose gold actions, replayed in its environment, score 1."""
+    c = domain.heldout_card(item)
+    actions = parse_actions(c.solution)
+    assert c.problem == item.problem
+    assert domain.oracle(c) == item.answer and domain.reject_reason(c) == "heldout_task"
+    env = domain.environment(c, item.answer)
+    for a in actions:
+        env.step(format_call(a))
+    env.step(f"done({'' if item.answer == 'none' else item.answer})")
+    assert env.grade().reward == 1.0
+
+
+def test_heldout_items_are_grouped_by_family_capped_at_the_bucket_and_rebuild_their_cards() -> None:
     items = DOMAIN.heldout(6, seed=3)
     assert items == DOMAIN.heldout(6, seed=3) and items != DOMAIN.heldout(6, seed=4)
+    assert len({i.problem for i in items}) == len(items)
+    sizes = Counter(i.group for i in items)
+    # every family whose bucket holds 6 gives 6; the small ones give all they have (counted by brute force below)
+    rng = random.Random(0)
+    for family in FAMILY_NAMES:
+        bucket = {t.instruction for t in (raw_task(DOMAIN.db, rng, family) for _ in range(3000))
+                  if is_heldout_task(t.actions, t.outputs)}
+        assert sizes.get(family, 0) == min(6, len(bucket)), family
+    assert "cancel" not in sizes and sizes["lookup"] == 4 and sizes["transfer"] == 6
+    for item in items:
+        assert family_of_instruction(item.problem) == item.group
+        _solves_its_item(DOMAIN, item)
+    # a family's items come from its own stream: dropping other families does not change them
+    only = ToolsDomain()
+    only.families = ["transfer"]
+    assert only.heldout(6, seed=3) == [i for i in items if i.group == "transfer"]
+
+
+def test_heldout_items_grouped_by_writes_rebuild_their_cards() -> None:
+    by_writes = ToolsDomain(ToolsSettings(heldout_groups="writes"))
+    items = by_writes.heldout(6, seed=3)
+    assert items == by_writes.heldout(6, seed=3) and items != by_writes.heldout(6, seed=4)
     assert Counter(i.group for i in items) == {g: 6 for g in HELDOUT_GROUPS}
     assert len({i.problem for i in items}) == len(items)
     for item in items:
-        c = DOMAIN.heldout_card(item)
-        actions = parse_actions(c.solution)
-        assert c.problem == item.problem and writes_group(actions) == item.group
-        assert DOMAIN.oracle(c) == item.answer and DOMAIN.reject_reason(c) == "heldout_task"
-        env = DOMAIN.environment(c, item.answer)
-        for a in actions:
-            env.step(format_call(a))
-        env.step(f"done({'' if item.answer == 'none' else item.answer})")
-        assert env.grade().reward == 1.0
+        assert writes_group(parse_actions(by_writes.heldout_card(item).solution)) == item.group
+        _solves_its_item(by_writes, item)
 
 
 def test_heldout_says_when_a_group_runs_out() -> None:
     with pytest.raises(ValueError, match=r"held-out group w0: found \d+ distinct tasks, 250 requested"):
-        DOMAIN.heldout(250, seed=0)
+        ToolsDomain(ToolsSettings(heldout_groups="writes")).heldout(250, seed=0)
     with pytest.raises(ValueError, match="not an instruction of this world"):
         DOMAIN.heldout_card(HeldoutItem(problem="fly me to the moon", answer="none", group="w0"))
 

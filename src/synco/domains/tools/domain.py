@@ -275,12 +275,38 @@ class ToolsDomain:
         return out
 
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
-        """``n_per_group`` distinct held-out tasks (by instruction) per writes group (``w0``, ``w1``, ``w2``,
-        ``w3+``), deterministic in ``seed``; ``problem`` is the instruction, ``answer`` the canonical outputs.
+        """Distinct held-out tasks (by instruction) per group, deterministic in ``seed``; ``problem`` is the
+        instruction, ``answer`` the canonical outputs. ``tools.heldout_groups`` chooses the groups (see
+        :class:`ToolsSettings`): :meth:`_heldout_by_family` or :meth:`_heldout_by_writes`."""
+        if self.settings.heldout_groups == "family":
+            return self._heldout_by_family(n_per_group, seed)
+        return self._heldout_by_writes(n_per_group, seed)
 
-        Each group is drawn from the families that produce it. The bucket holds 184 read-only (``w0``)
-        instructions and over a thousand of each other group; a larger request is a ValueError naming the
-        shortfall (after ``100 n + 20000`` draws, a few seconds).
+    def _heldout_by_family(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
+        """Up to ``n_per_group`` held-out tasks of each family, in the world's family order; a family whose bucket
+        holds fewer (``lookup`` 4, ``total`` 1, ...) gives all it has -- its draws stop once 1000 in a row bring no
+        instruction not drawn before -- and one with none (``cancel``) no group. Each family draws from its own
+        seeded stream, so its items do not depend on the others'."""
+        items: list[HeldoutItem] = []
+        for family in self.families:
+            rng = random.Random(f"{seed}:{family}")
+            found: dict[str, Task] = {}
+            seen: set[str] = set()
+            stale = 0
+            while len(found) < n_per_group and stale < 1000:
+                task = raw_task(self.db, rng, family)
+                stale = 0 if task.instruction not in seen else stale + 1
+                seen.add(task.instruction)
+                if is_heldout_task(task.actions, task.outputs):
+                    found.setdefault(task.instruction, task)
+            items += [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=family)
+                      for t in found.values()]
+        return items
+
+    def _heldout_by_writes(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
+        """``n_per_group`` tasks per writes group (``w0``, ``w1``, ``w2``, ``w3+``), each drawn from the families
+        that produce it. The bucket holds 184 read-only (``w0``) instructions and over a thousand of each other
+        group; a larger request is a ValueError naming the shortfall (after ``100 n + 20000`` draws, a few seconds).
         """
         rng = random.Random(seed)
         producers = self._group_families()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_DB_VARIANTS = 4096
@@ -22,3 +24,10 @@ class ToolsSettings(BaseModel):
                     "solved on that variant; other instructions, and tasks a variant cannot solve, run on the fixed "
                     "database. Verification stays on the fixed database. Takes away recalling values instead of "
                     "reading them.")
+    heldout_groups: Literal["family", "writes"] = Field(
+        "family",
+        description="How the held-out set is grouped (``heldout_per_group`` tasks per group): family -- one group per "
+                    "task family that has held-out tasks, each capped at what its hash bucket holds (a few families "
+                    "have only 1-4), so every family weighs alike; writes -- w0, w1, w2, w3+ by the number of writes, "
+                    "each drawn from the families that produce it (w2 and w3+ are then ~95 % `gift`, whose task space "
+                    "dwarfs the others').")
