@@ -227,6 +227,8 @@ def test_queries(pool: TaskPool) -> None:
     assert list(pool.valid_problems()) == [
         (1, "problem s0 k0"), (3, "problem s1 k0"), (4, "problem s1 k1"), (6, "problem s2 k1"),
     ]
+    assert list(pool.valid_problems(since_step=1)) == [(3, "problem s1 k0"), (4, "problem s1 k1"), (6, "problem s2 k1")]
+    assert list(pool.valid_problems(since_step=2)) == [(6, "problem s2 k1")] and not list(pool.valid_problems(since_step=3))
 
 
 def test_empty_pool(pool: TaskPool) -> None:

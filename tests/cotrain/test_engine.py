@@ -369,3 +369,19 @@ def test_screen_card_stamps_the_domains_factors_and_applies_its_rejection():
     assert screen_card(domain, defs, card, invalid) is invalid and card.factors == {"level": "L1"}  # untouched
     # no factor space: the claims are not dropped first, the domain's card factors still overwrite them
     assert screen_card(domain, None, card, verdict) is verdict and card.factors["level"] == "L7"
+
+
+@pytest.mark.parametrize(("window", "valid_per_step"), [(None, [4, 0, 0, 0]), (1, [4, 0, 4, 0]), (2, [4, 0, 0, 4])])
+def test_novelty_window_lets_a_task_recur_once_it_left_the_window(tmp_path, monkeypatch, window, valid_per_step):
+    """The same 4 cards every step: the whole pool (no window) rejects them for good; a window of N steps rejects
+    them while a step of the last N admitted them, then lets them recur."""
+    import random
+
+    state = make_state(tmp_path, "uniform", n_cards=4, k=2)
+    cards = state.domain.static_cards(random.Random(1), 4)
+    assert len({parse_task_card(c).problem for c in cards}) == 4
+    monkeypatch.setattr(state.domain, "static_cards", lambda rng, n: cards[:n])
+    state.verifier.config.novelty_window = window
+    got = [cotrain_step(state, step).n_valid for step in range(4)]
+    assert got == valid_per_step
+    assert all(r.verdict.reason_codes == ["near_duplicate"] for r in state.pool.by_step(1))

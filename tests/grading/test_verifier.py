@@ -260,6 +260,14 @@ def test_load_pool(checker):
     assert one(verifier, raw())[1].reasons == ["near_duplicate: sim=1.00 task=9"]
 
 
+def test_reset_pool_replaces_the_index(checker):
+    verifier = make(checker)
+    verifier.load_pool(iter([(9, PROBLEM)]))
+    assert verifier.reset_pool(iter([(3, OTHER_PROBLEM)])) == 1 and verifier.pool_size == 1
+    assert one(verifier, raw())[1].valid  # PROBLEM left the index
+    assert verifier.reset_pool(iter([])) == 0 and verifier.pool_size == 0
+
+
 def test_short_duplicate_problems(checker):
     verifier = make(checker)
     results = verifier.verify_batch([raw(problem="365+8", solution="365+8=373", final_answer="373")] * 2)

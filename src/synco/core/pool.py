@@ -457,18 +457,20 @@ class TaskPool:
             rows = self._conn.execute("SELECT step, metrics_json FROM steps ORDER BY step").fetchall()
         return [(int(r["step"]), json.loads(r["metrics_json"])) for r in rows]
 
-    def valid_problems(self) -> Iterator[tuple[int, str]]:
-        """(task_id, problem) of every valid task, by id; pages through the pool in batches.
+    def valid_problems(self, since_step: int | None = None) -> Iterator[tuple[int, str]]:
+        """(task_id, problem) of every valid task (of steps >= ``since_step`` when given), by id; pages through
+        the pool in batches.
 
-        Meant for rebuilding a novelty index on resume without loading whole records.
+        Meant for rebuilding a novelty index (on resume, or over a window of recent steps) without loading whole
+        records.
         """
         last = -1
         while True:
             with self._lock:
                 rows = self._conn.execute(
                     "SELECT task_id, card_json FROM tasks WHERE valid = 1 AND card_json IS NOT NULL "
-                    "AND task_id > ? ORDER BY task_id LIMIT ?",
-                    (last, _BATCH),
+                    "AND task_id > ? AND step >= ? ORDER BY task_id LIMIT ?",
+                    (last, -1 if since_step is None else since_step, _BATCH),
                 ).fetchall()
             if not rows:
                 return

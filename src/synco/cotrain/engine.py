@@ -285,8 +285,12 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
         raws = [c.text for c in synth_samples]
     targets = [contexts[ci].target if s.mode not in ("static", "uniform") else None for ci in context_of]
 
-    # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle.
-    #    Then the domain's part: factors stamped from the card itself, its hard rejections (held-out problems).
+    # 2. Verify: parse, checks, novelty against the pool (its last novelty_window steps, when set) and the rest of
+    #    this step, oracle. Then the domain's part: factors stamped from the card itself, its hard rejections
+    #    (held-out problems).
+    window = state.verifier.config.novelty_window
+    if window is not None and s.mode != "static":
+        state.verifier.reset_pool(state.pool.valid_problems(since_step=step - window))
     checked = state.verifier.verify_batch(raws)
     cards: list[TaskCard | None] = [card for card, _ in checked]
     defs = state.evo.defs if state.evo is not None else None

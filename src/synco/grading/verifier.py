@@ -114,6 +114,7 @@ class VerifierConfig(BaseModel):
     min_problem_chars: int = Field(3, ge=0, description="Shortest acceptable problem, in characters after stripping.")
     max_problem_chars: int = Field(4000, ge=1, description="Longest acceptable problem, in characters.")
     novelty_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity (character n-grams) at which a problem duplicates another.")
+    novelty_window: int | None = Field(None, ge=1, description="Steps back the pool novelty check looks: a card duplicating a valid task of the last N steps is rejected, an older task may recur (null: the whole pool, so no task is ever trained twice -- in a world with few distinct tasks per skill the pool then runs out of the most teachable ones). Duplicates within a step are rejected either way.")
     ngram: int = Field(5, ge=1, description="Character n-gram length of the similarity measure.")
     num_perm: int = Field(64, ge=8, description="MinHash permutations of the novelty indexes (a multiple of 8).")
     bands: int = Field(16, ge=1, description="LSH bands of the pool/batch novelty index (must divide num_perm).")
@@ -341,6 +342,12 @@ class TaskVerifier:
     def admit(self, key: Hashable, problem: str) -> None:
         """Add an accepted problem to the pool novelty index (after its step is recorded)."""
         self._pool.add(key, problem)
+
+    def reset_pool(self, problems: Iterable[tuple[Hashable, str]]) -> int:
+        """Replace the pool novelty index by exactly ``problems`` (``(key, problem)``: a window of recent tasks,
+        ``novelty_window``); returns how many."""
+        self._pool = self._new_index()
+        return self.load_pool(problems)
 
     def load_pool(self, problems: Iterable[tuple[Hashable, str]]) -> int:
         """Admit every ``(key, problem)`` (rebuilding the index when a run resumes); returns how many."""
