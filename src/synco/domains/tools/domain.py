@@ -62,6 +62,10 @@ def split_subject(subject: str) -> tuple[str, str]:
     return instruction, solution
 
 
+OTHER_GROUP = "other"
+"""The held-out group pooling the families whose bucket holds fewer than ``heldout_per_group`` tasks."""
+
+
 class ToolsDomain:
     """The tools world (see the module docstring and ``synco.domains.tools``)."""
 
@@ -283,11 +287,14 @@ class ToolsDomain:
         return self._heldout_by_writes(n_per_group, seed)
 
     def _heldout_by_family(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
-        """Up to ``n_per_group`` held-out tasks of each family, in the world's family order; a family whose bucket
-        holds fewer (``lookup`` 4, ``total`` 1, ...) gives all it has -- its draws stop once 1000 in a row bring no
-        instruction not drawn before -- and one with none (``cancel``) no group. Each family draws from its own
-        seeded stream, so its items do not depend on the others'."""
+        """``n_per_group`` held-out tasks of each family whose bucket holds that many, in the world's family order;
+        then one group ``other`` pooling every task of the families that hold fewer (``lookup`` 4, ``total`` 1, ...
+        at 20), so every group's mean rests on about ``n_per_group`` tasks. A family's draws stop once it has
+        ``n_per_group`` or 1000 draws in a row brought no instruction not drawn before (its bucket is exhausted);
+        one with no held-out task (``cancel``) adds none. Each family draws from its own seeded stream, so its items
+        do not depend on the others'."""
         items: list[HeldoutItem] = []
+        rare: list[Task] = []
         for family in self.families:
             rng = random.Random(f"{seed}:{family}")
             found: dict[str, Task] = {}
@@ -299,9 +306,13 @@ class ToolsDomain:
                 seen.add(task.instruction)
                 if is_heldout_task(task.actions, task.outputs):
                     found.setdefault(task.instruction, task)
+            if len(found) < n_per_group:
+                rare += found.values()
+                continue
             items += [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=family)
                       for t in found.values()]
-        return items
+        return items + [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=OTHER_GROUP)
+                        for t in rare]
 
     def _heldout_by_writes(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """``n_per_group`` tasks per writes group (``w0``, ``w1``, ``w2``, ``w3+``), each drawn from the families

@@ -27,7 +27,8 @@ class ToolsSettings(BaseModel):
     heldout_groups: Literal["family", "writes"] = Field(
         "family",
         description="How the held-out set is grouped (``heldout_per_group`` tasks per group): family -- one group per "
-                    "task family that has held-out tasks, each capped at what its hash bucket holds (a few families "
-                    "have only 1-4), so every family weighs alike; writes -- w0, w1, w2, w3+ by the number of writes, "
+                    "task family whose hash bucket holds that many, plus `other` pooling the families that hold "
+                    "fewer (a few hold only 1-4), so every family is measured and every group's mean rests on about "
+                    "N tasks; writes -- w0, w1, w2, w3+ by the number of writes, "
                     "each drawn from the families that produce it (w2 and w3+ are then ~95 % `gift`, whose task space "
                     "dwarfs the others').")
