@@ -6,7 +6,7 @@
 Does what GRPO teaches the tools Reasoner carry to held-out tasks, when its training tasks are of families it
 partly solves? No Synthesizer, no Designer: every step draws ``--tasks`` training tasks evenly over the ``--train``
 families from the world's generator (never a held-out one; ``all``: every family), runs ``--k`` episodes on each
-(T = 1, the preset's episode limits), and takes one GRPO update (``--epochs`` optimizer steps) with the Reasoner's
+(T = 1, the preset's episode limits; ``--no-repeat``: never an instruction drawn before), and takes one GRPO update (``--epochs`` optimizer steps) with the Reasoner's
 own learner. Held-out: ``--heldout`` distinct tasks per ``--eval`` family (default: the training families) from the
 world's held-out hash bucket, which no training path draws; one greedy episode and 4 sampled episodes (T = 1) each,
 before and after. Prints training success every 5 steps, then per family greedy and sampled success before ->
@@ -63,6 +63,19 @@ def heldout_tasks(domain: ToolsDomain, family: str, n: int, rng: random.Random) 
     return list(found.values())
 
 
+def draw(domain: ToolsDomain, rng: random.Random, family: str, seen: set[str] | None) -> Task | None:
+    """A training task of ``family``; with ``seen`` (``--no-repeat``), one whose instruction no earlier step drew, as a
+    run's pool novelty check demands (None when 50 draws find none: the slot goes unused, like a rejected card)."""
+    for _ in range(50 if seen is not None else 1):
+        task = domain.sample_task(rng, family)
+        if seen is None:
+            return task
+        if task.instruction not in seen:
+            seen.add(task.instruction)
+            return task
+    return None
+
+
 def card(domain: ToolsDomain, task: Task, family: str) -> TaskCard:
     return TaskCard(**json.loads(domain.format_card(task.instruction, task.actions, task.outputs, family)))
 
@@ -90,11 +103,14 @@ def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: in
     held = {f: tasks for f in evals if (tasks := heldout_tasks(domain, f, args.heldout, held_rng))}
     before = score(policy, domain, held)
     rng = random.Random(f"train:{seed}")
+    seen: set[str] = set()
     t0 = time.perf_counter()
     for step in range(args.steps):
         draws = [rng.choice(train) for _ in range(args.tasks)] if train_arg == "all" else \
             [train[i % len(train)] for i in range(args.tasks)]
-        tasks = [(domain.sample_task(rng, f), f) for f in draws]
+        tasks = [(t, f) for f in draws if (t := draw(domain, rng, f, seen if args.no_repeat else None)) is not None]
+        if not tasks:  # --no-repeat: every slot's family ran out of unseen tasks
+            continue
         cards = [card(domain, t, f) for t, f in tasks]
         groups = act(policy, domain, cards, [c.final_answer for c in cards], args.k, SAMPLED, LIMITS,
                      seed=seed * 100_003 + step)
@@ -137,6 +153,9 @@ def main() -> None:
     ap.add_argument("--control", action="store_true",
                     help="also run every seed with --train all on the same held-out families (the same budget spread "
                          "over every family) and print the paired difference")
+    ap.add_argument("--no-repeat", action="store_true",
+                    help="never train on an instruction twice (a run's pool novelty check without a window); a slot "
+                         "whose family has no unseen task left goes unused")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--tasks", type=int, default=32, help="training tasks per step (default: %(default)s)")
     ap.add_argument("--k", type=int, default=8, help="episodes per training task (default: %(default)s)")

@@ -131,6 +131,11 @@ def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypa
     with pytest.raises(SystemExit, match="unknown families \\['bogus'\\]"):
         bench.families("buy,bogus")
     assert bench.families("all")[0] == "lookup" and len(bench.families("all")) == 19
+    # --no-repeat: a family's instructions are drawn once each, then its slots go unused (`cancel` has 4)
+    seen: set[str] = set()
+    drawn = [bench.draw(ToolsDomain(), random.Random(0), "cancel", seen) for _ in range(6)]
+    assert len({t.instruction for t in drawn if t is not None}) == 4 == len(seen) and drawn[-1] is None
+    assert bench.draw(ToolsDomain(), random.Random(0), "cancel", None) is not None  # repeats allowed
 
     reasoner = str(load_tools_warm_start() / "reasoner")
     monkeypatch.setattr("sys.argv", ["tools_family_rl.py", "--reasoner", reasoner, "--train", "buy,transfer",
