@@ -215,7 +215,6 @@ def sample_cards(model: Any, tokenizer: Any, prompts: list[str], seed: int, temp
 
 def card_validity(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed: int) -> dict[str, float]:
     """Well-formed, valid (the task replays, not held out) and distinct rates of ``n`` cards sampled at T=1."""
-
     from synco.grading.cards import CardError, parse_task_card
 
     texts = sample_cards(model, tokenizer, [domain.synthesizer_prompt("")] * n, seed, temperature=1.0)
@@ -241,7 +240,6 @@ def target_control(model: Any, tokenizer: Any, domain: ToolsDomain, n: int, seed
     """Per candidate factor: the share of valid cards that realise the requested cell, for ``n`` prompts asking for
     ``pattern`` plus that factor, each cell that of a generator task (families uniform); what a run's control check
     (``synco.evosyn.control``) will find once the Reflector promotes the factor. ``pattern`` alone for the built-in."""
-
     from synco.grading.cards import CardError, parse_task_card
 
     rng = random.Random(f"control-{seed}")

@@ -66,6 +66,11 @@ OTHER_GROUP = "other"
 """The held-out group pooling the families whose bucket holds fewer than ``heldout_per_group`` tasks."""
 
 
+def _heldout_item(task: Task, group: str) -> HeldoutItem:
+    """A held-out task as the run scores it: its instruction, its canonical outputs, its group."""
+    return HeldoutItem(problem=task.instruction, answer=format_outputs(task.outputs), group=group)
+
+
 class ToolsDomain:
     """The tools world (see the module docstring and ``synco.domains.tools``)."""
 
@@ -309,10 +314,8 @@ class ToolsDomain:
             if len(found) < n_per_group:
                 rare += found.values()
                 continue
-            items += [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=family)
-                      for t in found.values()]
-        return items + [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=OTHER_GROUP)
-                        for t in rare]
+            items += [_heldout_item(t, family) for t in found.values()]
+        return items + [_heldout_item(t, OTHER_GROUP) for t in rare]
 
     def _heldout_by_writes(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """``n_per_group`` tasks per writes group (``w0``, ``w1``, ``w2``, ``w3+``), each drawn from the families
@@ -333,8 +336,7 @@ class ToolsDomain:
             if len(found) < n_per_group:
                 raise ValueError(f"held-out group {group}: found {len(found)} distinct tasks, "
                                  f"{n_per_group} requested")
-            items += [HeldoutItem(problem=t.instruction, answer=format_outputs(t.outputs), group=group)
-                      for t in found.values()]
+            items += [_heldout_item(t, group) for t in found.values()]
         return items
 
     def _group_families(self) -> dict[str, list[str]]:
