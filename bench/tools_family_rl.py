@@ -28,7 +28,7 @@ import time
 import torch
 
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import GRPOConfig, PolicyConfig, SamplingParams
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig, SamplingParams
 from synco.core.records import TaskCard
 from synco.cotrain.engine import groups_batch
 from synco.domains.base import HeldoutItem
@@ -97,8 +97,10 @@ def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: in
     its table and returns the greedy and the sampled gain over all its held-out tasks."""
     train = families(train_arg)
     domain = ToolsDomain()
-    policy = HFPolicy.from_config(PolicyConfig(model_path=args.reasoner, device="cpu", add_bos=False,
-                                               grpo=GRPOConfig(lr=args.lr, epochs=args.epochs, micro_batch_size=64)))
+    lora = LoraSettings(rank=args.lora, alpha=2.0 * args.lora) if args.lora else None
+    policy = HFPolicy.from_config(PolicyConfig(model_path=args.reasoner, device="cpu", add_bos=False, lora=lora,
+                                               grpo=GRPOConfig(lr=args.lr, epochs=args.epochs, micro_batch_size=64,
+                                                               kl_coef=args.kl)))
     held_rng = random.Random(f"heldout:{seed}")
     held = {f: tasks for f in evals if (tasks := heldout_tasks(domain, f, args.heldout, held_rng))}
     before = score(policy, domain, held)
@@ -123,7 +125,8 @@ def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: in
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
     after = score(policy, domain, held)
     print(f"\nreasoner {args.reasoner}; trained on {train_arg}, {args.steps} steps x {args.tasks} tasks x {args.k} "
-          f"episodes, lr {args.lr:g}, {args.epochs} epochs, seed {seed}")
+          f"episodes, lr {args.lr:g}, {args.epochs} epochs"
+          f"{f', LoRA rank {args.lora}' if args.lora else ''}{f', KL {args.kl:g}' if args.kl else ''}, seed {seed}")
     print("| family | held-out tasks | greedy before -> after | sampled before -> after | Learn | Retain |")
     print("|---|---|---|---|---|---|")
     tot = [0, 0, 0, 0.0, 0.0, 0, 0]
@@ -161,6 +164,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8, help="episodes per training task (default: %(default)s)")
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--epochs", type=int, default=4, help="optimizer steps per GRPO update (default: %(default)s)")
+    ap.add_argument("--lora", type=int, default=0, metavar="RANK",
+                    help="train LoRA adapters of this rank (alpha 2 x rank) on every linear layer instead of every "
+                         "weight (default: 0, full fine-tuning)")
+    ap.add_argument("--kl", type=float, default=0.0, help="k3 KL penalty to the initial policy (default: 0)")
     ap.add_argument("--heldout", type=int, default=40, help="held-out tasks per eval family (default: %(default)s)")
     ap.add_argument("--seed", type=int, nargs="+", default=[0], dest="seeds",
                     help="one run per seed (its held-out draw and training draws); several: mean ± s.e. of the gains")

@@ -50,6 +50,27 @@ def test_build_evo_state_starts_from_the_builtin_factors() -> None:
     assert len(resumed.cells) == len(resumed.feasible(space)) > 11
 
 
+def test_evosyn_factors_choose_the_starting_space_and_are_never_retired() -> None:
+    evo = build_evo_state(ArithDomain(), factors=["level", "carries"])
+    assert evo is not None
+    assert evo.space.active_names() == ["level", "carries"] and evo.builtin == ["level", "carries"]
+    assert {c[0] for c in evo.cells} == {("level", f"L{i}") for i in range(1, 12)}
+    assert {c[1][0] for c in evo.cells} == {"carries"} and len(evo.cells) > 11
+    # the remaining factors stay candidates: the definitions are all still there
+    assert [d.name for d in evo.defs] == ["level", "carries", "answer_digits", "zeros", "lead", "ones"]
+
+
+def test_evosyn_factors_naming_an_unknown_factor_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"unknown factor\(s\) \['size'\].*known: level, carries"):
+        build_evo_state(ArithDomain(), factors=["level", "size"])
+
+
+def test_evosyn_factors_must_be_distinct_and_non_empty() -> None:
+    for bad in ([], ["level", "level"]):
+        with pytest.raises(ValueError, match="evosyn.factors must name at least one factor, each once"):
+            EvoSynConfig(factors=bad)
+
+
 def test_a_domain_without_factors_has_no_space() -> None:
     class Plain:
         name = "plain"

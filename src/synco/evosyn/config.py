@@ -73,12 +73,19 @@ class EvoSynConfig(BaseModel):
     designer: bool = Field(True, description="Designer on: each step's card slots are split over factor cells by need; each Synthesizer context names its cell. Off: plain SynCo (every context gets the same report-only prompt).")
     reflector: bool = Field(True, description="Reflector on: every reflector.every steps, promote a candidate factor that explains Reasoner failure beyond the current cells (and retire ones that stopped).")
     feedback: bool = Field(True, description="Learner feedback on. Off: no learner information reaches the Synthesizer or the Designer (empty report; the Designer sees coverage only, never success; the Reflector has nothing to measure and makes no change).")
+    factors: list[str] | None = Field(None, description="The factors the space starts with (its first cells), e.g. [pattern, family] in the tools world; null: the domain's built-in ones (tools and tau2: pattern, arith: level, math: topic). Every other factor the domain computes stays a Reflector candidate. A run that starts on a factor the Synthesizer cannot follow is steered by it anyway (the control check judges promoted factors only).")
     control_penalty: float = Field(0.3, ge=0, description="Subtracted from the Synthesizer reward of a valid card whose realised cell (recomputed by the domain) differs from the requested one.")
     control_gate: bool = Field(False, description="Instead of the penalty, a card that misses its cell gets the invalid penalty (strict).")
     designer_settings: DesignerConfig = Field(default_factory=DesignerConfig, description="Designer knobs.")
     reflector_settings: ReflectorConfig = Field(default_factory=ReflectorConfig, description="Reflector knobs.")
     proposer: bool = Field(False, description="LLM proposer on: every proposer_settings.every steps the Synthesizer model proposes one keyword factor from recent failed/solved problems; it joins the Reflector's candidates and is promoted only on the same evidence test. Its values are computed from the problem text, never written by the model. Needs reflector and feedback on and a chat-model domain (math).")
     proposer_settings: ProposerConfig = Field(default_factory=ProposerConfig, description="LLM proposer knobs.")
+
+    @model_validator(mode="after")
+    def _factor_names(self) -> "EvoSynConfig":
+        if self.factors is not None and (not self.factors or len(set(self.factors)) != len(self.factors)):
+            raise ValueError(f"evosyn.factors must name at least one factor, each once, got {self.factors}")
+        return self
 
     @model_validator(mode="after")
     def _finite(self) -> "EvoSynConfig":

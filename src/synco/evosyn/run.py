@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import check_control, pending
@@ -52,12 +52,21 @@ class EvoState:
         return dropped
 
 
-def build_evo_state(domain: object, space: FactorSpace | None = None) -> EvoState | None:
-    """The domain's factor space (``space`` when resuming), or None when the domain has none (:class:`HasFactorSpace`)."""
+def build_evo_state(domain: object, space: FactorSpace | None = None,
+                    factors: Sequence[str] | None = None) -> EvoState | None:
+    """The domain's factor space (``space`` when resuming), or None when the domain has none (:class:`HasFactorSpace`).
+
+    ``factors``: the factors a new space starts with (``evosyn.factors``; None: the domain's built-in ones); they
+    are never retired. A name the domain cannot compute raises ValueError naming it and the known ones.
+    """
     if not isinstance(domain, HasFactorSpace):
         return None
     defs = list(domain.factor_defs())
-    builtin = list(domain.builtin_factors)
+    builtin = list(domain.builtin_factors if factors is None else factors)
+    unknown = [n for n in builtin if n not in {d.name for d in defs}]
+    if unknown:
+        raise ValueError(f"evosyn.factors: unknown factor(s) {unknown} for this domain; "
+                         f"known: {', '.join(d.name for d in defs)}")
     sample = domain.sample_any
     if space is None:
         space = FactorSpace.from_defs([d for d in defs if d.name in builtin])

@@ -28,7 +28,7 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from synco.config import RunConfig, check_runnable
+from synco.config import ConfigError, RunConfig, check_runnable
 from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
@@ -81,7 +81,10 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         restart_records(run_dir, pool, log)
     pool.export_jsonl(run_dir / "valid_tasks.jsonl", export_fields(domain))  # from the pool as it now stands; each step then appends its rows
 
-    evo = build_evo_state(domain, point.space)
+    try:
+        evo = build_evo_state(domain, point.space, cfg.evosyn.factors)
+    except ValueError as e:  # evosyn.factors names a factor this domain cannot compute
+        raise ConfigError(str(e)) from None
     if evo is not None:
         write_space(evo, run_dir)
     # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
