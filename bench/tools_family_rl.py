@@ -1,6 +1,6 @@
 """GRPO on training tasks of chosen families, held-out tasks of chosen families before and after (docs/TOOLS_WORLD.md).
 
-    python bench/tools_family_rl.py --reasoner DIR [--train transfer,transfer_all,buy] [--eval FAMILIES]
+    python bench/tools_family_rl.py --reasoner DIR [--train transfer,transfer_all,buy] [--eval FAMILIES] [--lora RANK]
                                     [--control] [--steps 30] [--lr 5e-5] [--epochs 4] [--seed 0 [1 ...]]
 
 Does what GRPO teaches the tools Reasoner carry to held-out tasks, when its training tasks are of families it

@@ -146,6 +146,13 @@ def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypa
     assert [r.split(" | ")[0] for r in rows] == ["| buy", "| transfer", "| all"]
     assert rows[-1].split(" | ")[1] == "4"  # two held-out tasks per family
     assert "over seeds" not in out  # one seed, one arm: no summary
+    assert "LoRA" not in out and "KL" not in out  # full fine-tuning without a KL term by default
+
+    # --lora / --kl: adapters of that rank on the warm start, a KL reference; named in the table's header
+    monkeypatch.setattr("sys.argv", ["tools_family_rl.py", "--reasoner", reasoner, "--train", "buy", "--steps", "1",
+                                     "--tasks", "2", "--k", "2", "--heldout", "1", "--lora", "2", "--kl", "0.1"])
+    bench.main()
+    assert "4 epochs, LoRA rank 2, KL 0.1, seed 0" in capsys.readouterr().out
 
     # several seeds with the control: a table per seed and arm, then mean ± s.e. per arm and the paired difference
     monkeypatch.setattr("sys.argv", ["tools_family_rl.py", "--reasoner", reasoner, "--train", "buy", "--seed", "1", "2",
