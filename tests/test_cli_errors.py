@@ -42,3 +42,12 @@ def test_train_with_a_missing_prompts_dir_names_the_field(tmp_path: Path, capsys
     assert main(["train", "--preset", "smollm2", f"prompts_dir={gone}", f"runs_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert f"prompts_dir={str(gone)!r}: does not exist" in err and "Traceback" not in err
+
+
+def test_train_with_an_unknown_starting_factor_names_it_and_the_known_ones(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--preset", "tools", "steps=0", "heldout_per_group=0", "progress=false", "threads=1",
+                 "evosyn.factors=[pattern,size]", f"runs_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "synco train: evosyn.factors: unknown factor(s) ['size'] for this domain; known: pattern," in err
+    assert "family" in err and "Traceback" not in err and "Loading weights" not in err  # before any model loads

@@ -52,6 +52,17 @@ class EvoState:
         return dropped
 
 
+def check_factor_names(domain: object, factors: Sequence[str] | None) -> None:
+    """Raise ValueError naming every factor of ``evosyn.factors`` the domain cannot compute (and the ones it can);
+    nothing to check for None or a domain without a factor space."""
+    if factors is None or not isinstance(domain, HasFactorSpace):
+        return
+    known = [d.name for d in domain.factor_defs()]
+    unknown = [n for n in factors if n not in known]
+    if unknown:
+        raise ValueError(f"evosyn.factors: unknown factor(s) {unknown} for this domain; known: {', '.join(known)}")
+
+
 def build_evo_state(domain: object, space: FactorSpace | None = None,
                     factors: Sequence[str] | None = None) -> EvoState | None:
     """The domain's factor space (``space`` when resuming), or None when the domain has none (:class:`HasFactorSpace`).
@@ -61,12 +72,9 @@ def build_evo_state(domain: object, space: FactorSpace | None = None,
     """
     if not isinstance(domain, HasFactorSpace):
         return None
+    check_factor_names(domain, factors)
     defs = list(domain.factor_defs())
     builtin = list(domain.builtin_factors if factors is None else factors)
-    unknown = [n for n in builtin if n not in {d.name for d in defs}]
-    if unknown:
-        raise ValueError(f"evosyn.factors: unknown factor(s) {unknown} for this domain; "
-                         f"known: {', '.join(d.name for d in defs)}")
     sample = domain.sample_any
     if space is None:
         space = FactorSpace.from_defs([d for d in defs if d.name in builtin])

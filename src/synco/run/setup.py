@@ -33,7 +33,7 @@ from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.domains.base import Domain, HasTrajectories, export_fields
-from synco.evosyn.run import build_evo_state, write_space
+from synco.evosyn.run import build_evo_state, check_factor_names, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
@@ -66,6 +66,10 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     seed_everything(cfg.seed)
     rng = random.Random(cfg.seed)
     domain = build_domain(cfg)
+    try:  # before any model loads
+        check_factor_names(domain, cfg.evosyn.factors)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     checker = AnswerChecker()
     heldout = domain.heldout(cfg.heldout_per_group, seed=heldout_seed(cfg.seed)) if cfg.heldout_per_group else []
     trainer_state = load_trainer_state(cfg, ckpt, log)
@@ -81,10 +85,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         restart_records(run_dir, pool, log)
     pool.export_jsonl(run_dir / "valid_tasks.jsonl", export_fields(domain))  # from the pool as it now stands; each step then appends its rows
 
-    try:
-        evo = build_evo_state(domain, point.space, cfg.evosyn.factors)
-    except ValueError as e:  # evosyn.factors names a factor this domain cannot compute
-        raise ConfigError(str(e)) from None
+    evo = build_evo_state(domain, point.space, cfg.evosyn.factors)
     if evo is not None:
         write_space(evo, run_dir)
     # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
