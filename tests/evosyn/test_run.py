@@ -58,6 +58,10 @@ def test_evosyn_factors_choose_the_starting_space_and_are_never_retired() -> Non
     assert {c[1][0] for c in evo.cells} == {"carries"} and len(evo.cells) > 11
     # the remaining factors stay candidates: the definitions are all still there
     assert [d.name for d in evo.defs] == ["level", "carries", "answer_digits", "zeros", "lead", "ones"]
+    # in the order given, whatever the domain's order: the first factor is each cell's parent (Designer coverage)
+    swapped = build_evo_state(ArithDomain(), factors=["carries", "level"])
+    assert swapped is not None and swapped.space.active_names() == ["carries", "level"]
+    assert {c[0][0] for c in swapped.cells} == {"carries"}
 
 
 def test_evosyn_factors_naming_an_unknown_factor_is_an_error_naming_it() -> None:

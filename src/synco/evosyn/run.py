@@ -77,7 +77,8 @@ def build_evo_state(domain: object, space: FactorSpace | None = None,
     builtin = list(domain.builtin_factors if factors is None else factors)
     sample = domain.sample_any
     if space is None:
-        space = FactorSpace.from_defs([d for d in defs if d.name in builtin])
+        by_name = {d.name: d for d in defs}
+        space = FactorSpace.from_defs([by_name[n] for n in builtin])  # in the order given: the first is each cell's parent
     known = {d.name for d in defs}
     defs += [to_def(p) for p in space.proposed if p.name not in known]  # the LLM proposer's, on resume
     evo = EvoState(space=space, defs=defs, builtin=builtin, cells=[], sample=sample)
