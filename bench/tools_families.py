@@ -6,7 +6,7 @@ same family did (docs/TOOLS_WORLD.md).
 RUN_DIR is a run directory of ``synco train --preset tools`` (or the folder holding exactly one, as ``runs_dir=``
 leaves it). From its ``pool.sqlite``: per family (read from the instruction's template, never from the card's claim;
 ``?`` for an instruction outside the templates), the Reasoner's episodes on valid tasks and their success in each quarter of the run's steps.
-From ``heldout_before.json`` and the last line of ``heldout.jsonl``: per family, held-out tasks solved greedily
+From ``heldout_before.json`` and ``heldout_after.json`` (the final evaluation): per family, held-out tasks solved greedily
 before -> after (the held-out set rebuilt from the run's seed, its family read from each instruction's template).
 A family whose training success rises while its held-out tasks do not is learned as instances, not as a skill.
 """
@@ -54,7 +54,11 @@ def training_by_quarter(pool: Path, steps: int) -> dict[str, list[tuple[int, flo
 def heldout_by_family(run: Path, seed: int, per_group: int) -> dict[str, tuple[int, int, int]]:
     """family -> (held-out tasks, solved before, solved after), greedy."""
     before = json.loads((run / "heldout_before.json").read_text())["greedy_items"]
-    after = json.loads((run / "heldout.jsonl").read_text().splitlines()[-1])["greedy_items"]
+    after_path = run / "heldout_after.json"
+    if not after_path.exists():  # written by runs since session 17; before, the final items were kept nowhere
+        raise SystemExit(f"{after_path} is missing: this run predates it, and heldout.jsonl's last line is not the "
+                         f"final evaluation unless steps is a multiple of heldout_every")
+    after = json.loads(after_path.read_text())["greedy_items"]
     groups = {key.split(":", 1)[1] for key in before}  # runs made before family groups used writes groups
     grouping = "writes" if groups <= set(HELDOUT_GROUPS) else "family"
     items = ToolsDomain(ToolsSettings(heldout_groups=grouping)).heldout(per_group, seed=heldout_seed(seed))

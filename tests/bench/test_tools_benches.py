@@ -7,6 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from synco.config import load_config
 from synco.run.build import build_domain
 
@@ -77,7 +79,11 @@ def test_families_bench_reads_training_and_heldout_per_family(tmp_path: Path) ->
     before = {f"{i}:{it.group}": 0.0 for i, it in enumerate(items)}
     after = {**before, f"0:{items[0].group}": 1.0}
     (tmp_path / "heldout_before.json").write_text(json.dumps({"greedy_items": before}))
-    (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": after}) + "\n")
+    # heldout.jsonl's last curve point (step 5 of a longer run) is not the final evaluation: never read
+    (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": before}) + "\n")
+    with pytest.raises(SystemExit, match="heldout_after.json is missing"):
+        bench.heldout_by_family(tmp_path, seed=3, per_group=1)
+    (tmp_path / "heldout_after.json").write_text(json.dumps({"greedy_items": after}))
     held = bench.heldout_by_family(tmp_path, seed=3, per_group=1)
     assert sum(n for n, _, _ in held.values()) == len(items) and sum(a for _, _, a in held.values()) == 1
     assert set(held) == {it.group for it in items}  # family groups: one per family
@@ -89,7 +95,7 @@ def test_families_bench_reads_training_and_heldout_per_family(tmp_path: Path) ->
     items = ToolsDomain(ToolsSettings(heldout_groups="writes")).heldout(1, seed=heldout_seed(3))
     before = {f"{i}:{it.group}": 0.0 for i, it in enumerate(items)}
     (tmp_path / "heldout_before.json").write_text(json.dumps({"greedy_items": before}))
-    (tmp_path / "heldout.jsonl").write_text(json.dumps({"step": 5, "greedy_items": before}) + "\n")
+    (tmp_path / "heldout_after.json").write_text(json.dumps({"greedy_items": before}))
     held = bench.heldout_by_family(tmp_path, seed=3, per_group=1)
     assert sum(n for n, _, _ in held.values()) == 4 and len(items) == 4
 

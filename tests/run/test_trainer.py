@@ -61,6 +61,9 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     assert lr is not None and lr.n == 44 == lr.learn.n + lr.retain.n
     before_items = json.loads((run / "heldout_before.json").read_text())["greedy_items"]
     assert len(before_items) == 44 and lr.retain.n == sum(v >= 0.5 for v in before_items.values())
+    after = json.loads((run / "heldout_after.json").read_text())  # the final evaluation, per item
+    assert after["greedy"] == summary.heldout_after and set(after["greedy_items"]) == set(before_items)
+    assert lr.learn_gain == sum(after["greedy_items"][k] >= 0.5 > before_items[k] for k in before_items)
     gain_in_items = 4 * (sum(summary.heldout_after.values()) - sum(summary.heldout_before.values()))
     assert lr.extra_solved == round(gain_in_items)
     text = format_summary(summary)

@@ -67,7 +67,7 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
 
 def _summarize_heldout(summary: RunSummary, run: Run, before_path: Path, n_steps: int) -> None:
     """Held-out accuracy before (from ``before_path``) and after (evaluated now, or the curve's last point when
-    it was taken at the end) and the greedy curve of ``heldout.jsonl``."""
+    it was taken at the end; written per item to ``heldout_after.json``) and the greedy curve of ``heldout.jsonl``."""
     before = json.loads(before_path.read_text())
     if "greedy" not in before:  # a run directory written before sampled evaluation existed
         before = {"greedy": before}
@@ -77,6 +77,7 @@ def _summarize_heldout(summary: RunSummary, run: Run, before_path: Path, n_steps
     last = curve[-1] if curve and curve[-1]["step"] == n_steps and "greedy_items" in curve[-1] else None
     at_end = HeldoutScores(last["greedy"], last["greedy_items"]) if last else None  # no second greedy pass
     after = evaluate_heldout_both(run, greedy=at_end)
+    (run.dir / "heldout_after.json").write_text(json.dumps(after))  # per item, like heldout_before.json
     summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
     if "greedy_items" in before:  # absent from a run directory written before Learn / Retain existed
         summary.heldout_learn_retain = learn_retain("heldout", before["greedy_items"], after["greedy_items"])
