@@ -97,15 +97,50 @@ def test_episode_rollout_keeps_the_transcript() -> None:
     assert [t.role for t in ro.turns or []] == ["agent", "env", "agent"] and ro.answer == "b"
 
 
-def test_rounds_run_on_episode_domains_with_sft_on_the_agents_own_episodes(tiny_models) -> None:
-    """protocol=rounds / rft train an acting Reasoner by SFT on its own correct episodes; a reference answer (one
-    text, not an episode) or update=grpo (single-turn attempts) is refused, naming the setting."""
+def test_rounds_run_on_episode_domains_with_sft_on_episodes(tiny_models) -> None:
+    """protocol=rounds / rft train an acting Reasoner by SFT on its own correct episodes, or (tools: cards carry a
+    replayable gold trajectory) on gold episodes; update=grpo (single-turn attempts), a reference in a world without
+    gold episodes (tau2) and gold episodes under Ray are refused, naming the setting."""
     assert load_config("tools", overrides=["protocol=rounds"]).rounds.target == "attempts"
     assert load_config("tools", overrides=["protocol=rft"]).mode == "static"
+    assert load_config("tools", overrides=["protocol=rft", "rounds.target=reference"]).rounds.target == "reference"
     with pytest.raises(Exception, match="needs rounds.update=sft there \\(got rounds.update='grpo'\\)"):
         load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"])
     with pytest.raises(Exception, match="rounds.target=attempts \\(got rounds.target='reference'\\)"):
-        load_config("tools", overrides=["protocol=rft", "rounds.target=reference"])
+        load_config("tools", overrides=["domain=tau2", "protocol=rft", "rounds.target=reference"])
+    with pytest.raises(Exception, match="needs backend=inprocess \\(got backend='ray'\\)"):
+        load_config("tools", overrides=["protocol=rounds", "rounds.target=reference", "backend=ray"])
+
+
+def test_a_rounds_reference_example_is_the_tasks_gold_episode(tmp_path: Path, tiny_models) -> None:
+    """rounds.target=reference in the tools world: one example per distinct valid task, its gold episode replayed on
+    the task's environment (graded correct), trained on the agent's ids only; the update moves the Reasoner."""
+    from synco.cotrain.protocols.config import RoundsConfig
+    from synco.cotrain.protocols.rounds import sft_examples
+    from synco.core.episodes import EpisodeLimits
+    from synco.rollout.gold import gold_episodes
+
+    run = tools_state(tmp_path, tiny_models, "protocol=rft", "rounds.target=reference", "max_episode_tokens=400",
+                      "max_turns=8")
+    cotrain_step(run.state, 0)
+    records = run.state.pool.by_step(0)
+    valid = [r for r in records if r.valid]
+    assert valid
+    st, limits = run.state, EpisodeLimits(8, 400)
+    examples = sft_examples(records + valid[:1], st.reasoner, st.domain, RoundsConfig(target="reference"), limits)
+    assert len(examples) == len({(r.card.problem, r.card.solution) for r in valid})  # a repeated task counts once
+    episodes = gold_episodes(st.reasoner, st.domain, [r.card for r in valid], [r.verdict.reference for r in valid],
+                             limits)
+    assert all(ep is not None for ep in episodes) and len(episodes) == len(examples)  # distinct tasks: one each
+    for ex, ep in zip(examples, episodes):
+        assert ep is not None and ex.completion_ids == tuple(ep.completion_ids) and ex.completion_mask == tuple(ep.mask)
+        assert 0 in ex.completion_mask and ex.completion == ep.text
+    before = [p.detach().clone() for p in st.reasoner.model.parameters()]
+    stats = st.reasoner.sft_update(examples, 1e-3)
+    assert stats.stepped and stats.n_tokens == sum(sum(ex.completion_mask) for ex in examples)
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, st.reasoner.model.parameters()))
+    with pytest.raises(ValueError, match="episode limits"):
+        sft_examples(records, st.reasoner, st.domain, RoundsConfig(target="reference"))
 
 
 def test_a_rounds_sft_example_is_the_episode_as_it_ran(tmp_path: Path, tiny_models) -> None:

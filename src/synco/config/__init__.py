@@ -23,7 +23,7 @@ from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
-from synco.domains.base import HasCardTemplate, HasEnvironment
+from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
 from synco.domains.tau2.settings import Tau2Settings
 from synco.domains.tools.settings import ToolsSettings
 from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
@@ -165,19 +165,26 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_episodes(self) -> "RunConfig":
         """A domain with an environment (multi-turn episodes) runs every protocol, but rounds / rft only with
-        ``rounds.update=sft`` on ``rounds.target=attempts``: an episode's own ids and mask are what SFT trains (a
-        reference answer is one text, not an episode, and update=grpo samples single-turn attempts)."""
+        ``rounds.update=sft`` (update=grpo samples single-turn attempts), on ``rounds.target=attempts`` (an
+        episode's own ids and mask) or, where the domain's cards carry a replayable gold trajectory
+        (:class:`HasGoldTurns`, the tools world), on ``rounds.target=reference``: each task's gold episode, built
+        in this process with the Reasoner's tokenizer (so not under ``backend=ray``)."""
         if self.protocol in ("online", "alternating"):
             return self
-        if not isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment):
+        domain = get_domain(self.domain, domain_context(self))
+        if not isinstance(domain, HasEnvironment):
             return self
         if self.rounds.update != "sft":
             raise ValueError(f"domain={self.domain!r} runs multi-turn episodes: protocol={self.protocol!r} needs "
                              f"rounds.update=sft there (got rounds.update={self.rounds.update!r})")
-        if self.rounds.target != "attempts":
-            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes: protocol={self.protocol!r} trains on "
-                             f"the Reasoner's own correct episodes, rounds.target=attempts "
-                             f"(got rounds.target={self.rounds.target!r})")
+        if self.rounds.target == "reference" and not isinstance(domain, HasGoldTurns):
+            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes and its cards have no replayable gold "
+                             f"episode: protocol={self.protocol!r} trains on the Reasoner's own correct episodes, "
+                             f"rounds.target=attempts (got rounds.target={self.rounds.target!r})")
+        if self.rounds.target == "reference" and self.backend == "ray":
+            raise ValueError(f"rounds.target=reference on domain={self.domain!r} replays gold episodes with the "
+                             f"Reasoner's tokenizer in the trainer's process: it needs backend=inprocess "
+                             f"(got backend='ray')")
         return self
 
     @model_validator(mode="after")

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasFactorSpace", "HasFactorSubject",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
            "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
            "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
@@ -198,6 +198,17 @@ class HasEnvironment(Protocol):
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
         """The card of a held-out item (from :meth:`Domain.heldout`), to build its environments."""
+        ...
+
+
+@runtime_checkable
+class HasGoldTurns(Protocol):
+    """A verified card's gold episode can be replayed turn by turn (the tools world): what a supervised update on
+    verified trajectories (EvoSyn's SFT, ``rounds.target=reference``) trains on."""
+
+    def gold_turns(self, card: TaskCard, reference: str, attempt: int = 0) -> list[str]:
+        """The agent's turns of the card's gold episode on ``environment(card, reference, attempt)``, in the
+        Reasoner's own syntax, its final turn included (CardRejected when the card's actions do not parse)."""
         ...
 
 

@@ -6,7 +6,9 @@ fixed corpus), verified, solved ``k`` times and recorded; the Reasoner does not 
 within a round, so every attempt of the round measures the same learner (the report, the
 Designer's allocation and the Reflector read those measurements). The round's last step
 then trains the Reasoner on what the pool holds of the round (or of every round so far,
-``accumulate``): SFT on correct attempts or reference answers, or GRPO on the round's tasks.
+``accumulate``): SFT on correct attempts or reference answers, or GRPO on the round's tasks. In a
+world whose cards carry a gold trajectory (tools), a reference is the task's gold episode, replayed
+on its environment (:mod:`synco.rollout.gold`): EvoSyn's SFT on verified, executable trajectories.
 
 Everything a round trains on is read back from the pool, and the shuffling is seeded by
 the run seed and the round, so a run resumed mid-round rebuilds exactly the same data:
@@ -28,13 +30,15 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
-from synco.domains.base import (Domain, HasAnswerFormat, HasProblemResponsePrefix, answer_extractor,
+from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix, answer_extractor,
                                problem_response_prefix, reasoner_prompts, solve)
 from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step, grade_group, groups_batch, request_seed
+from synco.core.episodes import EpisodeLimits
 from synco.core.policy import Policy, UpdateStats
 from synco.cotrain.protocols.config import RoundsConfig
 from synco.learn.sft import SFTExample
 from synco.core.records import TaskCard, TaskRecord
+from synco.rollout.gold import GoldPolicy, gold_episodes
 
 T = TypeVar("T")
 
@@ -135,14 +139,20 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
             if c.text.startswith(prefix)][:cfg.per_task]
 
 
-def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig) -> list[SFTExample]:
+def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig,
+                 limits: EpisodeLimits | None = None) -> list[SFTExample]:
     """The round's SFT data: distinct (problem, completion text) pairs, prompts exactly as
     :func:`~synco.domains.base.solve` builds them, completions as the ids that were sampled.
 
     The policy encodes a prompt text the same way for sampling and for SFT, so the prompt ids are the
     ones sampling conditioned on (the prefilled prefix belongs to the prompt); the completion ids are
     the stored sampled ids, so SFT trains exactly the tokens a rollout sampled and was graded on.
+    ``target=reference`` on a domain whose Reasoner acts: each task's gold episode (:func:`gold_examples`).
     """
+    if cfg.target == "reference" and isinstance(domain, HasEnvironment):
+        if limits is None:
+            raise ValueError("gold episodes need the run's episode limits (max_turns, max_episode_tokens)")
+        return gold_examples(records, policy, domain, limits)
     pairs: dict[tuple[str, str], SFTCompletion] = {}
     for r in records:
         if r.card is not None:
@@ -150,6 +160,24 @@ def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, 
                 pairs.setdefault((r.card.problem, c.text), c)
     prompts = reasoner_prompts(policy, domain, [p for p, _ in pairs])
     return [SFTExample(prompt, text, c.ids, c.mask) for prompt, ((_, text), c) in zip(prompts, pairs.items())]
+
+
+def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
+                  limits: EpisodeLimits) -> list[SFTExample]:
+    """EvoSyn's training data on an acting domain: the gold episode of each distinct valid task (by problem and
+    gold solution), replayed on the task's environment (:func:`~synco.rollout.gold.gold_episodes`), trained on the
+    agent's turns only (the observations are context, mask 0). A task whose gold episode does not pass its own
+    grade within the episode limits gives nothing."""
+    if not isinstance(policy, GoldPolicy):
+        raise TypeError(f"rounds.target=reference on domain {domain.name!r} replays gold episodes with the Reasoner's "
+                        f"tokenizer in this process; {type(policy).__name__} has none (use backend=local)")
+    tasks = {(r.card.problem, r.card.solution): (r.card, r.verdict.reference or r.card.final_answer)
+             for r in records if r.valid and r.card is not None}
+    cards = [c for c, _ in tasks.values()]
+    episodes = gold_episodes(policy, domain, cards, [ref for _, ref in tasks.values()], limits)
+    prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
+    return [SFTExample(prompt, ep.text, tuple(ep.completion_ids), tuple(ep.mask))
+            for prompt, ep in zip(prompts, episodes) if ep is not None]
 
 
 def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
@@ -196,7 +224,8 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
     updates: list[UpdateStats] = []
     rollouts = retokenized = 0
     if sft:
-        examples = sft_examples(records, state.reasoner, state.domain, cfg)
+        limits = EpisodeLimits(state.settings.max_turns, state.settings.max_episode_tokens)
+        examples = sft_examples(records, state.reasoner, state.domain, cfg, limits)
         n_data = len(examples)
         if cfg.target == "attempts":
             retokenized = sum(e.completion_ids is None for e in examples)

@@ -34,7 +34,8 @@ from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_pro
 from synco.domains.tools.db import DB, build_db, episode_variant
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.settings import ToolsSettings
-from synco.domains.tools.syntax import ActionError, format_actions, format_outputs, parse_actions, parse_outputs
+from synco.domains.tools.syntax import (DONE, ActionError, format_actions, format_call, format_outputs, parse_actions,
+                                        parse_outputs)
 from synco.domains.tools.tasks import (
     FAMILY_NAMES,
     HELDOUT_GROUPS,
@@ -173,6 +174,20 @@ class ToolsDomain:
             return parse_actions(card.solution)
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
+
+    def gold_turns(self, card: TaskCard, reference: str, attempt: int = 0) -> list[str]:
+        """The agent turns of the card's gold episode on the environment ``environment(card, reference, attempt)``
+        builds: each gold call in the call syntax, then ``done(outputs)`` with the reference's outputs. On a
+        database variant that re-solves the instruction, that task's calls and outputs (a conditional task may take
+        another branch there). CardRejected with a code when the actions or outputs do not parse."""
+        n = self.settings.db_variants
+        on_variant = task_on_variant(card.problem, episode_variant(card.problem.strip().lower(), attempt, n)) if n else None
+        try:
+            actions, outputs = ((list(on_variant[1].actions), list(on_variant[1].outputs)) if on_variant is not None
+                                else (parse_actions(card.solution), parse_outputs(reference)))
+        except ActionError as err:
+            raise CardRejected(err.code, err.detail) from None
+        return [format_call(a) for a in actions] + [f"{DONE}({format_outputs(outputs) if outputs else ''})"]
 
     def export_fields(self, card: TaskCard) -> dict[str, object]:
         """``valid_tasks.jsonl`` columns of a card: ``instruction``, ``actions`` (``{"name", "arguments"}`` each) and
