@@ -14,11 +14,11 @@ frozen-designer    the frozen Synthesizer steered by the Designer: what the Synt
 static             a static corpus of gold tasks drawn once from the world's generator, revisited
 =================  ==================================================================================
 
-Prints per arm (mean ± sample std over seeds): held-out greedy success gain (mean over the writes groups
-w0 .. w3+), sampled gain, Learn / Retain (per held-out task, greedy), the gradient-bearing share of valid
+Prints per arm (mean ± sample std over seeds): held-out greedy success gain (mean over the run's held-out
+groups: one per task family, ``tools.heldout_groups``), sampled gain, Learn / Retain (per held-out task, greedy), the gradient-bearing share of valid
 tasks first -> last 10 % of steps, Reasoner episodes per step, and the structural metrics of the
 synthesized tasks (interaction coverage, pattern diversity and contrastive support averaged over the
-run, distinct gold action sequences at the end); then success per writes group and each arm's paired
+run, distinct gold action sequences at the end); then success per held-out group and each arm's paired
 difference to ``frozen`` and ``static``. ``--out DIR`` keeps the runs and writes ``tools.json``.
 
 ``KEY=VALUE`` overrides reach every run of every arm (after the arm's own settings, so they win) and the

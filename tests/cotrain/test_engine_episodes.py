@@ -100,16 +100,15 @@ def test_episode_rollout_keeps_the_transcript() -> None:
 def test_rounds_run_on_episode_domains_with_sft_on_episodes(tiny_models) -> None:
     """protocol=rounds / rft train an acting Reasoner by SFT on its own correct episodes, or (tools: cards carry a
     replayable gold trajectory) on gold episodes; update=grpo (single-turn attempts), a reference in a world without
-    gold episodes (tau2) and gold episodes under Ray are refused, naming the setting."""
-    assert load_config("tools", overrides=["protocol=rounds"]).rounds.target == "attempts"
+    gold episodes (tau2) is refused, naming the setting."""
+    assert load_config("tools").rounds.target == "reference" and load_config("tools").protocol == "rounds"  # the preset
+    assert load_config("tools", overrides=["rounds.target=attempts"]).rounds.target == "attempts"
     assert load_config("tools", overrides=["protocol=rft"]).mode == "static"
     assert load_config("tools", overrides=["protocol=rft", "rounds.target=reference"]).rounds.target == "reference"
     with pytest.raises(Exception, match="needs rounds.update=sft there \\(got rounds.update='grpo'\\)"):
         load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"])
     with pytest.raises(Exception, match="rounds.target=attempts \\(got rounds.target='reference'\\)"):
         load_config("tools", overrides=["domain=tau2", "protocol=rft", "rounds.target=reference"])
-    with pytest.raises(Exception, match="needs backend=inprocess \\(got backend='ray'\\)"):
-        load_config("tools", overrides=["protocol=rounds", "rounds.target=reference", "backend=ray"])
 
 
 def test_a_rounds_reference_example_is_the_tasks_gold_episode(tmp_path: Path, tiny_models) -> None:

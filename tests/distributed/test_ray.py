@@ -251,18 +251,21 @@ def test_a_run_asking_for_more_than_the_cluster_has_fails_before_starting_actors
 # the tools world: 4 cards x 4 episodes in jobs of 4 (reasoner.generation_batch_size), run on two rollout workers
 TOOLS = ["n_cards=4", "k=4", "heldout_per_group=0", "progress=false", "threads=1", "tensorboard=false",
          "max_turns=4", "reasoner.generation_batch_size=4", "synthesizer.generation_batch_size=4",
-         "evosyn.reflector=false"]
+         "evosyn.reflector=false", "rounds.steps_per_round=2"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variants", [[], ["tools.db_variants=4"]], ids=["fixed_db", "db_variants"])
+@pytest.mark.parametrize("variants", [["protocol=rounds"], ["tools.db_variants=4", "protocol=online"]],
+                         ids=["fixed_db_gold_rounds", "db_variants_online"])
 def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_thread, variants):
     """Episodes run where they are sampled (each job on a rollout worker, its environments there) and record the
-    same steps as in-process: metrics, pool rows with every episode's transcript, both agents' weights. With
-    database variants too: each episode's attempt index travels in its job, so a worker builds the same database."""
-    from synco.cotrain.engine import cotrain_step
+    same steps as in-process: metrics, pool rows with every episode's transcript, both agents' weights. On the
+    preset's protocol (a round of two steps, then SFT on the tasks' gold episodes, built on the driver with the
+    learner's tokenizer) and online (a GRPO step each); with database variants too: each episode's attempt index
+    travels in its job, so a worker builds the same database."""
     from synco.run.loop import close_policies
     from synco.run.setup import setup_run
+    from synco.run.steps import protocol_step
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
         return setup_run(load_config("tools", overrides=[*TOOLS, *variants, f"runs_dir={tmp_path}", f"run_id={run_id}",
@@ -274,19 +277,24 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
                               "order by task_id, idx").fetchall()
 
     ref = run("inprocess", "seed_per_request=true")
-    ref_stats = [clean(cotrain_step(ref.state, step)) for step in range(2)]
+    step = protocol_step(ref.cfg)
+    ref_stats = [clean(step(ref.state, s)) for s in range(2)]
     assert ref_stats[0]["mean_turns"] > 1 and ref_stats[0]["n_valid"] > 0
+    if ref.cfg.protocol == "rounds":  # the round's end: SFT on gold episodes, a step taken
+        assert ref_stats[1]["round_examples"] > 0 and ref_stats[1]["round_updates"] >= 1
     rr = run("ray", *RAY_ROUNDS)
     try:
         calls = []
         original = rr.state.reasoner._submit_job
         rr.state.reasoner._submit_job = lambda j, domain, job: calls.append(j) or original(j, domain, job)
-        assert [clean(cotrain_step(rr.state, step)) for step in range(2)] == ref_stats
+        step = protocol_step(rr.cfg)
+        assert [clean(step(rr.state, s)) for s in range(2)] == ref_stats
         assert calls, "the episodes ran as jobs on the rollout workers"
         assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
         assert episodes(rr.dir / "pool.sqlite") == episodes(ref.dir / "pool.sqlite")
         on_variants = ['"db_variant"' in row[4] for row in episodes(ref.dir / "pool.sqlite")]
-        assert on_variants and all(on_variants) == bool(variants) and any(on_variants) == bool(variants)
+        on_db = any(v.startswith("tools.db_variants") for v in variants)
+        assert on_variants and all(on_variants) == on_db and any(on_variants) == on_db
         for role in ("synthesizer", "reasoner"):
             ours = dict(getattr(rr.state, role).trainable_parameters())
             theirs = dict(getattr(ref.state, role).trainable_parameters())

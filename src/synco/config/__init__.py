@@ -167,8 +167,7 @@ class RunConfig(BaseModel):
         """A domain with an environment (multi-turn episodes) runs every protocol, but rounds / rft only with
         ``rounds.update=sft`` (update=grpo samples single-turn attempts), on ``rounds.target=attempts`` (an
         episode's own ids and mask) or, where the domain's cards carry a replayable gold trajectory
-        (:class:`HasGoldTurns`, the tools world), on ``rounds.target=reference``: each task's gold episode, built
-        in this process with the Reasoner's tokenizer (so not under ``backend=ray``)."""
+        (:class:`HasGoldTurns`, the tools world), on ``rounds.target=reference``: each task's gold episode."""
         if self.protocol in ("online", "alternating"):
             return self
         domain = get_domain(self.domain, domain_context(self))
@@ -181,10 +180,6 @@ class RunConfig(BaseModel):
             raise ValueError(f"domain={self.domain!r} runs multi-turn episodes and its cards have no replayable gold "
                              f"episode: protocol={self.protocol!r} trains on the Reasoner's own correct episodes, "
                              f"rounds.target=attempts (got rounds.target={self.rounds.target!r})")
-        if self.rounds.target == "reference" and self.backend == "ray":
-            raise ValueError(f"rounds.target=reference on domain={self.domain!r} replays gold episodes with the "
-                             f"Reasoner's tokenizer in the trainer's process: it needs backend=inprocess "
-                             f"(got backend='ray')")
         return self
 
     @model_validator(mode="after")

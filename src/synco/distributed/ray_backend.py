@@ -67,6 +67,7 @@ from synco.config.ray import RayResources, RaySettings, local_cpus, resource_sho
 from synco.core.seeds import agent_seed, chunk_seed, regroup, row_chunks
 from synco.core.policy import PolicyConfig, UpdateStats
 from synco.core.prompts import build_prompt
+from synco.core.tokens import TokenText
 from synco.core.episodes import Episode
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.domains.base import Domain
@@ -162,6 +163,9 @@ class _AgentActor:
 
     def tokenizer(self) -> Any:
         return self.policy.tokenizer
+
+    def eos_ids(self) -> list[int]:
+        return list(self.policy.eos_ids)
 
     def generate_chunk(self, texts: Sequence[str], params: SamplingParams, seed: int,
                        version: int | None) -> list[Completion]:
@@ -308,10 +312,11 @@ def sharding_problem(role: str, config: PolicyConfig, learners: int) -> str | No
     return None
 
 
-class RayPolicy:
+class RayPolicy(TokenText):
     """The driver's view of one agent on Ray (implements :class:`~synco.core.policy.Policy`).
 
-    Prompts are formatted here (the learner's tokenizer, fetched once); ``generate`` fans chunks out
+    Prompts are formatted and episode text is encoded here (the learner's tokenizer and end-of-turn ids, fetched
+    once: :class:`~synco.core.tokens.TokenText`, so a gold episode built here has the learner's ids); ``generate`` fans chunks out
     to the rollout workers (to the learner when there are none); updates, checkpoints and optimizer
     state go to the learner actor, or to every rank of the learner group (``ray.<agent>.learners > 1``,
     each with the whole batch; rank 0's stats are returned), and after every optimizer step the workers
@@ -336,6 +341,7 @@ class RayPolicy:
         self.workers = [worker_cls.remote(worker_cfg, model_path, seed, threads) for _ in range(agent.rollout_workers)]
         self.version = 0
         self.tokenizer: Any = None
+        self.eos_ids: list[int] = []
         self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
 
     def wait_ready(self) -> None:
@@ -345,6 +351,7 @@ class RayPolicy:
             address, port = self._learner("rendezvous")
             self._group("join_group", address, port)
         self.tokenizer = self._learner("tokenizer")
+        self.eos_ids = self._learner("eos_ids")
         [payload] = self._group("publish_weights")
         for i, w in enumerate(self.workers):
             try:

@@ -26,9 +26,9 @@ from synco.learn.fsdp import DataShard, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.sft import IGNORE, SFTExample, completion_loss
-from synco.core.prompts import build_prompt, chat_turn_frame, chat_turn_text
+from synco.core.prompts import build_prompt
 from synco.core.sampling import Completion, Experience, SamplingParams
-from synco.core.tokens import encode_prompt, eos_token_ids as stop_ids
+from synco.core.tokens import TokenText, eos_token_ids as stop_ids
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """Torch dtype of each ``PolicyConfig.dtype`` name."""
@@ -281,7 +281,7 @@ def _warmup_lambda(warmup_steps: int):  # noqa: ANN202 - a plain closure for Lam
     return f
 
 
-class HFPolicy:
+class HFPolicy(TokenText):
     """A ``transformers`` causal LM trained with GRPO (implements :class:`Policy`).
 
     Build it with :meth:`from_config` (loads ``model_path``), or pass an
@@ -336,7 +336,7 @@ class HFPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = eos_token_ids(model, tokenizer)
-        self._turn_frames: dict[tuple[str, bool], tuple[str, str] | None] = {}  # format_message's cached template parts
+        self._turn_frames: dict[tuple[str, bool], tuple[str, str] | None] = {}  # format_message's cached template parts (TokenText)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
         if generator is None and cfg.rollout_engine == "vllm":  # vLLM is imported only here (synco.rollout)
@@ -417,28 +417,6 @@ class HFPolicy:
         cfg = self.config
         return build_prompt(self.tokenizer, user_text, cfg.system_prompt if system is None else system,
                             use_chat_template=cfg.use_chat_template, enable_thinking=cfg.enable_thinking, tools=tools)
-
-    def format_message(self, role: str, content: str, closed: bool) -> str:
-        """The text after an agent's turn when ``role`` says ``content`` next, through the next assistant header
-        (:func:`synco.core.prompts.chat_turn_text`): an episode's environment turn on a chat model."""
-        key = (role, closed)
-        if key not in self._turn_frames:  # the template rendered once per role, not at every turn
-            self._turn_frames[key] = chat_turn_frame(self.tokenizer, role, closed)
-        frame = self._turn_frames[key]
-        return chat_turn_text(self.tokenizer, role, content, closed) if frame is None else frame[0] + content + frame[1]
-
-    def encode_prompt(self, text: str) -> list[int]:
-        """Token ids of a formatted prompt: no special tokens added by the tokenizer, BOS per ``config.add_bos``, left-truncated to ``max_prompt_tokens``."""
-        return encode_prompt(self.tokenizer, text, add_bos=self.config.add_bos, max_tokens=self.config.max_prompt_tokens)
-
-    def encode_text(self, text: str) -> list[int]:
-        """Token ids of a piece of text inside a sequence (an environment's observation): no BOS, no truncation;
-        special tokens written in the text (a chat template's markers) are read as such."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """The text of sampled ids, as a completion's ``text`` is decoded (special tokens skipped)."""
-        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
                  seed: int | None = None) -> list[list[Completion]]:

@@ -335,7 +335,7 @@ def _train_role(spec: _Role) -> tuple[float, int]:
     return loss, sum(p.numel() for p in model.parameters())
 
 
-def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 2000, synthesizer_steps: int = 1500,
+def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 400, synthesizer_steps: int = 1500,
                    batch: int = 16, lr: float = 1e-3, heldout_per_group: int = 20, n_cards: int = 64,
                    parallel: bool = True, progress: bool = True, db_variants: int = 0) -> ToolsPretrainMeta:
     """Train and save the tools warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``.

@@ -13,22 +13,33 @@ did not fit ``max_turns`` or the token budget) is not training data: None.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from synco.core.episodes import Episode, EpisodeLimits
 from synco.core.records import CardRejected, TaskCard
 from synco.core.sampling import Completion, SamplingParams
 from synco.domains.base import Domain, HasEnvironment, HasGoldTurns, reasoner_prompts, response_prefix
-from synco.rollout.episodes import TokenPolicy, run_episodes
+from synco.rollout.episodes import run_episodes
 
 __all__ = ["GoldPolicy", "gold_episodes"]
 
 
 @runtime_checkable
-class GoldPolicy(TokenPolicy, Protocol):
-    """A :class:`TokenPolicy` that also names the ids a sampled turn stops on (its first is written after a gold turn)."""
+class GoldPolicy(Protocol):
+    """What a gold replay needs of a policy: its prompt format and the text side of :class:`~synco.rollout.episodes.TokenPolicy` (no
+    sampling), and the ids a sampled turn stops on (the first is written after each gold turn)."""
 
     eos_ids: list[int]
+
+    def format_prompt(self, user_text: str, system: str | None = None, tools: Any = None) -> str: ...
+
+    def encode_prompt(self, text: str) -> list[int]: ...
+
+    def encode_text(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def format_message(self, role: str, content: str, closed: bool) -> str: ...
 
 
 class _Replay:

@@ -170,7 +170,7 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
     grade within the episode limits gives nothing."""
     if not isinstance(policy, GoldPolicy):
         raise TypeError(f"rounds.target=reference on domain {domain.name!r} replays gold episodes with the Reasoner's "
-                        f"tokenizer in this process; {type(policy).__name__} has none (use backend=local)")
+                        f"tokenizer; {type(policy).__name__} has no encode_text / eos_ids (GoldPolicy)")
     tasks = {(r.card.problem, r.card.solution): (r.card, r.verdict.reference or r.card.final_answer)
              for r in records if r.valid and r.card is not None}
     cards = [c for c, _ in tasks.values()]
