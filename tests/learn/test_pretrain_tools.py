@@ -97,7 +97,7 @@ def test_the_shipped_warm_start_is_the_recorded_one() -> None:
 
     assert load_tools_warm_start() == ASSET_DIR
     meta = json.loads((ASSET_DIR / "meta.json").read_text())
-    assert meta["seed"] == 0 and meta["reasoner_steps"] == 2000
+    assert meta["seed"] == 0 and meta["reasoner_steps"] == 400 and meta["synthesizer_steps"] == 1500
     assert set(meta["heldout_success"]) == {i.group for i in ToolsDomain().heldout(meta["heldout_per_group"], seed=0)}
     from synco.learn.pretrain_tools import ToolsPretrainMeta
 
