@@ -159,8 +159,8 @@ def print_arm_table(results: dict[str, dict], extra: list[tuple[str, str, int]])
 def print_levels(results: dict[str, dict], gain: bool) -> None:
     """Held-out greedy accuracy per level, mean over seeds: after training (``gain``: after - before)."""
     levels = list(next(iter(next(iter(results.values())).values()))["after_by_level"])
-    print("\nheld-out greedy gain per level (after - before, mean over seeds)" if gain else
-          "\nheld-out greedy accuracy per level after training (mean over seeds; before in the first row)")
+    print("\nheld-out greedy gain per held-out group (after - before, mean over seeds)" if gain else
+          "\nheld-out greedy accuracy per held-out group (arith: level) after training (mean over seeds; before in the first row)")
     print("| | " + " | ".join(levels) + " |")
     print("|---" * (len(levels) + 1) + "|")
     first = list(next(iter(results.values())).values())
