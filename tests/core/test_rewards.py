@@ -11,6 +11,7 @@ from synco.core.rewards import (
     reasoner_reward,
     report_focus,
     success_band,
+    supervised_gap,
     synthesizer_reward,
     teachability,
 )
@@ -24,6 +25,24 @@ def test_teachability_hand_values(p, expected):
 def test_teachability_rejects_out_of_range():
     with pytest.raises(ValueError, match="success rate"):
         teachability(1.5)
+
+
+@pytest.mark.parametrize("p,expected", [(0.0, 1.0), (0.25, 0.75), (0.5, 0.5), (0.75, 0.25), (1.0, 0.0)])
+def test_supervised_gap_hand_values(p, expected):
+    assert supervised_gap(p) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="success rate"):
+        supervised_gap(-0.1)
+
+
+def test_gated_reward_uses_the_configured_learner_term():
+    """Same card, success 1/4: teachability 0.5, gap 0.75, each times the gates (quality 0.75 -> 0.5, reliability 1)."""
+    teach = synthesizer_reward(True, 0.75, 1.0, 0.25, config=SynthesizerRewardConfig())
+    gap = synthesizer_reward(True, 0.75, 1.0, 0.25, config=SynthesizerRewardConfig(learnability="gap"))
+    assert (teach.total, teach.teachability) == (pytest.approx(0.25), pytest.approx(0.5))
+    assert (gap.total, gap.teachability) == (pytest.approx(0.375), pytest.approx(0.75))
+    # a task every attempt fails: nothing for group-relative RL, everything for SFT on its gold solution
+    assert synthesizer_reward(True, 1.0, 1.0, 0.0, config=SynthesizerRewardConfig(learnability="gap")).total == 1.0
+    assert synthesizer_reward(True, 1.0, 1.0, 0.0).total == 0.0
 
 
 @pytest.mark.parametrize("x,t,expected", [(0.5, 0.5, 0.0), (0.4, 0.5, 0.0), (0.75, 0.5, 0.5), (1.0, 0.5, 1.0), (0.9, 0.8, 0.5), (0.3, 0.0, 0.3)])

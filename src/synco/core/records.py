@@ -150,7 +150,7 @@ class SynthReward(BaseModel):
     total: float
     quality: float = 0.0
     reliability: float = 0.0
-    teachability: float = 0.0
+    teachability: float = 0.0  # the learner term: teachability or the gap (synth_rewards.learnability)
     novelty: float = 0.0
     success_rate: float | None = None
     alignment: float | None = None  # synco.core.rewards.card_alignment of a valid card (None: not measured)

@@ -36,6 +36,18 @@ def teachability(p: float) -> float:
     return 2.0 * p if p <= 0.5 else 2.0 * (1.0 - p)
 
 
+def supervised_gap(p: float) -> float:
+    """How much a verified task can teach when the Reasoner is fine-tuned on its gold solution: 1 - p.
+
+    Under supervised fine-tuning on verified tasks (EvoSyn's protocol, ``rounds.target=reference``) the gold answer is
+    the target whatever the attempts did, so a task teaches by what the Reasoner still gets wrong: EvoSyn's capability
+    gap. One when every attempt fails, zero when every attempt succeeds. With K = 4: 1, .75, .5, .25, 0.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"success rate p must be in [0, 1], got {p!r}")
+    return 1.0 - p
+
+
 def gate(x: float, threshold: float = 0.5) -> float:
     """clip((x - t) / (1 - t), 0, 1): zero at or below the threshold, one at x = 1."""
     if not 0.0 <= threshold < 1.0:
@@ -82,6 +94,10 @@ class SynthesizerRewardConfig(BaseModel):
     mode: Literal["gated", "additive"] = Field("gated", description="gated: gate(q)*gate(r)*teach(p); additive: weighted sum.")
     invalid_penalty: float = Field(-0.5, description="Reward of a card the verifier rejects.")
     duplicate_penalty: float = Field(-0.5, description="Reward of a card rejected as a duplicate (within the step or of a recent pool task).")
+    learnability: Literal["teachability", "gap"] = Field(
+        "teachability",
+        description="Gated mode's learner term: teachability (2p, or 2(1-p) above 0.5: the group-relative RL signal) "
+                    "or gap (1-p: what supervised fine-tuning on the gold solution can still teach, EvoSyn's gap).")
     quality_threshold: float = Field(0.5, description="Gate threshold for quality.")
     reliability_threshold: float = Field(0.5, description="Gate threshold for reliability.")
     w_quality: float = Field(0.30, description="Additive mode: weight of quality.")
@@ -121,7 +137,7 @@ def synthesizer_reward(
         return SynthReward(total=penalty, quality=quality, reliability=reliability, novelty=novelty,
                            success_rate=success_rate, penalty=penalty, mode=config.mode)
     p = 0.0 if success_rate is None else success_rate
-    teach = teachability(p)
+    teach = supervised_gap(p) if config.learnability == "gap" else teachability(p)
     if config.mode == "gated":
         total = gate(quality, config.quality_threshold) * gate(reliability, config.reliability_threshold) * teach
     else:
