@@ -42,6 +42,13 @@ def test_bad_values_name_the_field(override, field):
     assert field in str(e.value)
 
 
+def test_gap_learnability_is_refused_where_it_would_do_nothing():
+    """The additive Synthesizer reward has no learner term: ``learnability=gap`` there is an error naming both keys."""
+    with pytest.raises(ConfigError, match=r"synth_rewards: .*learnability='gap'.*mode='additive'"):
+        load_config("arith", overrides=["synth_rewards.mode=additive", "synth_rewards.learnability=gap"])
+    assert load_config("arith", overrides=["synth_rewards.learnability=gap"]).synth_rewards.learnability == "gap"
+
+
 def test_override_syntax_errors():
     with pytest.raises(ConfigError, match="key=value"):
         parse_override("steps")

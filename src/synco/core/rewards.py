@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Literal, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from synco.core.records import SynthReward, TaskCard
 
@@ -107,6 +107,14 @@ class SynthesizerRewardConfig(BaseModel):
     w_alignment: float = Field(0.15, description="Additive mode: weight of alignment (synco.core.rewards.card_alignment): 1 when a valid card hits the Designer's target cell, or, without a target, carries a factor value the capability report asks for (weakest or under-covered); else 0.")
     band_low: float = Field(0.2, description="Lower edge of the learnable success band.")
     band_high: float = Field(0.8, description="Upper edge of the learnable success band.")
+
+    @model_validator(mode="after")
+    def _learnability_needs_gated(self) -> "SynthesizerRewardConfig":
+        """The additive mode scores success by its band, not a learner term: a gap setting there would do nothing."""
+        if self.learnability != "teachability" and self.mode != "gated":
+            raise ValueError(f"learnability={self.learnability!r} is the gated mode's learner term; "
+                             f"mode={self.mode!r} scores success by its band (set mode=gated or drop learnability)")
+        return self
 
 
 DUPLICATE_CODES = frozenset({"near_duplicate", "duplicate_in_step"})
