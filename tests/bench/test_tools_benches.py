@@ -169,3 +169,35 @@ def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypa
     tail = out.split("held-out gain on buy over seeds 1 2 (greedy | sampled):")[1].splitlines()
     assert [line.split(":")[0].strip() for line in tail[1:4]] == ["trained on buy", "trained on all", "paired, buy - all"]
     assert all(" ± " in line for line in tail[1:4])
+
+
+def test_pool_stats_bench_counts_rows_distinct_tasks_duplicates_and_windows() -> None:
+    """bench/tools_pool_stats.py on hand-made pool rows: a revisited task is two rows and one distinct instruction;
+    windows, shares and the pattern mix computed by hand."""
+    from synco.analysis.rundata import TaskRow
+
+    bench = _load("tools_pool_stats")
+
+    def row(i: int, step: int, valid: bool, family: str = "buy", pattern: str = "rw", p: float = 0.5,
+            reasons: tuple[str, ...] = ()) -> TaskRow:
+        return TaskRow(task_id=i, step=step, valid=valid, gradient_bearing=False, quality=1.0, reliability=1.0,
+                       novelty=None, success_rate=p, synth_total=None, difficulty=None,
+                       factors={"family": family, "pattern": pattern}, reason_codes=reasons)
+
+    tasks = [row(1, 0, True, "buy", "rw", 0.5), row(2, 0, True, "buy", "rw", 0.5),  # the same task twice
+             row(3, 1, True, "lookup", "r", 1.0), row(4, 3, True, "transfer", "rw", 0.0),
+             row(5, 3, False, reasons=("near_duplicate",)), row(6, 3, False, reasons=("bad_call",))]
+    valid_rows = [{"problem": "buy a mug", "actions": [["find_user", "bob"]]},
+                  {"problem": "buy a mug", "actions": [["find_user", "bob"]]},
+                  {"problem": "what does the lamp cost?", "actions": [["find_product", "lamp"]]},
+                  {"problem": "send 40 from sam to tom", "actions": [["find_user", "sam"]]}]
+    stats = bench.pool_stats(tasks, valid_rows, window=2)
+    assert stats["valid rows"] == 4 and stats["distinct instructions"] == 3 and stats["distinct action lists"] == 3
+    assert stats["valid/step first"] == 1.5  # steps 0, 1: 2 + 1 valid
+    assert stats["valid/step last"] == 0.5  # steps 2, 3: 0 + 1 valid
+    assert stats["duplicate share of rejections"] == 0.5
+    assert stats["top families"] == "buy 2, lookup 1, transfer 1" and stats["top-3 share"] == 1.0
+    assert stats["families (min..max tasks)"] == "3 (1..2)"
+    assert stats["patterns first"] == "r:0.33(1.00) rw:0.67(0.50)"
+    assert stats["patterns last"] == "rw:1.00(0.00)"
+    assert bench.pool_stats([], [], window=2)["patterns last"] == "-"
