@@ -57,6 +57,13 @@ def test_kind_sequence_and_an_unknown_tool_named() -> None:
         kind_sequence(T("find_user", "fly_away"), KINDS)
 
 
+def test_kind_sequence_leaves_out_tools_that_neither_read_nor_write() -> None:
+    # τ²'s mock domain tags transfer_to_human_agents "generic": a gold task ending in it once crashed the step
+    kinds = {**KINDS, "transfer_to_human_agents": "generic", "think": "think"}
+    assert kind_sequence(T("find_user", "think", "cancel_order", "transfer_to_human_agents"), kinds) == "rw"
+    assert pattern(T("transfer_to_human_agents"), kinds) == "none"
+
+
 def test_num_write_and_num_read_count_by_kind() -> None:
     calls = T("find_user", "list_orders", "cancel_order", "refund", "refund")  # 2 reads, 3 writes
     assert num_write(calls, KINDS) == "3-4" and num_read(calls, KINDS) == "2"

@@ -17,35 +17,14 @@ absolute, 1.1e-4 relative). Losses are therefore compared to :data:`LOSS_ABS_TOL
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
+from pins import TIMINGS, same as _same
 from synco.cli import main
 
 PIN = Path(__file__).parent / "data" / "default_run_pinned.json"
-TIMINGS = {"t_generate", "t_train", "t_other"}
-REL_TOL = 1e-4
-"""Relative tolerance of a float (see the module docstring: library versions reorder float sums)."""
-LOSS_ABS_TOL = 1e-6
-"""Absolute tolerance of a ``*_loss`` key: a sum of signed terms of order 1e-2..1 whose float error does not scale
-with the (near-zero) result; a change in what the run does moves a loss by far more."""
-
-
-def _same(a: object, b: object, where: str) -> list[str]:
-    """Paths where ``a`` and ``b`` differ (ints and strings exactly, floats to :data:`REL_TOL` relative)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = [f"{where}: keys {sorted(set(a) ^ set(b))}"] if set(a) != set(b) else []
-        return out + [d for k in sorted(set(a) & set(b)) for d in _same(a[k], b[k], f"{where}.{k}")]
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{where}: {len(a)} vs {len(b)} items"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _same(x, y, f"{where}[{i}]")]
-    if isinstance(a, float) and isinstance(b, float):
-        abs_tol = LOSS_ABS_TOL if where.endswith("_loss") else 1e-12
-        return [] if math.isclose(a, b, rel_tol=REL_TOL, abs_tol=abs_tol) else [f"{where}: {a!r} vs pinned {b!r}"]
-    return [] if a == b and type(a) is type(b) else [f"{where}: {a!r} vs pinned {b!r}"]
 
 
 def test_same_helper_reports_paths() -> None:

@@ -46,6 +46,9 @@ from synco.core.episodes import ToolCall
 from synco.evosyn.space import FactorDef, HasFactorSpace
 
 Kind = Literal["read", "write"]
+NEUTRAL_KINDS: frozenset[str] = frozenset({"think", "generic"})
+"""Tool tags that neither read nor change the state (τ²'s ``think`` and ``generic``, e.g.
+``transfer_to_human_agents``): a trajectory's read/write shape leaves their calls out."""
 Trajectory = Sequence[ToolCall]
 
 COUNT_BUCKETS: tuple[str, ...] = ("0", "1", "2", "3-4", "5+")
@@ -82,11 +85,14 @@ def bucket(n: int, buckets: Sequence[str]) -> str:
 def kind_sequence(calls: Trajectory, kinds: Mapping[str, Kind]) -> str:
     """The calls' kinds as a string, ``r`` per read and ``w`` per write, in order.
 
-    A tool missing from ``kinds`` raises: a gold trajectory is verified, so it names only known tools.
+    Calls of a :data:`NEUTRAL_KINDS` tool are left out. A tool missing from ``kinds`` (or with another tag)
+    raises: a gold trajectory is verified, so it names only known tools.
     """
     out = []
     for i, call in enumerate(calls):
         kind = kinds.get(call.name)
+        if kind in NEUTRAL_KINDS:
+            continue
         if kind not in ("read", "write"):
             raise ValueError(f"calls[{i}].name={call.name!r}: no read/write kind for this tool (got {kind!r})")
         out.append(kind[0])
