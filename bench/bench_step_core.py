@@ -20,7 +20,7 @@ from pathlib import Path
 from synco.grading.checker import AnswerChecker
 from synco.grading.extract import extract_answer_with_method
 from synco.core.pool import TaskPool
-from synco.core.records import Rollout, TaskRecord
+from synco.core.records import Attempt, TaskRecord
 from synco.core.rewards import reasoner_reward, synthesizer_reward
 from synco.grading.verifier import TaskVerifier, VerifierConfig
 
@@ -74,14 +74,14 @@ def main() -> None:
         t0 = time.perf_counter()
         checked = verifier.verify_batch(list(raws))
         t1 = time.perf_counter()
-        rollouts: list[list[Rollout]] = []
+        rollouts: list[list[Attempt]] = []
         for (card, verdict), ans in zip(checked, answers):
             group = []
             for j in range(args.k):
                 text = f"Let me think... so the answer is \\boxed{{{ans if j % 2 == 0 else int(ans) + 1}}}."
                 ext = extract_answer_with_method(text)
                 ok = ext.answer is not None and checker.match(ext.answer, verdict.reference or "")
-                group.append(Rollout(text=text, answer=ext.answer, method=ext.method, correct=ok,
+                group.append(Attempt(text=text, answer=ext.answer, method=ext.method, correct=ok,
                                      reward=reasoner_reward(ok, ext.boxed)))
             rollouts.append(group)
         t2 = time.perf_counter()

@@ -30,7 +30,7 @@ import torch
 from synco.core.episodes import EpisodeLimits
 from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig, SamplingParams
 from synco.core.records import TaskCard
-from synco.cotrain.engine import groups_batch
+from synco.cotrain.batches import groups_batch
 from synco.domains.base import HeldoutItem
 from synco.domains.tools import ToolsDomain
 from synco.domains.tools.syntax import format_outputs

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from synco.config import load_config
     from synco.core.episodes import EpisodeLimits
-    from synco.cotrain.engine import group_experiences
+    from synco.cotrain.batches import group_experiences
     from synco.domains.base import HeldoutItem
     from synco.rollout.episodes import act
     from synco.run.setup import setup_run

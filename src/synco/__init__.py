@@ -24,7 +24,7 @@ _EXPORTS = {
     "TaskCard": "synco.core.records",
     "TaskCardError": "synco.core.records",
     "Verdict": "synco.core.records",
-    "Rollout": "synco.core.records",
+    "Attempt": "synco.core.records",
     "SynthReward": "synco.core.records",
     "TaskRecord": "synco.core.records",
     "CARD_FIELDS": "synco.core.records",
@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from synco.grading.cards import parse_task_card
     from synco.grading.novelty import NoveltyIndex
     from synco.core.pool import TaskPool
-    from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskCardError, TaskRecord, Verdict
+    from synco.core.records import CARD_FIELDS, Attempt, SynthReward, TaskCard, TaskCardError, TaskRecord, Verdict
     from synco.core.report import CapabilityReport, ReportConfig, build_report
     from synco.core.rewards import (
         ReasonerRewardConfig,

@@ -30,7 +30,7 @@ from synco.analysis.stats import (
     top_share,
 )
 from synco.core.pool import TaskPool
-from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.rewards import synthesizer_reward
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -75,7 +75,7 @@ def make_record(step, slot, spec):
     scores = {"novelty": novelty} if novelty is not None else {}
     verdict = Verdict(valid=valid, scores=scores, quality=quality, reliability=1.0 if valid else 0.0,
                       reasons=[reason] if reason else [], reference="1")
-    rollouts = [Rollout(text="x", answer="1", correct=i < n_correct, reward=1.0 if i < n_correct else 0.0)
+    rollouts = [Attempt(text="x", answer="1", correct=i < n_correct, reward=1.0 if i < n_correct else 0.0)
                 for i in range(4)] if valid else []
     p = n_correct / 4 if valid else None
     sr = synthesizer_reward(valid, quality, verdict.reliability, p, novelty=novelty or 1.0,

@@ -12,7 +12,7 @@ from synco.analysis import AnalysisError, configure_analyze, load_run, run_analy
 from synco.analysis.evosyn import allocation_series, evosyn_analysis, gap_points, in_cell
 from synco.analysis.rundata import MetricsLine, TaskRow, read_designer_target
 from synco.core.pool import TaskPool
-from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.rewards import synthesizer_reward
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,7 +64,7 @@ def record(step: int, slot: int, level: str, carries: str, n_correct: int | None
     valid = n_correct is not None
     verdict = Verdict(valid=valid, scores={}, quality=1.0, reliability=1.0 if valid else 0.0,
                       reasons=[] if valid else ["bad_answer"], reference="1")
-    rollouts = [Rollout(text="x", answer="1", correct=i < n_correct, reward=float(i < n_correct))
+    rollouts = [Attempt(text="x", answer="1", correct=i < n_correct, reward=float(i < n_correct))
                 for i in range(4)] if valid else []
     p = n_correct / 4 if valid else None
     return TaskRecord(step=step, slot=slot, raw="{...}", card=card, verdict=verdict, rollouts=rollouts,

@@ -12,7 +12,7 @@ import pytest
 from pydantic_core import PydanticSerializationError
 
 from synco.core.pool import EXPORT_COLUMNS, SCHEMA_VERSION, PoolError, TaskPool, pack_token_ids, unpack_token_ids
-from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, SynthReward, TaskCard, TaskRecord, Verdict
 
 
 def make_card(problem: str, factors: dict[str, str] | None = None, **extra: object) -> TaskCard:
@@ -35,8 +35,8 @@ def make_record(
     if card is None and with_card:
         card = make_card(f"problem s{step} k{slot}", factors)
     rollouts = [
-        Rollout(text=f"attempt {i}", answer="1/2" if c else "3", method="boxed", correct=c,
-                reward=1.0 if c else 0.0, truncated=(i == 1), n_tokens=10 + i)
+        Attempt(text=f"attempt {i}", answer="1/2" if c else "3", method="boxed", correct=c,
+                reward=1.0 if c else 0.0, truncated=(i == 1), n_tokens=10 + i, policy_version=step)
         for i, c in enumerate(correct)
     ] if valid else []
     return TaskRecord(
@@ -82,6 +82,20 @@ def test_round_trip_full_record(pool: TaskPool) -> None:
     assert back.card.factors == {"level": "3", "topic": "algebra"}
     assert [r.n_tokens for r in back.rollouts] == [10, 11, 12]
     assert pool.steps_metrics() == [(0, {"loss": 0.25})]
+
+
+def test_every_attempt_keeps_the_policy_version_that_sampled_it(pool: TaskPool) -> None:
+    """The version travels with the attempt into the pool (a column of ``rollouts``), and the Synthesizer's with
+    its card; a single-turn answer's one turn is rebuilt from its text, not stored."""
+    rec = make_record(3, 0, correct=(True, False))
+    rec.synth_version = 2
+    pool.record_step(3, [rec])
+    [back] = pool.by_step(3)
+    assert [a.policy_version for a in back.rollouts] == [3, 3] and back.synth_version == 2
+    assert all(a.one_turn and a.turns is not None and a.turns[0].text == a.text for a in back.rollouts)
+    assert [a.finish for a in back.rollouts] == ["done", "token_budget"]  # the second is truncated
+    con = sqlite3.connect(pool.path)
+    assert con.execute("SELECT policy_version, episode_json FROM rollouts").fetchall() == [(3, None), (3, None)]
 
 
 def test_schema_is_queryable_with_plain_sql(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.report import (
     CapabilityReport,
     ReportConfig,
@@ -29,7 +29,7 @@ def card(level: str | None, difficulty: str = "Easy", style: str = " Direct ", *
 def rec(
     c: TaskCard | None, n_correct: int, k: int = 4, valid: bool = True, reasons: tuple[str, ...] = ()
 ) -> TaskRecord:
-    rollouts = [Rollout(text="t", correct=i < n_correct, reward=float(i < n_correct)) for i in range(k)]
+    rollouts = [Attempt(text="t", correct=i < n_correct, reward=float(i < n_correct)) for i in range(k)]
     return TaskRecord(
         step=0,
         slot=0,

@@ -1,12 +1,13 @@
-"""The public GRPO batch builders of a step (``synco.cotrain.engine``), on hand-computed advantages."""
+"""The GRPO batch builders of a step (``synco.cotrain.batches``), on hand-computed advantages: every row comes
+from a record."""
 
 from __future__ import annotations
 
 import pytest
 
-from synco.core.records import Rollout, SynthReward, TaskRecord, Verdict
+from synco.core.records import Attempt, SynthReward, TaskRecord, Verdict
 from synco.core.sampling import Completion
-from synco.cotrain.engine import advantages, group_experiences, groups_batch, reasoner_batch, synth_batch
+from synco.cotrain.batches import advantages, group_experiences, groups_batch, reasoner_batch, synth_batch
 
 
 def sample(token: int) -> Completion:
@@ -36,23 +37,44 @@ def test_groups_batch_counts_equal_groups_and_is_empty_when_nothing_is_learnt() 
     assert groups_batch([[sample(1), sample(2)]], [[0.0, 0.0]], True) == ([], 1)
 
 
-def record(valid: bool, rewards: list[float], context: int = 0, synth: float = 0.0) -> TaskRecord:
+def attempt(token: int, reward: float) -> Attempt:
+    return Attempt(text=str(token), reward=reward, prompt_ids=[1], completion_ids=[token], logprobs=[-0.5])
+
+
+def record(valid: bool, rewards: list[float], context: int = 0, synth: float = 0.0, first: int = 1,
+           card: int | None = None) -> TaskRecord:
     return TaskRecord(step=0, slot=0, context_id=context, raw="", verdict=Verdict(valid=valid),
-                      rollouts=[Rollout(text="", reward=r) for r in rewards], synth_reward=SynthReward(total=synth))
+                      rollouts=[attempt(first + i, r) for i, r in enumerate(rewards)], synth_reward=SynthReward(total=synth),
+                      sample=None if card is None else sample(card))
 
 
 def test_reasoner_batch_leaves_out_a_task_consensus_rejected_after_solving() -> None:
-    records = [record(True, [1.0, 0.0]), record(False, [1.0, 0.0]), record(True, [0.0, 0.0])]
-    attempts = [[sample(1), sample(2)], [sample(3), sample(4)], [sample(5), sample(6)]]
-    batch, skipped = reasoner_batch(records, [0, 1, 2], attempts, False)
+    records = [record(True, [1.0, 0.0], first=1), record(False, [1.0, 0.0], first=3), record(True, [0.0, 0.0], first=5)]
+    batch, skipped = reasoner_batch(records, False)
     assert skipped == 1 and [(e.completion_ids[0], e.advantage) for e in batch] == [(1, 0.5), (2, -0.5), (5, 0.0),
                                                                                      (6, 0.0)]
 
 
 def test_synth_batch_groups_the_cards_of_one_context() -> None:
-    records = [record(True, [], context=0, synth=1.0), record(True, [], context=1, synth=0.2),
-               record(False, [], context=0, synth=-0.5), record(True, [], context=1, synth=0.2)]
-    batch, skipped = synth_batch(records, [sample(1), sample(2), sample(3), sample(4)], False)
+    records = [record(True, [], context=0, synth=1.0, card=1), record(True, [], context=1, synth=0.2, card=2),
+               record(False, [], context=0, synth=-0.5, card=3), record(True, [], context=1, synth=0.2, card=4)]
+    batch, skipped = synth_batch(records, False)
     # context 0: rewards (1.0, -0.5), mean 0.25; context 1: equal, advantage 0
     assert skipped == 1 and [(e.completion_ids[0], e.advantage) for e in batch] == [(1, 0.75), (3, -0.75), (2, 0.0),
                                                                                      (4, 0.0)]
+
+
+def test_an_attempt_is_its_own_grpo_row_with_environment_ids_masked() -> None:
+    from synco.core.episodes import Turn
+
+    a = Attempt(text="ab", prompt_ids=[1, 2], completion_ids=[7, 8, 9], logprobs=[-0.1, 0.0, -0.3],
+                turns=[Turn(role="agent", text="a", n_tokens=1), Turn(role="env", text="b", n_tokens=1),
+                       Turn(role="agent", text="", n_tokens=1)])
+    e = a.to_experience(0.5)
+    assert (e.prompt_ids, e.completion_ids, e.old_logprobs, e.loss_mask, e.advantage) == (
+        [1, 2], [7, 8, 9], [-0.1, 0.0, -0.3], [1, 0, 1], 0.5)
+    one = Attempt(text="x", prompt_ids=[1], completion_ids=[4], logprobs=[-1.0], turns=[Turn(role="agent", text="x",
+                                                                                              n_tokens=1)])
+    assert one.to_experience(1.0).loss_mask is None  # a one-turn answer: every id sampled
+    with pytest.raises(ValueError, match="no prompt ids"):
+        Attempt(text="x", completion_ids=[4]).to_experience(1.0)  # read back from the pool

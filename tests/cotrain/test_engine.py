@@ -88,14 +88,16 @@ def test_all_invalid_batch_is_handled(tmp_path):
     stats = cotrain_step(state, 0)
     assert stats.n_valid == 0 and stats.n_synth_truncated == 8
     # all rewards equal (-0.5) in every context (one per cell the Designer gave slots to): no gradient, counted
-    assert stats.allocation is not None and sum(stats.allocation.values()) == 8
-    assert stats.synth_groups_skipped == sum(1 for n in stats.allocation.values() if n)
+    assert stats.evosyn.allocation is not None and sum(stats.evosyn.allocation.values()) == 8
+    assert stats.synth_groups_skipped == sum(1 for n in stats.evosyn.allocation.values() if n)
     assert changed(s0, state.synthesizer) == set()
     assert len(state.pool.by_step(0)) == 8
 
 
 class OracleReasoner:
     """A stand-in Reasoner that always answers correctly: every group has equal rewards."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self, domain):
         self.domain = domain
@@ -136,7 +138,8 @@ import random  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from synco.grading.checker import AnswerChecker# noqa: E402
-from synco.cotrain.engine import CoTrainState, StepSettings, _plan_contexts  # noqa: E402
+from synco.cotrain.cards import SynthesizerCards  # noqa: E402
+from synco.cotrain.engine import CoTrainState, StepSettings  # noqa: E402
 from synco.evosyn.config import EvoSynConfig  # noqa: E402
 from synco.evosyn.run import build_evo_state  # noqa: E402
 from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key, factor_values  # noqa: E402
@@ -148,17 +151,22 @@ from synco.grading.verifier import TaskVerifier, VerifierConfig  # noqa: E402
 
 
 def _plan_state(n_cards, n_contexts, evo=None, designer=False, feedback=True, records=()):
-    """Just what ``_plan_contexts`` reads: settings, the factor space, the pool window and the rng."""
+    """Just what ``SynthesizerCards.plan`` reads: settings, the factor space, the pool window and the rng."""
     settings = StepSettings(mode="cotrain", n_cards=n_cards, n_contexts=n_contexts,
                             evosyn=EvoSynConfig(designer=designer, feedback=feedback))
     pool = SimpleNamespace(recent=lambda n: list(records))
     return SimpleNamespace(settings=settings, evo=evo, pool=pool, rng=random.Random(n_cards * 100 + n_contexts))
 
 
+def _plan(state, designer=False):
+    plan, design = SynthesizerCards(designer).plan(state)
+    return plan, design.allocation, design.gaps
+
+
 def test_n_contexts_never_drops_or_adds_cards():
     for n_cards in range(1, 41):
         for n_contexts in range(1, 13):
-            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, n_contexts))
+            plan, allocation, gaps = _plan(_plan_state(n_cards, n_contexts))
             sizes = [c.n for c in plan]
             assert sum(sizes) == n_cards, (n_cards, n_contexts, sizes)
             assert len(plan) == min(n_cards, n_contexts) and max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
@@ -169,19 +177,21 @@ def test_designer_contexts_sum_to_n_cards_one_per_cell():
     evo = build_evo_state(ArithDomain())
     for feedback in (True, False):
         for n_cards in range(1, 41):
-            plan, allocation, gaps = _plan_contexts(_plan_state(n_cards, 3, evo, designer=True, feedback=feedback))
+            plan, allocation, gaps = _plan(_plan_state(n_cards, 3, evo, designer=True, feedback=feedback), designer=True)
             assert sum(c.n for c in plan) == n_cards == sum(allocation.values())
             assert all(c.n > 0 for c in plan)
             targets = [c.target for c in plan]
             assert len(set(targets)) == len(targets) and set(targets) <= set(evo.cells)
             assert set(allocation) == set(evo.cells) == set(gaps)
     # 128 slots over 11 unmeasured cells: everyone's need is 1, so 11 or 12 each
-    plan, _, _ = _plan_contexts(_plan_state(128, 1, evo, designer=True))
+    plan, _, _ = _plan(_plan_state(128, 1, evo, designer=True), designer=True)
     assert len(plan) == 11 and {c.n for c in plan} <= {11, 12}
 
 
 class CellWriter:
     """A stand-in Synthesizer: in each context, card j is ``write(target_level, j)`` -> (problem, claimed level)."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self, domain, write, extra_factors=None):
         self.domain, self.write, self.extra_factors = domain, write, extra_factors or {}
@@ -212,6 +222,8 @@ class CellWriter:
 
 class HalfRightReasoner:
     """A stand-in Reasoner: half of the attempts at each problem are right (p = 0.5, full teachability)."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self, domain):
         self.domain = domain
@@ -278,10 +290,10 @@ def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
         assert rec.synth_reward.total == pytest.approx(plain.total - (0.0 if on else 0.3))
         assert rec.synth_reward.penalty == pytest.approx(0.0 if on else -0.3)
         assert rec.synth_reward.alignment == (1.0 if on else 0.0)  # the additive reward's alignment term: on-target
-    assert stats.controllability == pytest.approx(0.5) and stats.controllability_by_factor == {"level": 0.5}
-    assert stats.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}
+    assert stats.evosyn.controllability == pytest.approx(0.5) and stats.evosyn.controllability_by_factor == {"level": 0.5}
+    assert stats.evosyn.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}
     # the on-target cards cover the 3 cells evenly; the off-target ones (L10, L11, L4) are outside them
-    assert stats.factor_coverage == pytest.approx(1.0) and stats.factor_balance == pytest.approx(1.0)
+    assert stats.evosyn.factor_coverage == pytest.approx(1.0) and stats.evosyn.factor_balance == pytest.approx(1.0)
 
 
 def test_control_gate_gives_off_target_cards_the_invalid_penalty(tmp_path):
@@ -305,44 +317,8 @@ def test_a_factor_claimed_by_the_card_but_not_computable_never_places_it(tmp_pat
     records = state.pool.by_step(0)
     assert len(records) == 2 and all(r.valid and r.target == "level=L5,tag=t" for r in records)
     assert all("tag" not in r.card.factors and r.on_target is False for r in records)
-    assert stats.controllability == 0.0
-    assert stats.controllability_by_factor == {"level": 1.0, "tag": 0.0}  # which factor the cards missed
-
-
-class BatchOnlyChecker:
-    """A checker that answers only in batches (a single match would be a missed batch), recording each batch."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[tuple[str, str]]] = []
-
-    def match(self, predicted: str, reference: str) -> bool:
-        raise AssertionError("the engine should check a step's answers in one match_many call")
-
-    def match_many(self, pairs, *, timeout=None, rel_tol=0.0):  # noqa: ANN001, ANN201
-        assert timeout is None and rel_tol == 0.0  # training rewards: the checker's bound, exact
-        self.batches.append(list(pairs))
-        return [p.strip() == r for p, r in pairs]
-
-
-def test_a_steps_answers_are_checked_in_one_batch_and_regrouped():
-    from synco.cotrain.engine import _grade_attempts, _rollout
-    from synco.core.rewards import ReasonerRewardConfig
-
-    def comp(text: str) -> Completion:
-        return Completion(text=text, prompt_ids=[1], completion_ids=[2, 3], logprobs=[-0.1, -0.2], truncated=False,
-                          finish_reason="stop")
-
-    texts = [["\\boxed{7}", "no answer here", "\\boxed{8}"], ["\\boxed{ 3}", "\\boxed{3}"], []]
-    checker = BatchOnlyChecker()
-    graded = _grade_attempts(checker, [[comp(t) for t in g] for g in texts], ["7", "3", "5"])  # type: ignore[arg-type]
-    assert checker.batches == [[("7", "7"), ("8", "7"), ("3", "3"), ("3", "3")]]  # no answer: wrong unchecked
-    assert [[g.correct for g in group] for group in graded] == [[True, False, False], [True, True], []]
-    assert [g.method for g in graded[0]] == ["boxed", "none", "boxed"]
-    assert [[g.correct for g in group] for group in _grade_attempts(checker, [[comp("none")]], ["7"])] == [[False]]
-    assert len(checker.batches) == 1  # nothing to check: no call
-    right, wrong = (_rollout(comp("\\boxed{7}"), g, ReasonerRewardConfig()) for g in (graded[0][0], graded[0][2]))
-    assert right.correct and right.answer == "7" and right.n_tokens == 2 and not wrong.correct and wrong.answer == "8"
-    assert right.reward > wrong.reward
+    assert stats.evosyn.controllability == 0.0
+    assert stats.evosyn.controllability_by_factor == {"level": 1.0, "tag": 0.0}  # which factor the cards missed
 
 
 def test_screen_card_stamps_the_domains_factors_and_applies_its_rejection():
@@ -385,3 +361,28 @@ def test_novelty_window_lets_a_task_recur_once_it_left_the_window(tmp_path, monk
     got = [cotrain_step(state, step).n_valid for step in range(4)]
     assert got == valid_per_step
     assert all(r.verdict.reason_codes == ["near_duplicate"] for r in state.pool.by_step(1))
+
+
+@pytest.mark.slow
+def test_the_pool_records_the_version_that_sampled_every_attempt(tmp_path) -> None:  # noqa: ANN001
+    """Online co-training on the default world: each step's attempts (and cards) carry the agent's optimizer-step
+    count when the engine sampled them, so the versions rise with the updates taken before."""
+    import json
+    import sqlite3
+
+    from synco.cli import main
+
+    main(["train", "steps=3", "seed=0", "threads=1", "n_cards=16", "heldout_per_group=1", "heldout_samples=0",
+          f"runs_dir={tmp_path}", "run_id=v", "progress=false", "tensorboard=false"])
+    run = tmp_path / "v"
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    con = sqlite3.connect(run / "pool.sqlite")
+    got = con.execute("SELECT t.step, r.policy_version, t.synth_version FROM rollouts r JOIN tasks t USING (task_id) "
+                      "GROUP BY t.step, r.policy_version, t.synth_version ORDER BY t.step").fetchall()
+    reasoner = synth = 0
+    want = []
+    for line in lines:  # the version at a step is the number of updates the steps before it took
+        want.append((line["step"], reasoner, synth))
+        reasoner += line["reasoner_loss"] is not None
+        synth += line["synth_loss"] is not None
+    assert got == want and reasoner >= 1 and synth >= 1

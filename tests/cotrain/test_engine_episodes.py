@@ -12,8 +12,10 @@ import torch
 
 from synco.config import load_config
 from synco.core.episodes import Episode, EpisodeGrade
-from synco.core.records import Rollout, TaskCard, TaskRecord, Verdict
-from synco.cotrain.engine import cotrain_step, episode_rollout, reasoner_batch
+from synco.core.records import Attempt, TaskCard, TaskRecord, Verdict
+from synco.cotrain.batches import reasoner_batch
+from synco.cotrain.engine import cotrain_step
+from synco.rollout.attempts import episode_attempt
 from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
 from synco.run.setup import setup_run
 
@@ -44,11 +46,11 @@ def test_a_tools_step_records_episodes_with_masked_environment_ids(tmp_path: Pat
     run = tools_state(tmp_path, tiny_models)
     stats = cotrain_step(run.state, 0)
     assert stats.n_valid == 6  # static cards of the world's own generator are all valid
-    assert stats.mean_turns is not None and 1 <= stats.mean_turns <= 3
-    assert sum((stats.finishes or {}).values()) == 6 * 3
-    assert stats.interaction_coverage is not None and 0 < stats.interaction_coverage <= 1
-    assert stats.trajectory_diversity is not None and stats.contrastive_support is not None
-    assert stats.distinct_action_sequences is not None and stats.distinct_action_sequences >= 1
+    assert stats.episodes.mean_turns is not None and 1 <= stats.episodes.mean_turns <= 3
+    assert sum((stats.episodes.finishes or {}).values()) == 6 * 3
+    assert stats.trajectory.interaction_coverage is not None and 0 < stats.trajectory.interaction_coverage <= 1
+    assert stats.trajectory.trajectory_diversity is not None and stats.trajectory.contrastive_support is not None
+    assert stats.trajectory.distinct_action_sequences is not None and stats.trajectory.distinct_action_sequences >= 1
     line = json.loads(stats.model_dump_json())
     assert {"mean_turns", "interaction_coverage", "trajectory_diversity", "distinct_action_sequences"} <= set(line)
     [rec, *_] = run.state.pool.by_step(0, token_ids=True)
@@ -65,7 +67,7 @@ def test_a_tools_step_records_episodes_with_masked_environment_ids(tmp_path: Pat
 
 def test_single_turn_metrics_lines_keep_their_keys(tmp_path: Path) -> None:
     """The episode and trajectory keys are absent from an arith run's lines (its metrics.jsonl is unchanged)."""
-    from synco.cotrain.engine import StepStats
+    from synco.cotrain.stats import StepStats
 
     line = json.loads(StepStats(step=0, mode="cotrain").model_dump_json())
     assert not {"mean_turns", "finishes", "interaction_coverage", "trajectory_diversity",
@@ -83,30 +85,29 @@ def _episode(reward: float, agent: list[int], env: list[int]) -> Episode:
 
 def test_the_reasoner_batch_of_episodes_carries_their_masks() -> None:
     group = [_episode(1.0, [7, 8, 2], [9, 9]), _episode(0.0, [7, 2], [9, 9, 9])]
-    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[episode_rollout(e) for e in group])
-    batch, skipped = reasoner_batch([rec], [0], [group], scale_by_std=True)
+    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[episode_attempt(e) for e in group])
+    batch, skipped = reasoner_batch([rec], scale_by_std=True)
     assert skipped == 0 and len(batch) == 2
     assert batch[0].loss_mask == [1, 1, 1, 0, 0, 1, 1, 1] and batch[1].loss_mask == [1, 1, 0, 0, 0, 1, 1]
     assert batch[0].advantage > 0 > batch[1].advantage
     assert batch[0].completion_ids == [7, 8, 2, 9, 9, 7, 8, 2] and batch[0].old_logprobs == [-1.0] * 3 + [0.0] * 2 + [-0.5] * 3
 
 
-def test_episode_rollout_keeps_the_transcript() -> None:
-    ro: Rollout = episode_rollout(_episode(1.0, [7, 2], [9]))
+def test_episode_attempt_keeps_the_transcript() -> None:
+    ro: Attempt = episode_attempt(_episode(1.0, [7, 2], [9]))
     assert ro.correct and ro.reward == 1.0 and ro.n_tokens == 4 and ro.loss_mask == [1, 1, 0, 1, 1]
     assert [t.role for t in ro.turns or []] == ["agent", "env", "agent"] and ro.answer == "b"
 
 
 def test_rounds_run_on_episode_domains_with_sft_on_episodes(tiny_models) -> None:
     """protocol=rounds / rft train an acting Reasoner by SFT on its own correct episodes, or (tools: cards carry a
-    replayable gold trajectory) on gold episodes; update=grpo (single-turn attempts), a reference in a world without
-    gold episodes (tau2) is refused, naming the setting."""
+    replayable gold trajectory) on gold episodes, or by GRPO on fresh episodes (update=grpo); a reference in a
+    world without gold episodes (tau2) is refused, naming the setting."""
     assert load_config("tools").rounds.target == "reference" and load_config("tools").protocol == "rounds"  # the preset
     assert load_config("tools", overrides=["rounds.target=attempts"]).rounds.target == "attempts"
     assert load_config("tools", overrides=["protocol=rft"]).mode == "static"
     assert load_config("tools", overrides=["protocol=rft", "rounds.target=reference"]).rounds.target == "reference"
-    with pytest.raises(Exception, match="needs rounds.update=sft there \\(got rounds.update='grpo'\\)"):
-        load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"])
+    assert load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"]).rounds.update == "grpo"
     with pytest.raises(Exception, match="rounds.target=attempts \\(got rounds.target='reference'\\)"):
         load_config("tools", overrides=["domain=tau2", "protocol=rft", "rounds.target=reference"])
 
@@ -196,11 +197,11 @@ def test_a_failed_episode_records_its_first_wrong_call_and_the_report_counts_the
     ep.add_env("\n!not_found\n", [4], "not_found")
     ep.add_agent("done()", [6], [0.0], EnvStep("", True, ToolCall(name="done")))
     ep.finish, ep.grade = "done", EpisodeGrade(reward=0.0, correct=False)
-    ro = episode_rollout(ep, gold, {"find_user", "cancel_order"})
+    ro = episode_attempt(ep, gold=gold, tools={"find_user", "cancel_order"})
     assert ro.first_wrong == "wrong_arguments:cancel_order"
     won = _episode(1.0, [7], [8])
-    assert episode_rollout(won, gold, {"find_user", "cancel_order"}).first_wrong is None  # a solved episode needs no diagnosis
-    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[ro, ro, episode_rollout(won, gold, {"find_user"})])
+    assert episode_attempt(won, gold=gold, tools={"find_user", "cancel_order"}).first_wrong is None  # a solved episode needs no diagnosis
+    rec = TaskRecord(step=0, slot=0, raw="x", verdict=Verdict(valid=True), rollouts=[ro, ro, episode_attempt(won, gold=gold, tools={"find_user"})])
     report = build_report([rec])
     assert [(c.code, c.count) for c in report.first_wrong] == [("wrong_arguments:cancel_order", 2)]
     assert "first go wrong at" in report.render() and "wrong_arguments:cancel_order: 2 (100%)" in report.render()
@@ -222,12 +223,12 @@ def test_an_episode_graded_against_its_own_gold_is_diagnosed_against_it() -> Non
     ep.add_agent("done()", [6], [0.0], EnvStep("", True, ToolCall(name="done")))
     tools = {"find_user", "place_order"}
     ep.finish, ep.grade = "done", EpisodeGrade(reward=0.0, correct=False)
-    assert episode_rollout(ep, card_gold, tools).first_wrong is None  # against the card's gold nothing is wrong
+    assert episode_attempt(ep, gold=card_gold, tools=tools).first_wrong is None  # against the card's gold nothing is wrong
     ep.grade = EpisodeGrade(reward=0.0, correct=False, info={"db_variant": "1", "gold_outputs": "none"},
                             gold_actions=variant_gold)
-    ro = episode_rollout(ep, card_gold, tools)
+    ro = episode_attempt(ep, gold=card_gold, tools=tools)
     assert ro.first_wrong == "wrong_arguments:place_order" and ro.episode_info == {"db_variant": "1", "gold_outputs": "none"}
-    assert episode_rollout(ep).first_wrong is None  # a domain without trajectories: no diagnosis either way
+    assert episode_attempt(ep).first_wrong is None  # a domain without trajectories: no diagnosis either way
 
 
 def test_a_tools_step_with_database_variants_records_each_episodes_variant_and_gold(tmp_path: Path, tiny_models) -> None:
@@ -268,3 +269,22 @@ def test_exported_outputs_are_the_oracles_not_the_cards_claim() -> None:
     assert tools.export_fields(card) == {"instruction": "what does the lamp cost?",
                                          "actions": [{"name": "find_product", "arguments": {"name": "lamp"}}],
                                          "outputs": ["26"]}
+
+
+@pytest.mark.slow
+def test_a_tools_round_trains_the_reasoner_by_grpo_on_its_episodes(tmp_path: Path) -> None:
+    """``protocol=rounds rounds.update=grpo`` in the tools world (3 steps, one round): the round's last step samples
+    fresh episodes of every task so far and takes GRPO optimizer steps on them (the shipped warm start solves some,
+    so groups carry signal); the checkpointed optimizer-step count is the round's updates."""
+    from synco.cli import main
+
+    main(["train", "--preset", "tools", "steps=3", "n_cards=16", "k=4", "heldout_per_group=1", "heldout_samples=0",
+          "threads=1", "seed=0", "rounds.update=grpo", "rounds.steps_per_round=3", "rounds.batch_size=8",
+          "rounds.epochs=1", f"runs_dir={tmp_path}", "run_id=grpo", "progress=false", "tensorboard=false"])
+    run = tmp_path / "grpo"
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["phase"] == "train" and last["round_examples"] > 0
+    assert last["round_rollouts"] == 4 * last["round_examples"] and last["round_updates"] >= 1
+    assert last["round_loss"] is not None
+    state = torch.load(run / "checkpoints" / "step_2" / "reasoner_state" / "learner_state.pt", weights_only=True)
+    assert state["step"] == last["round_updates"]  # the Reasoner took exactly the round's GRPO steps

@@ -40,7 +40,7 @@ def test_a_tau2_step_records_episodes_with_tau2_rewards(tmp_path: Path, tiny_age
     records = run.state.pool.by_step(0, token_ids=True)
     # τ²'s own training tasks verify (mock has 4 in a solo run, two of them near-copies: duplicate_in_step)
     assert all(r.verdict.valid or r.verdict.reasons[0].startswith("duplicate") for r in records)
-    assert stats.n_valid >= 1 and sum((stats.finishes or {}).values()) == stats.n_valid * 2
+    assert stats.n_valid >= 1 and sum((stats.episodes.finishes or {}).values()) == stats.n_valid * 2
     rollouts = [ro for rec in records for ro in rec.rollouts]
     assert len(rollouts) == stats.n_valid * 2
     for ro in rollouts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from synco.config import ConfigError, load_config
-from synco.cotrain.engine import StepStats
+from synco.cotrain.stats import StepStats
 from synco.cotrain.health import CHECK_NAMES, HealthConfig, HealthMonitor, new_alerts, readings
 
 LEVELS = [f"L{i}" for i in range(1, 11)]
@@ -18,6 +18,11 @@ def row(step: int, **kw) -> StepStats:
                 groups={g: 8 for g in LEVELS}, reasons={"heldout_problem": 10, "reference_corrected": 85})
     base.update(kw)
     return StepStats(**base)
+
+
+def changed(r: StepStats, update: dict) -> StepStats:
+    """``r`` with some metrics-line keys changed (a feature's keys go to its record, as when a line is read)."""
+    return StepStats.model_validate({**r.model_dump(), **update})
 
 
 def healthy(n: int = 40) -> list[StepStats]:
@@ -53,7 +58,7 @@ def test_the_default_arith_drift_stays_quiet():
 
 def bad_from(start: int, n: int = 40, **bad) -> list[StepStats]:
     hist = healthy(n)
-    return [*hist[:start], *(r.model_copy(update=bad) for r in hist[start:])]
+    return [*hist[:start], *(changed(r, bad) for r in hist[start:])]
 
 
 @pytest.mark.parametrize("check,bad", [
@@ -69,7 +74,7 @@ def bad_from(start: int, n: int = 40, **bad) -> list[StepStats]:
 def test_each_check_fires_once_after_its_patience(check, bad):
     hist = bad_from(20, **bad)
     if check == "label_agreement":  # measured from the start in a no-oracle domain
-        hist = [r.model_copy(update={"label_agreement": 0.9}) if r.step < 20 else r for r in hist]
+        hist = [changed(r, {"label_agreement": 0.9}) if r.step < 20 else r for r in hist]
     alerts = run_monitor(hist)
     assert [a.check for a in alerts] == [check]  # once per episode, although it stays bad for 20 steps
     [alert] = alerts
@@ -82,15 +87,15 @@ def test_each_check_fires_once_after_its_patience(check, bad):
 
 
 def test_collapse_without_a_factor_space_reads_the_group_spread():
-    hist = [r.model_copy(update={"factor_balance": None}) for r in healthy()]
+    hist = [changed(r, {"factor_balance": None}) for r in healthy()]
     assert run_monitor(hist) == []
-    collapsed = [r if r.step < 20 else r.model_copy(update={"groups": {"L5": 78, "L4": 2}}) for r in hist]
+    collapsed = [r if r.step < 20 else changed(r, {"groups": {"L5": 78, "L4": 2}}) for r in hist]
     [alert] = run_monitor(collapsed)
     assert alert.check == "synth_collapse" and "spread" in alert.message and alert.value < 0.2
 
 
 def test_rejection_code_must_rise_and_soft_codes_are_not_watched():
-    always_high = [r.model_copy(update={"reasons": {"invalid_json": 50}}) for r in healthy()]
+    always_high = [changed(r, {"reasons": {"invalid_json": 50}}) for r in healthy()]
     assert run_monitor(always_high) == []  # high from the start: not a rise (valid_rate watches the level)
     soft = bad_from(20, reasons={"reference_corrected": 100, "solution_no_answer": 90})
     assert run_monitor(soft) == []

@@ -20,7 +20,7 @@ from synco.core.pool import TaskPool
 from synco.core.prompts import PROMPTS_ENV, PromptError, load_prompt
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord, Verdict
 from synco.core.report import CapabilityReport, ReasonCount, build_report
-from synco.cotrain.engine import StepStats
+from synco.cotrain.stats import StepStats
 from synco.learn.build import resolve_model_path
 from synco.run.build import build_consensus_checker, build_domain
 from synco.run.loop import progress_postfix
@@ -134,6 +134,8 @@ def test_reasoner_prompt_is_the_shipped_template_and_system_prompt_is_optional(t
 
 class RecordingPolicy:
     """A stand-in policy: records format_prompt arguments, returns scripted completions."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self, texts=None, answer_fn=None):
         self.texts = list(texts or [])

@@ -21,7 +21,7 @@ import pytest
 from synco.config import load_config
 from synco.cotrain.engine import cotrain_step
 from synco.learn.models import unavailable_reason
-from synco.core.records import Rollout
+from synco.core.records import Attempt
 from synco.core.rewards import reasoner_reward
 from synco.run.logs import Loggers
 from synco.run.setup import setup_run
@@ -75,6 +75,7 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
     try:
         for step, mode in ((0, "cotrain"), (1, "static")):
             st.settings = dataclasses.replace(st.settings, mode=mode)
+            st.choose_features()  # the card source follows the mode
             s0, r0 = snapshot(st.synthesizer), snapshot(st.reasoner)
             stats = cotrain_step(st, step)
             loggers.log(stats)
@@ -126,10 +127,12 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
 
     calls = itertools.count()
 
-    def first_attempt_only(c, graded, cfg):  # noqa: ANN001, ANN202
+    def first_attempt_only(c, graded, version, t_sample, cfg):  # noqa: ANN001, ANN202
         ok = next(calls) == 0
-        return Rollout(text=c.text, answer="42" if ok else None, method="boxed" if ok else "none", correct=ok,
-                       reward=reasoner_reward(ok, ["42"] if ok else [], cfg), n_tokens=len(c.completion_ids))
+        return Attempt(text=c.text, answer="42" if ok else None, method="boxed" if ok else "none", correct=ok,
+                       reward=reasoner_reward(ok, ["42"] if ok else [], cfg), n_tokens=len(c.completion_ids),
+                       completion_ids=list(c.completion_ids), prompt_ids=list(c.prompt_ids), logprobs=list(c.logprobs),
+                       policy_version=version)
 
     st.synthesizer.generate = as_cards
     short = tmp_path / "short_prompts"  # a short Synthesizer prompt keeps its update cheap on CPU
@@ -137,9 +140,10 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
     (short / "synthesizer.txt").write_text("{{report}}Card:{{schema}}")
     (short / "synthesizer_system.txt").write_text("Write one task card.")
     st.domain = MathDomain(prompts_dir=short, report_budget=0)
-    monkeypatch.setattr("synco.cotrain.engine._rollout", first_attempt_only)
+    monkeypatch.setattr("synco.rollout.attempts.answer_attempt", first_attempt_only)
     st.settings = dataclasses.replace(st.settings, mode="cotrain", synth_sampling=st.settings.synth_sampling.model_copy(
         update={"max_new_tokens": 16}))
+    st.choose_features()  # the new domain and mode
     s0, r0 = snapshot(st.synthesizer), snapshot(st.reasoner)
     forced = cotrain_step(st, 2)
     assert forced.n_valid == 2 and forced.n_gradient_bearing == 1 and forced.synth_groups_skipped == 0, forced

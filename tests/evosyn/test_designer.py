@@ -20,7 +20,7 @@ from synco.evosyn.designer import (
     shares,
 )
 from synco.evosyn.space import FactorSpace, FactorState
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 
 LEVELS = ["L1", "L2", "L3", "L4"]
 SPACE = FactorSpace(factors=[FactorState(name="level", buckets=LEVELS)])
@@ -33,7 +33,7 @@ def record(level: str | None, correct: list[bool], valid: bool = True, i: int = 
     fields = {name: "x" for name in CARD_FIELDS}
     fields["problem"] = f"problem {level} {i}"
     card = TaskCard(**fields, factors={} if level is None else {"level": level, "carries": "0"})
-    rollouts = [Rollout(text="t", correct=c, reward=float(c)) for c in correct]
+    rollouts = [Attempt(text="t", correct=c, reward=float(c)) for c in correct]
     return TaskRecord(step=0, slot=i, raw="r", card=card, verdict=Verdict(valid=valid), rollouts=rollouts,
                       success_rate=sum(correct) / len(correct) if correct else None)
 

@@ -22,7 +22,7 @@ from synco.evosyn.reflector import reflect
 from synco.evosyn.run import EvoState, build_evo_state, propose_and_log, reflect_and_log, with_proposed_values
 from synco.evosyn.space import FactorChange, FactorSpace
 from synco.core.prompts import PROMPTS_ENV
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.domains.math import MathDomain
 
 VALID = '{"name": "percent_use", "buckets": {"percent": ["percent", "%"], "money": ["$", "dollars"]}}'
@@ -147,7 +147,7 @@ def record(i: int, problem: str, fails: int, k: int = 4, valid: bool = True, fac
     fields = {name: "x" for name in CARD_FIELDS}
     fields["problem"] = problem
     return TaskRecord(step=0, slot=i, raw="r", card=TaskCard(**fields, factors=dict(factors or {})),
-                      verdict=Verdict(valid=valid), rollouts=[Rollout(text="t", correct=j >= fails) for j in range(k)],
+                      verdict=Verdict(valid=valid), rollouts=[Attempt(text="t", correct=j >= fails) for j in range(k)],
                       success_rate=1 - fails / k)
 
 
@@ -356,6 +356,8 @@ def test_arith_preset_refuses_the_proposer() -> None:
 
 class ScriptedPolicy:
     """A policy without a model: proposals and cards from scripts; records the token constraint it sampled under."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self, respond) -> None:  # noqa: ANN001 - a callable (prompt, j) -> text
         self.respond = respond

@@ -22,7 +22,7 @@ from synco.evosyn.reflector import (
     reflect,
 )
 from synco.evosyn.space import FactorDef, FactorSpace
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 
 K = 4
 LEVEL = FactorDef("level", ("L1", "L2"), lambda p: None)
@@ -39,7 +39,7 @@ CFG = ReflectorConfig(min_tasks=100, min_bucket_tasks=20, permutations=200, alph
 def task(i: int, factors: dict[str, str], fails: int, k: int = K) -> TaskRecord:
     fields = {name: "x" for name in CARD_FIELDS}
     fields["problem"] = f"p{i}"
-    rollouts = [Rollout(text="t", correct=j >= fails) for j in range(k)]
+    rollouts = [Attempt(text="t", correct=j >= fails) for j in range(k)]
     return TaskRecord(step=0, slot=i, raw="r", card=TaskCard(**fields, factors=factors), verdict=Verdict(valid=True),
                       rollouts=rollouts, success_rate=1 - fails / k)
 

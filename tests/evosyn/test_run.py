@@ -11,7 +11,7 @@ import pytest
 from synco.evosyn.config import EvoSynConfig, ReflectorConfig
 from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
 from synco.evosyn.space import SPACE_CHANGES, FactorSpace, factor_values
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.domains.arith import ArithDomain
 
 
@@ -28,7 +28,7 @@ def arith_records(n: int = 240, seed: int = 0) -> list[TaskRecord]:
         fields["problem"] = problem
         out.append(TaskRecord(step=0, slot=i, raw="r", card=TaskCard(**fields, factors=factors),
                               verdict=Verdict(valid=True),
-                              rollouts=[Rollout(text="t", correct=j >= fails) for j in range(4)]))
+                              rollouts=[Attempt(text="t", correct=j >= fails) for j in range(4)]))
     return out
 
 

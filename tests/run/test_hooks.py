@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from synco.config import load_config
-from synco.cotrain.engine import StepStats
+from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert
 from synco.run.hooks import (
     CheckpointHook,

@@ -13,7 +13,9 @@ from safetensors.torch import load_file
 
 from synco.cli import main
 from synco.config import load_config
-from synco.cotrain.engine import _OMITTED_WHEN_UNSET, ONLINE, StepPlan, StepStats, cotrain_step
+from synco.cotrain.engine import ONLINE, StepPlan, cotrain_step
+from synco.cotrain.stats import EvoSynStats
+from synco.cotrain.stats import StepStats
 from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan
 from synco.run.loop import train
 from synco.run.summary import format_summary
@@ -70,7 +72,8 @@ def test_resume_refuses_another_protocol_or_layout() -> None:
 def test_default_train_keeps_its_metrics_and_pool_rows(tmp_path, one_thread) -> None:  # noqa: ANN001
     train(load_config("arith", overrides=[*TINY, "steps=1", f"runs_dir={tmp_path}", "run_id=online"]))
     line = rows(tmp_path / "online")[0]
-    assert set(line) == set(StepStats.model_fields) - set(_OMITTED_WHEN_UNSET)  # only `protocol` is new
+    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training"}
+    assert set(line) == core | set(EvoSynStats.model_fields)  # only `protocol` is new
     assert line["protocol"] == "online"
     assert pool_tags(tmp_path / "online") == [{}]  # the pool's steps rows are as before
 

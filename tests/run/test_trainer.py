@@ -152,7 +152,7 @@ def test_summary_table_lists_greedy_and_sampled_accuracy_per_group():
 
 
 def test_progress_bar_shows_the_alert_count_once_one_fired():
-    from synco.cotrain.engine import StepStats
+    from synco.cotrain.stats import StepStats
     from synco.run.loop import progress_postfix
 
     stats = StepStats(step=3, mode="cotrain", valid_rate=0.5)

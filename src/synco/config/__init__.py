@@ -164,8 +164,8 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_episodes(self) -> "RunConfig":
-        """A domain with an environment (multi-turn episodes) runs every protocol, but rounds / rft only with
-        ``rounds.update=sft`` (update=grpo samples single-turn attempts), on ``rounds.target=attempts`` (an
+        """A domain with an environment (multi-turn episodes) runs every protocol; rounds / rft with
+        ``rounds.update=grpo`` (GRPO on fresh episodes), or ``update=sft`` on ``rounds.target=attempts`` (an
         episode's own ids and mask) or, where the domain's cards carry a replayable gold trajectory
         (:class:`HasGoldTurns`, the tools world), on ``rounds.target=reference``: each task's gold episode."""
         if self.protocol in ("online", "alternating"):
@@ -173,10 +173,7 @@ class RunConfig(BaseModel):
         domain = get_domain(self.domain, domain_context(self))
         if not isinstance(domain, HasEnvironment):
             return self
-        if self.rounds.update != "sft":
-            raise ValueError(f"domain={self.domain!r} runs multi-turn episodes: protocol={self.protocol!r} needs "
-                             f"rounds.update=sft there (got rounds.update={self.rounds.update!r})")
-        if self.rounds.target == "reference" and not isinstance(domain, HasGoldTurns):
+        if self.rounds.update == "sft" and self.rounds.target == "reference" and not isinstance(domain, HasGoldTurns):
             raise ValueError(f"domain={self.domain!r} runs multi-turn episodes and its cards have no replayable gold "
                              f"episode: protocol={self.protocol!r} trains on the Reasoner's own correct episodes, "
                              f"rounds.target=attempts (got rounds.target={self.rounds.target!r})")

@@ -27,7 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from synco.core.records import CARD_FIELDS, Rollout, SynthReward, TaskCard, TaskRecord, Verdict
+from synco.core.episodes import Turn
+from synco.core.records import CARD_FIELDS, Attempt, SynthReward, TaskCard, TaskRecord, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import datasets
@@ -69,7 +70,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     difficulty_estimate TEXT,
     created_at          REAL NOT NULL,
     target              TEXT,
-    on_target           INTEGER
+    on_target           INTEGER,
+    synth_version       INTEGER
 );
 CREATE TABLE IF NOT EXISTS rollouts (
     task_id   INTEGER NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
@@ -83,6 +85,7 @@ CREATE TABLE IF NOT EXISTS rollouts (
     n_tokens  INTEGER NOT NULL,
     token_ids BLOB,
     episode_json TEXT,
+    policy_version INTEGER,
     PRIMARY KEY (task_id, idx)
 );
 CREATE TABLE IF NOT EXISTS task_factors (
@@ -98,7 +101,7 @@ CREATE INDEX IF NOT EXISTS idx_factors_kv ON task_factors(key, value);
 
 _TASK_COLUMNS = (
     "task_id, step, slot, context_id, raw, card_json, valid, quality, reliability, agreement, "
-    "scores_json, reasons_json, reference, success_rate, synth_reward_json, target, on_target"
+    "scores_json, reasons_json, reference, success_rate, synth_reward_json, target, on_target, synth_version"
 )
 
 EXPORT_COLUMNS: tuple[str, ...] = (
@@ -168,9 +171,11 @@ class TaskPool:
     def _add_missing_columns(self) -> None:
         """Add the columns older pools lack, as NULL: ``target`` / ``on_target`` (before the Designer),
         ``rollouts.token_ids`` (before sampled ids were kept; those attempts are re-tokenised for SFT),
-        ``rollouts.episode_json`` (before multi-turn episodes)."""
+        ``rollouts.episode_json`` (before multi-turn episodes), ``rollouts.policy_version`` and
+        ``tasks.synth_version`` (before the sampling policy's version was kept)."""
         for table, name, kind in (("tasks", "target", "TEXT"), ("tasks", "on_target", "INTEGER"),
-                                  ("rollouts", "token_ids", "BLOB"), ("rollouts", "episode_json", "TEXT")):
+                                  ("rollouts", "token_ids", "BLOB"), ("rollouts", "episode_json", "TEXT"),
+                                  ("rollouts", "policy_version", "INTEGER"), ("tasks", "synth_version", "INTEGER")):
             have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
             if name not in have:
                 self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
@@ -272,8 +277,8 @@ class TaskPool:
         cursor = self._conn.execute(
             "INSERT INTO tasks(step, slot, context_id, raw, card_json, valid, quality, reliability, "
             "agreement, scores_json, reasons_json, reference, success_rate, gradient_bearing, "
-            "synth_reward_json, synth_reward_total, difficulty_estimate, created_at, target, on_target) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "synth_reward_json, synth_reward_total, difficulty_estimate, created_at, target, on_target, synth_version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.step,
                 record.slot,
@@ -295,15 +300,17 @@ class TaskPool:
                 now,
                 record.target,
                 None if record.on_target is None else int(record.on_target),
+                record.synth_version,
             ),
         )
         task_id = int(cursor.lastrowid or 0)
         self._conn.executemany(
             "INSERT INTO rollouts(task_id, idx, text, answer, method, correct, reward, truncated, "
-            "n_tokens, token_ids, episode_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "n_tokens, token_ids, episode_json, policy_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (task_id, i, r.text, r.answer, r.method, int(r.correct), r.reward, int(r.truncated), r.n_tokens,
-                 None if r.completion_ids is None else pack_token_ids(r.completion_ids), _episode_json(r))
+                 None if r.completion_ids is None else pack_token_ids(r.completion_ids), _episode_json(r),
+                 r.policy_version)
                 for i, r in enumerate(record.rollouts)
             ],
         )
@@ -367,23 +374,25 @@ class TaskPool:
         records.sort(key=lambda rec: rec.task_id)
         return records
 
-    def _rollouts_for(self, task_ids: list[int], token_ids: bool = False) -> dict[int, list[Rollout]]:
-        """Rollouts of the given tasks, in attempt order (caller holds the lock); with ``token_ids``, their sampled ids."""
-        out: dict[int, list[Rollout]] = {}
-        ids_column = ", idx, token_ids" if token_ids else ""
+    def _rollouts_for(self, task_ids: list[int], token_ids: bool = False) -> dict[int, list[Attempt]]:
+        """Attempts of the given tasks, in attempt order (caller holds the lock); with ``token_ids``, their sampled ids."""
+        out: dict[int, list[Attempt]] = {}
+        ids_column = ", token_ids" if token_ids else ""
         for start in range(0, len(task_ids), _BATCH):
             chunk = task_ids[start : start + _BATCH]
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(
-                f"SELECT task_id, text, answer, method, correct, reward, truncated, n_tokens, episode_json{ids_column} "
+                f"SELECT task_id, idx, text, answer, method, correct, reward, truncated, n_tokens, episode_json, "
+                f"policy_version{ids_column} "
                 f"FROM rollouts "
                 f"WHERE task_id IN ({marks}) ORDER BY task_id, idx",
                 chunk,
             ):
                 packed = row["token_ids"] if token_ids else None
                 out.setdefault(int(row["task_id"]), []).append(
-                    Rollout(
+                    Attempt(
                         text=row["text"],
+                        policy_version=row["policy_version"],
                         answer=row["answer"],
                         method=row["method"],
                         correct=bool(row["correct"]),
@@ -391,7 +400,8 @@ class TaskPool:
                         truncated=bool(row["truncated"]),
                         n_tokens=row["n_tokens"],
                         completion_ids=None if packed is None else self._unpack(packed, row),
-                        **_episode_fields(row["episode_json"]),
+                        **_episode_fields(row["episode_json"], row["text"], bool(row["truncated"]),
+                                          row["n_tokens"]),
                     )
                 )
         return out
@@ -418,7 +428,7 @@ class TaskPool:
     def by_step(self, step: int, token_ids: bool = False) -> list[TaskRecord]:
         """All records of one step, by id.
 
-        ``token_ids``: also load each rollout's sampled ids (``Rollout.completion_ids``; None for attempts
+        ``token_ids``: also load each rollout's sampled ids (``Attempt.completion_ids``; None for attempts
         of a pool written before they were kept). Off by default: only supervised updates need them, and
         they are the bulk of a long-completion pool.
         """
@@ -601,19 +611,23 @@ def _is_damage(error: sqlite3.OperationalError) -> bool:
 _EPISODE_FIELDS = ("turns", "finish", "reward_parts", "first_wrong", "episode_info")
 
 
-def _episode_json(r: Rollout) -> str | None:
-    """The episode part of a rollout (transcript, finish, reward parts) as JSON; None for a single-turn attempt."""
-    if r.turns is None:
+def _episode_json(r: Attempt) -> str | None:
+    """The episode part of an attempt (transcript, finish, reward parts) as JSON; None for a single-turn answer
+    (:attr:`Attempt.one_turn`: its one turn is its text) and for an attempt without turns."""
+    if r.turns is None or r.one_turn:
         return None
     return r.model_dump_json(include=set(_EPISODE_FIELDS))
 
 
-def _episode_fields(text: str | None) -> dict[str, Any]:
-    """The Rollout fields stored in ``episode_json`` ({} for a single-turn attempt)."""
-    return {} if text is None else dict(json.loads(text))
+def _episode_fields(stored: str | None, text: str, truncated: bool, n_tokens: int) -> dict[str, Any]:
+    """The Attempt fields stored in ``episode_json``; a single-turn answer's one agent turn, rebuilt from its text."""
+    if stored is not None:
+        return dict(json.loads(stored))
+    return {"turns": [Turn(role="agent", text=text, n_tokens=n_tokens)],
+            "finish": "token_budget" if truncated else "done"}
 
 
-def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
+def _row_to_record(row: sqlite3.Row, rollouts: list[Attempt]) -> TaskRecord:
     """Rebuild a TaskRecord from its tasks row and its rollouts."""
     verdict = Verdict(
         valid=bool(row["valid"]),
@@ -639,6 +653,7 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Rollout]) -> TaskRecord:
         synth_reward=SynthReward.model_validate_json(reward_json) if reward_json is not None else None,
         target=row["target"],
         on_target=None if row["on_target"] is None else bool(row["on_target"]),
+        synth_version=row["synth_version"],
     )
 
 

@@ -8,11 +8,12 @@ stores. All are pydantic models so they round-trip through JSON unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
 
 from synco.core.episodes import Finish, Turn
+from synco.core.sampling import Completion, Experience
 
 CARD_FIELDS: tuple[str, ...] = (
     "teaching_intent",
@@ -109,15 +110,22 @@ class Verdict(BaseModel):
         return [r.split(":", 1)[0].strip() for r in self.reasons]
 
 
-class Rollout(BaseModel):
-    """One Reasoner attempt at a task, graded.
+class Attempt(BaseModel):
+    """One Reasoner attempt at one task, graded: the record that travels from the engine that sampled it to the
+    pool and into the training batch (torchforge's ``Episode``).
 
-    ``text`` is the whole response (the domain's prefilled response prefix included);
-    ``completion_ids`` are the token ids that were sampled after the prompt (prefix excluded,
-    EOS included when one was sampled), the tokens a supervised update on this attempt trains
-    (for an episode: every id after the prompt, see ``turns``).
-    None: not known (an attempt stored by a pool written before ids were kept, or a pool read
-    without them: ``TaskPool.by_step(..., token_ids=True)`` loads them).
+    Every attempt is an episode; a single-turn domain's is the one-turn case (one agent turn, mask all ones).
+    ``text`` is the whole transcript after the prompt (the domain's prefilled response prefix included);
+    ``prompt_ids`` the ids the engine conditioned on; ``completion_ids`` every id after them (prefix excluded,
+    EOS included when one was sampled; for an episode agent and environment ids in order) and ``mask`` one 0/1
+    per id (1 sampled and trained, 0 written by the environment); ``logprobs`` the sampling log-probs (0.0 on
+    environment ids). ``policy_version`` is the sampling agent's optimizer-step count when the engine sampled,
+    so staleness can be measured and bounded. ``t_sample`` is the wall-clock seconds of the request that sampled
+    it (shared by the request's attempts).
+
+    The pool keeps everything but the prompt ids, the log-probs and the timing (``TaskPool.by_step(...,
+    token_ids=True)`` loads the sampled ids); ``completion_ids`` is None for an attempt read without them or
+    stored by a pool written before ids were kept.
     """
 
     text: str
@@ -126,22 +134,52 @@ class Rollout(BaseModel):
     correct: bool = False
     reward: float = 0.0
     truncated: bool = False
-    n_tokens: int = 0
+    n_tokens: int = 0  # sampled (trained) ids
     completion_ids: list[int] | None = None
-    # multi-turn episodes (domains with an environment): the transcript, why it ended and the reward's parts.
-    # ``completion_ids`` then hold agent and environment ids; each turn's ``n_tokens`` and role give the mask.
-    turns: list[Turn] | None = None
-    finish: Finish | None = None
+    policy_version: int | None = None  # None: a pool written before versions were kept
+    # the transcript, why it ended and the reward's parts; a single-turn attempt has one agent turn (``one_turn``)
+    turns: list[Turn] | None = None  # None when given: one agent turn, the text (filled in)
+    finish: Finish | None = None  # None when given: done, or token_budget when truncated (filled in)
     reward_parts: dict[str, float] | None = None
     episode_info: dict[str, str] | None = None  # the environment's notes on the episode (EpisodeGrade.info)
     first_wrong: str | None = None  # a failed episode: where it first left the gold trajectory (``wrong_tool:cancel_order``)
+    prompt_ids: list[int] | None = Field(None, exclude=True)
+    logprobs: list[float] | None = Field(None, exclude=True)
+    t_sample: float | None = Field(None, exclude=True)
+
+    @model_validator(mode="after")
+    def _one_turn(self) -> "Attempt":
+        """An attempt given without turns is a single-turn answer: its one agent turn is its text."""
+        if self.turns is None:
+            self.turns = [Turn(role="agent", text=self.text, n_tokens=self.n_tokens)]
+        if self.finish is None:
+            self.finish = "token_budget" if self.truncated else "done"
+        return self
 
     @property
     def loss_mask(self) -> list[int] | None:
-        """1 per agent id, 0 per environment id, in ``completion_ids`` order (None: single-turn, all trainable)."""
-        if self.turns is None:
+        """1 per agent id, 0 per environment id, in ``completion_ids`` order (None: no environment ids, every id
+        was sampled and is trained)."""
+        if self.turns is None or all(t.role == "agent" for t in self.turns):
             return None
         return [int(t.role == "agent") for t in self.turns for _ in range(t.n_tokens)]
+
+    @property
+    def one_turn(self) -> bool:
+        """A single-turn answer: one agent turn that is the whole text, with nothing an environment added (the pool
+        stores no transcript for it, it rebuilds the turn from the text)."""
+        return (self.turns is not None and len(self.turns) == 1 and self.turns[0].text == self.text
+                and self.turns[0].tool_call is None and self.reward_parts is None and self.episode_info is None
+                and self.first_wrong is None)
+
+    def to_experience(self, advantage: float) -> Experience:
+        """The GRPO row of this attempt: every id after the prompt with the sampling log-probs, environment ids
+        masked. Needs the in-memory fields (an attempt read back from the pool has no prompt ids)."""
+        if self.prompt_ids is None or self.completion_ids is None:
+            raise ValueError("an attempt read back from the pool has no prompt ids: it cannot enter a GRPO batch")
+        return Experience(prompt_ids=list(self.prompt_ids), completion_ids=list(self.completion_ids),
+                          advantage=float(advantage), old_logprobs=None if self.logprobs is None else list(self.logprobs),
+                          loss_mask=self.loss_mask)
 
 
 class SynthReward(BaseModel):
@@ -168,11 +206,14 @@ class TaskRecord(BaseModel):
     raw: str
     card: TaskCard | None = None
     verdict: Verdict
-    rollouts: list[Rollout] = Field(default_factory=list)
+    rollouts: list[Attempt] = Field(default_factory=list)  # the Reasoner's attempts at the task
     success_rate: float | None = None
     synth_reward: SynthReward | None = None
     target: str | None = None  # the Designer's cell for this card's context (``level=L8,carries=0``), if any
     on_target: bool | None = None  # valid targeted cards: did the realised cell (recomputed) match the target?
+    synth_version: int | None = None  # the Synthesizer's optimizer-step count when it wrote the card (None: no model did)
+    sample: Annotated[Completion | None, SkipValidation] = Field(None, exclude=True)  # the Synthesizer's sample
+    target_cell: tuple[tuple[str, str], ...] | None = Field(None, exclude=True)  # ``target`` as the Designer's cell
 
     @property
     def valid(self) -> bool:

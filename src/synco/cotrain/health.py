@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (synco.cotrain.engine needs torch; this module does not)
-    from synco.cotrain.engine import StepStats
+    from synco.cotrain.stats import StepStats
 
 HealthAction = Literal["off", "warn", "stop"]
 
@@ -204,7 +204,7 @@ def _summed(rows: Sequence["StepStats"]) -> dict[str, int]:
 
 def _balance(rows: Sequence["StepStats"], k: int) -> float | None:
     """Factor-value spread of valid cards in ``rows``: mean factor_balance if measured, else group entropy."""
-    measured = _window_mean(rows, lambda r: r.factor_balance)
+    measured = _window_mean(rows, lambda r: r.evosyn.factor_balance)
     return measured if measured is not None else _entropy(_summed(rows), k)
 
 

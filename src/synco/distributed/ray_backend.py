@@ -229,6 +229,10 @@ class LearnerActor(_AgentActor):
     def update(self, batch: list[Experience]) -> UpdateStats:
         return self.policy.update(batch)
 
+    def optimizer_steps(self) -> int:
+        """The learner's optimizer-step count: the version of the weights it publishes."""
+        return self.policy.policy_version
+
     def sft_update(self, batch: list[SFTExample], lr: float | None) -> UpdateStats:
         return self.policy.sft_update(batch, lr)
 
@@ -339,7 +343,8 @@ class RayPolicy(TokenText):
         self.learner = self.learners[0]  # rank 0: tokenizer, stats, the weights it publishes
         worker_cfg = placed(config, agent.worker).model_copy(update={"trainable": False})
         self.workers = [worker_cls.remote(worker_cfg, model_path, seed, threads) for _ in range(agent.rollout_workers)]
-        self.version = 0
+        self.version = 0  # weight publications (the workers' staleness check)
+        self.policy_version = 0  # the learner's optimizer-step count (Policy.policy_version), as of the last sync
         self.tokenizer: Any = None
         self.eos_ids: list[int] = []
         self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
@@ -482,6 +487,7 @@ class RayPolicy(TokenText):
         """
         [payload] = self._group("publish_weights")
         self.version += 1
+        self.policy_version = self._learner("optimizer_steps")
         for ref in [w.load_weights.remote(payload, self.version) for w in self.workers]:
             try:
                 ray.get(ref)

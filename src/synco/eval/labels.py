@@ -47,7 +47,7 @@ from synco.grading.verifier import VerifierConfig
 from synco.domains.math import Generated, MathDomain, fmt, fraction_text, problem_key
 
 if TYPE_CHECKING:
-    from synco.cotrain.engine import StepStats
+    from synco.cotrain.stats import StepStats
     from synco.core.records import TaskRecord
 
 SolverKind = Literal["reasoner", "checker"]

@@ -637,6 +637,11 @@ class HFPolicy(TokenText):
         """What the loss is multiplied by before backward: the fp16 loss scaler's scale, else 1."""
         return 1.0 if self.scaler is None else self.scaler.scale
 
+    @property
+    def policy_version(self) -> int:
+        """Optimizer steps taken (restored on resume): the version of the weights the policy samples from."""
+        return self.step
+
     def _optimizer_step(self, loss: float, stats: UpdateStats, lr: float | None = None) -> bool:
         """Clip and apply the gradients now in ``.grad`` (through the fp32 masters), tick the scheduler, sync the
         sampler; fills ``stats``. The one optimizer step of every update (GRPO and SFT).

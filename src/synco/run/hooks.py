@@ -22,7 +22,7 @@ from typing import Callable, Protocol, Sequence
 from synco.config import RunConfig
 from synco.core.policy import SamplingParams, generate_seeded
 from synco.core.report import build_report
-from synco.cotrain.engine import StepStats
+from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert, HealthMonitor, trim_history
 from synco.evosyn.reflector import python_seed
 from synco.evosyn.run import control_and_log, propose_and_log, reflect_and_log

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from synco.cotrain.engine import StepStats
+from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert
 from synco.run.files import write_atomic
 from synco.run.heldout import HeldoutScores, mean

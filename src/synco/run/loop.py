@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from synco.config import RunConfig
-from synco.cotrain.engine import CoTrainState, StepStats, cotrain_step
+from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.stats import StepStats
 from synco.cotrain.health import HealthMonitor
 from synco.domains.base import export_fields
 from synco.run.checkpoints import latest_checkpoint, save_checkpoint

@@ -15,7 +15,8 @@ import torch
 from synco.grading.checker import AnswerChecker
 from synco.config import load_config
 from synco.domains.base import reasoner_prompts, solve
-from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings, grade_group
+from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings
+from synco.rollout.attempts import AnswerSolver, Task
 from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.models import unavailable_reason
@@ -34,7 +35,7 @@ from synco.cotrain.protocols.rounds import (
     training_steps,
 )
 from synco.learn.sft import SFTExample
-from synco.core.records import CARD_FIELDS, Rollout, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.report import build_report
 from synco.core.rewards import ReasonerRewardConfig
 from synco.grading.verifier import TaskVerifier, VerifierConfig
@@ -53,6 +54,8 @@ def _stats(**kw: object) -> UpdateStats:
 
 class HalfRightReasoner:
     """A stand-in Reasoner: half of the attempts at a problem are right; records every update it is asked for."""
+
+    policy_version = 0  # a test double never steps its optimizer
 
     def __init__(self) -> None:
         self.sft: list[tuple[list, float | None]] = []
@@ -164,7 +167,7 @@ def _card(problem: str) -> TaskCard:
 def _record(problem: str, texts: list[tuple[str, bool, bool]], valid: bool = True,
             ids: list[list[int] | None] | None = None) -> TaskRecord:
     ids = ids or [None] * len(texts)
-    rollouts = [Rollout(text=t, correct=ok, truncated=cut, completion_ids=i) for (t, ok, cut), i in zip(texts, ids)]
+    rollouts = [Attempt(text=t, correct=ok, truncated=cut, completion_ids=i) for (t, ok, cut), i in zip(texts, ids)]
     return TaskRecord(step=0, slot=0, raw="", card=_card(problem), rollouts=rollouts,
                       verdict=Verdict(valid=valid, reference=DOMAIN.answer(problem)))
 
@@ -201,11 +204,11 @@ def test_an_episode_is_trained_as_it_ran_with_the_agents_ids_only() -> None:
     agent's ids; one stored without ids cannot be rebuilt token for token and is left out."""
     from synco.core.episodes import Turn
 
-    def episode(text: str, ok: bool, ids: list[int] | None, split: tuple[int, int, int]) -> Rollout:
+    def episode(text: str, ok: bool, ids: list[int] | None, split: tuple[int, int, int]) -> Attempt:
         a, e, b = split
         turns = [Turn(role="agent", text="f(x)", n_tokens=a), Turn(role="env", text="=1", n_tokens=e),
                  Turn(role="agent", text=text, n_tokens=b)]
-        return Rollout(text="f(x)=1" + text, correct=ok, completion_ids=ids, turns=turns, finish="done")
+        return Attempt(text="f(x)=1" + text, correct=ok, completion_ids=ids, turns=turns, finish="done")
 
     rec = _record("15+43", [])
     rec = rec.model_copy(update={"rollouts": [
@@ -265,14 +268,14 @@ def test_rounds_accumulate_data_as_configured(tmp_path, accumulate: bool) -> Non
     reasoner = state.reasoner
     assert reasoner.grpo == []  # the Reasoner never takes a GRPO step: it only solves while collecting
     assert [(s.round, s.phase) for s in stats] == [(0, "collect"), (0, "train"), (1, "collect"), (1, "train")]
-    assert [s.round_examples is not None for s in stats] == [False, True, False, True]
+    assert [s.training is not None for s in stats] == [False, True, False, True]
     assert len(reasoner.sft) == 2 and all(lr == 0.01 for _, lr in reasoner.sft)
     assert all(e.completion_ids == (5, 6) for batch, _ in reasoner.sft for e in batch)  # the sampled ids, from the pool
-    assert [s.round_retokenized for s in stats] == [None, 0, None, 0]
+    assert [s.training and s.training.round_retokenized for s in stats] == [None, 0, None, 0]
     first, second = ({(e.prompt, e.completion) for e in batch} for batch, _ in reasoner.sft)
     assert first == expected_pairs(state, range(0, 2)) and first
     assert second == expected_pairs(state, range(0 if accumulate else 2, 4))
-    assert stats[3].round_examples == len(reasoner.sft[1][0]) == len(second)  # distinct pairs only
+    assert stats[3].training.round_examples == len(reasoner.sft[1][0]) == len(second)  # distinct pairs only
     if accumulate:
         assert first <= second
     # the pool records every step's round and phase
@@ -299,7 +302,7 @@ def test_attempts_of_a_pool_without_ids_are_re_tokenised_counted_and_warned(tmp_
         stats = rounds_step(state, 1, cfg, total_steps=2, seed=0, protocol="rft")
     [(batch, _)] = state.reasoner.sft
     old = {e.completion for e in batch if e.completion_ids is None}
-    assert old and stats.round_retokenized == len(old) < len(batch)  # step 1's attempts still have their ids
+    assert old and stats.training.round_retokenized == len(old) < len(batch)  # step 1's attempts still have their ids
     assert {e.completion_ids for e in batch if e.completion_ids is not None} == {(5, 6)}
 
 
@@ -328,11 +331,11 @@ def test_grpo_rounds_take_fresh_attempts_at_the_rounds_tasks(tmp_path) -> None: 
     tasks = {r.card.problem for s in range(2) for r in state.pool.by_step(s) if r.valid}
     batches = state.reasoner.grpo
     assert state.reasoner.sft == [] and len(batches) == -(-len(tasks) // 3)
-    assert sum(len(b) for b in batches) == 4 * len(tasks) == stats[1].round_rollouts
+    assert sum(len(b) for b in batches) == 4 * len(tasks) == stats[1].training.round_rollouts
     for b in batches:  # each task's 4 attempts: half right, so two equal positive and two equal negative advantages
         adv = sorted(e.advantage for e in b[:4])
         assert adv[0] == adv[1] == -adv[2] == -adv[3] < 0
-    assert stats[1].round_examples == len(tasks) and stats[1].round_updates == len(batches)
+    assert stats[1].training.round_examples == len(tasks) and stats[1].training.round_updates == len(batches)
 
 
 # --------------------------------------------------------------------------- request seeds and shared settings
@@ -345,7 +348,7 @@ def test_every_request_of_a_round_is_seeded_from_the_runs_rng_like_a_steps(tmp_p
     cfg = RoundsConfig(steps_per_round=2, update="grpo", batch_size=3)
     stats = run_rounds(state, cfg, steps=2)
     requests = state.reasoner.requests
-    n_tasks = stats[1].round_examples
+    n_tasks = stats[1].training.round_examples
     assert n_tasks > 3  # the round's update takes more than one request
     steps_rows = [4 * stats[s].n_valid for s in range(2)]
     round_rows = [4 * min(3, n_tasks - i) for i in range(0, n_tasks, 3)]
@@ -409,7 +412,7 @@ def test_a_round_trains_the_ids_the_default_worlds_reasoner_sampled(tmp_path, on
     settings = StepSettings(mode="static", n_cards=8, k=4, reasoner_sampling=cfg.reasoner.sampling)
     state = fixed_corpus_state(tmp_path, reasoner=reasoner, settings=settings)
     [stats] = run_rounds(state, RoundsConfig(steps_per_round=1, per_task=4, sft_lr=cfg.rounds.sft_lr), steps=1)
-    assert stats.round_updates == 1 and stats.round_retokenized == 0 and stats.round_examples == len(trained) > 0
+    assert stats.training.round_updates == 1 and stats.training.round_retokenized == 0 and stats.training.round_examples == len(trained) > 0
     pairs = {(tuple(c.prompt_ids), tuple(c.completion_ids)) for c in sampled if not c.truncated}
     assert all((tuple(r.prompt_ids), tuple(r.completion_ids)) in pairs for r in trained)  # exactly as sampled
     assert all(r.completion_ids[-1] in reasoner.eos_ids for r in trained)  # with the EOS that stopped it
@@ -478,7 +481,7 @@ def test_sft_on_a_bpe_tokenizer_trains_the_sampled_ids_not_a_re_tokenisation(tmp
     for i, ids in enumerate(samples):
         card = TaskCard(**{name: f"{name} {i}" for name in CARD_FIELDS})
         records.append(TaskRecord(step=0, slot=i, raw="", card=card, verdict=Verdict(valid=True, reference="4"),
-                                  rollouts=[Rollout(text=texts_[i], correct=True, n_tokens=len(ids),
+                                  rollouts=[Attempt(text=texts_[i], correct=True, n_tokens=len(ids),
                                                     completion_ids=ids)]))
     with TaskPool(tmp_path / "pool.sqlite") as pool:
         pool.record_step(0, records)
@@ -510,7 +513,8 @@ def test_sampled_bpe_ids_reach_the_pool_unchanged(tmp_path, smol_policy, one_thr
     eos = set(pol.eos_ids)
     assert any(tok(c.text, add_special_tokens=False)["input_ids"] != [t for t in c.completion_ids if t not in eos]
                for c in group)  # a random model's samples: several are not canonical
-    rollouts = grade_group(AnswerChecker(use_math_verify=False), group, "4", ReasonerRewardConfig())
+    solver = AnswerSolver(MathDomain(), AnswerChecker(use_math_verify=False), ReasonerRewardConfig())
+    [rollouts] = solver.attempts(pol, [Task("What is 2 + 2?", "4")], 8, SamplingParams(max_new_tokens=12), seed=3)
     assert [r.completion_ids for r in rollouts] == [c.completion_ids for c in group]
     card = TaskCard(**{name: name for name in CARD_FIELDS})
     with TaskPool(tmp_path / "pool.sqlite") as pool:

@@ -30,9 +30,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence, TypeVar
 
-from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix, answer_extractor,
-                               problem_response_prefix, reasoner_prompts, solve)
-from synco.cotrain.engine import CoTrainState, StepPlan, StepStats, cotrain_step, grade_group, groups_batch, request_seed
+from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix,
+                               problem_response_prefix, reasoner_prompts)
+from synco.cotrain.batches import attempts_batch
+from synco.cotrain.engine import CoTrainState, StepPlan, cotrain_step, request_seed
+from synco.cotrain.stats import StepStats
+from synco.cotrain.stats import RoundStats
+from synco.rollout.attempts import Task
 from synco.core.episodes import EpisodeLimits
 from synco.core.policy import Policy, UpdateStats
 from synco.cotrain.protocols.config import RoundsConfig
@@ -128,11 +132,12 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
             if not r.correct or r.truncated or r.text in found:
                 continue
             ids = tuple(r.completion_ids) if r.completion_ids else None
-            if r.turns is None:
+            mask = r.loss_mask
+            if mask is None:  # every id sampled (a one-turn answer)
                 found[r.text] = SFTCompletion(r.text, ids)
                 continue
-            mask = r.loss_mask  # an episode: kept only when its ids and mask can be trained as they ran
-            if ids is not None and mask is not None and len(mask) == len(ids) and any(mask):
+            # an episode with environment ids: kept only when its ids and mask can be trained as they ran
+            if ids is not None and len(mask) == len(ids) and any(mask):
                 found[r.text] = SFTCompletion(r.text, ids, tuple(mask))
     prefix = problem_response_prefix(domain, record.card.problem)
     return [dataclasses.replace(c, text=c.text[len(prefix):]) for c in found.values()
@@ -180,26 +185,29 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
             for prompt, ep in zip(prompts, episodes) if ep is not None]
 
 
-def grpo_tasks(records: Sequence[TaskRecord]) -> list[tuple[str, str]]:
-    """(problem, reference) of each distinct valid task, in pool order: what ``update=grpo`` trains on."""
-    return list(dict.fromkeys((r.card.problem, r.verdict.reference or r.card.final_answer)
-                              for r in records if r.valid and r.card is not None))
+def grpo_tasks(records: Sequence[TaskRecord]) -> list[Task]:
+    """Each distinct valid task (by problem and reference, in pool order, with its card for an environment): what
+    ``update=grpo`` trains on."""
+    tasks: dict[tuple[str, str], Task] = {}
+    for r in records:
+        if r.valid and r.card is not None:
+            task = Task.of(r.card, r.verdict.reference or r.card.final_answer)
+            tasks.setdefault((task.problem, task.reference), task)
+    return list(tasks.values())
 
 
-def grpo_update(state: CoTrainState, tasks: Sequence[tuple[str, str]]) -> tuple[UpdateStats | None, int]:
-    """One Reasoner GRPO step on ``tasks``: k fresh attempts each, graded against the reference.
+def grpo_update(state: CoTrainState, tasks: Sequence[Task]) -> tuple[UpdateStats | None, int]:
+    """One Reasoner GRPO step on ``tasks``: k fresh attempts each through the rollout seam (answers graded against
+    the reference, or episodes graded by their environments), in any domain.
 
     The request is seeded as a step's own (:func:`~synco.cotrain.engine.request_seed`) and the batch is built
-    as a step's (:func:`~synco.cotrain.engine.groups_batch`): groups with equal rewards stay in it with
+    as a step's (:func:`~synco.cotrain.batches.attempts_batch`): groups with equal rewards stay in it with
     advantage 0, and no step is taken when nothing is gradient-bearing. Returns the update (None when none
     was taken) and the number of attempts sampled.
     """
     s = state.settings
-    groups = solve(state.reasoner, state.domain, [p for p, _ in tasks], s.k, s.reasoner_sampling, request_seed(state))
-    read = answer_extractor(state.domain)
-    rewards = [[r.reward for r in grade_group(state.checker, group, reference, s.reasoner_rewards, read)]
-               for (_, reference), group in zip(tasks, groups)]
-    batch, _ = groups_batch(groups, rewards, s.reasoner_scale_by_std)
+    groups = state.solver.attempts(state.reasoner, tasks, s.k, s.reasoner_sampling, request_seed(state))
+    batch, _ = attempts_batch(groups, s.reasoner_scale_by_std)
     n = sum(len(g) for g in groups)
     if not batch:
         return None, n
@@ -224,8 +232,7 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
     updates: list[UpdateStats] = []
     rollouts = retokenized = 0
     if sft:
-        limits = EpisodeLimits(state.settings.max_turns, state.settings.max_episode_tokens)
-        examples = sft_examples(records, state.reasoner, state.domain, cfg, limits)
+        examples = sft_examples(records, state.reasoner, state.domain, cfg, state.settings.limits)
         n_data = len(examples)
         if cfg.target == "attempts":
             retokenized = sum(e.completion_ids is None for e in examples)
@@ -257,7 +264,6 @@ def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: 
         return stats
     t = time.perf_counter()
     done = train_round(state, step, cfg, seed)
-    return stats.model_copy(update={"t_train": stats.t_train + time.perf_counter() - t,
-                                    "round_examples": done.examples, "round_updates": done.updates,
-                                    "round_loss": done.loss, "round_rollouts": done.rollouts,
-                                    "round_retokenized": done.retokenized})
+    return stats.model_copy(update={"t_train": stats.t_train + time.perf_counter() - t, "training": RoundStats(
+        round_examples=done.examples, round_updates=done.updates, round_loss=done.loss, round_rollouts=done.rollouts,
+        round_retokenized=done.retokenized)})
