@@ -26,15 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from synco.core.prompts import load_prompt, render
-from synco.evosyn.proposed import (  # noqa: F401  (the record and its rules, re-exported for the parser)
-    FALLBACK,
-    KEYWORD_PATTERN,
-    MAX_PROBLEM_CHARS,
-    NAME_PATTERN,
-    RAW_CHARS,
-    ProposedFactor,
-    tokens,
-)
+from synco.evosyn.proposed import FALLBACK, MAX_PROBLEM_CHARS, RAW_CHARS, ProposedFactor, tokens
 
 from synco.evosyn.space import FactorDef
 
