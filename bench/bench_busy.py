@@ -3,7 +3,7 @@
     python bench/bench_busy.py [--cards 64] [--steps 3] [--setting NAME=SPEC ...]
 
 Each setting runs in a fresh child process (OpenMP reads its environment once,
-when torch loads it): ``synco.run.trainer.setup_run`` on the arith preset with
+when torch loads it): ``synco.run.setup.setup_run`` on the arith preset with
 ``n_cards`` cards, one warm-up ``cotrain_step``, then ``--steps`` timed steps.
 Every setting is measured three times: idle, next to a ``while True: pass``
 process this script starts, and next to the same process at nice 19. Prints
@@ -85,7 +85,7 @@ def child(spec: dict) -> None:
     load_before = os.getloadavg()[0]
     from synco.config import load_config
     from synco.cotrain.engine import cotrain_step
-    from synco.run.trainer import setup_run
+    from synco.run.setup import setup_run
 
     import torch
 

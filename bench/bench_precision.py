@@ -16,9 +16,8 @@ import argparse
 
 import torch
 
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import Experience, PolicyConfig
+from synco.core.policy import Experience, GRPOConfig, PolicyConfig
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 

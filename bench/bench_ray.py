@@ -36,7 +36,7 @@ def per_step(rows: list[dict]) -> float:
 
 def overhead(args: argparse.Namespace, root: Path) -> None:
     from synco.config import load_config
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     base = [f"n_cards={args.cards}", "k=2", "heldout_per_group=0", "progress=false", f"threads={args.threads}",
             "tensorboard=false", "synthesizer.sampling.max_new_tokens=320", f"steps={args.steps}", f"runs_dir={root}"]
@@ -70,7 +70,7 @@ def throughput(args: argparse.Namespace) -> None:
     from synco.config import load_config
     from synco.distributed.ray_backend import RayPolicy
     from synco.config.ray import RaySettings
-    from synco.run.trainer import build_policy, resolve_model_path
+    from synco.learn.build import build_policy, resolve_model_path
     from synco.domains.base import reasoner_prompts
     from synco.domains.arith import ArithDomain
 

@@ -46,7 +46,7 @@ def rss_mib() -> float:
 def worker(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
-    from synco.learn.grpo import GRPOConfig
+    from synco.core.policy import GRPOConfig
     from synco.learn.models import resolve_model
     from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
     from synco.learn.hf_policy import HFPolicy

@@ -85,7 +85,7 @@ def main() -> None:
 
 def _run(job: tuple[str, int, list[str]]) -> dict:
     """One run in a worker process, then per-problem greedy outcomes before/after for Learn/Retain."""
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     cfg = load_config("arith", overrides=job[2])
     s = train(cfg, log=lambda *a, **k: None)
@@ -193,7 +193,9 @@ def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:
     from synco.grading.checker import AnswerChecker
     from synco.grading.extract import extract_answer
     from synco.domains.base import SamplingParams, solve
-    from synco.run.trainer import build_domain, build_policy, latest_checkpoint
+    from synco.learn.build import build_policy
+    from synco.run.build import build_domain
+    from synco.run.checkpoints import latest_checkpoint
 
     domain = build_domain(cfg)
     items = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345)

@@ -16,7 +16,7 @@ For a GPU machine with torch, transformers and peft but no internet, no model
 hub and no vLLM: the agents are random Llamas built here from a config, with
 the embedded arith world's own tokenizers (shipped in the package), warmed up
 for ``--warm-steps`` supervised steps on the arith warm start's data so the
-Synthesizer writes valid cards and the Reasoner solves some; nothing is downloaded. The run goes through ``synco.run.trainer.train`` like ``synco train``
+Synthesizer writes valid cards and the Reasoner solves some; nothing is downloaded. The run goes through ``synco.run.loop.train`` like ``synco train``
 (the arith world, its verifier and math-verify checking, the SQLite pool,
 checkpoints). It measures the machinery and its speed, not learning. Prints per step: generation / training /
 other seconds; Reasoner and Synthesizer tokens generated per second; peak GPU
@@ -48,7 +48,7 @@ def build_agent(role: str, out: Path, hidden: int, layers: int, seed: int, devic
     from transformers import AutoTokenizer
 
     from synco.learn.pretrain import cell_catalog, encode_pairs, reasoner_pair, synthesizer_pair
-    from synco.run.trainer import resolve_model_path
+    from synco.learn.build import resolve_model_path
     from synco.domains.arith import ArithDomain
     from synco.learn.charlm import tiny_llama
 
@@ -89,7 +89,7 @@ def export_frame(model: str, out: Path) -> None:
     """``model``'s config, tokenizer and chat template, without its weights, into ``out``."""
     import shutil
 
-    from synco.run.trainer import resolve_model_path
+    from synco.learn.build import resolve_model_path
 
     src = Path(resolve_model_path(model))
     out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ def reasoner_weights(model: str, models_dir: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from synco.run.trainer import resolve_model_path
+    from synco.learn.build import resolve_model_path
 
     src = Path(resolve_model_path(model))
     if any(src.glob("*.safetensors")) or any(src.glob("*.bin")):
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from synco.config import load_config
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-gpu-smoke-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
           f"GPUs: {torch.cuda.device_count() if torch.cuda.is_available() else 0}")
     dev_s, dev_r = ("cuda:0", "cuda:1") if args.two_gpus else (args.device, args.device)
     if args.preset == "smollm2-arith":
-        from synco.run.trainer import resolve_model_path
+        from synco.learn.build import resolve_model_path
 
         synth = Path(resolve_model_path("builtin:arith/synthesizer"))
         reason = reasoner_weights(args.reasoner, root / "models")

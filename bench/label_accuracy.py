@@ -50,7 +50,8 @@ from synco.domains.math import MathDomain
 def build_solver(model: str, solver: str, cfg: Any, domain: MathDomain, seed: int) -> Any:
     """The policy that answers for consensus, built as a training run builds it (frozen)."""
     if model == "smollm2":
-        from synco.run.trainer import build_consensus_checker, build_policy
+        from synco.learn.build import build_policy
+        from synco.run.build import build_consensus_checker
 
         if solver == "checker":
             return build_consensus_checker(cfg, domain)

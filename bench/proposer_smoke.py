@@ -7,7 +7,9 @@ import random
 
 import torch
 from synco.config import load_config
-from synco.run.trainer import build_domain, build_policy, seed_everything
+from synco.learn.build import build_policy
+from synco.run.build import build_domain
+from synco.run.rng import seed_everything
 from synco.core.policy import SamplingParams, generate_seeded
 from synco.evosyn.proposer import proposer_prompt, parse_proposal
 torch.set_num_threads(2)

@@ -141,7 +141,7 @@ def _rollouts(run_dir: Path) -> int:
 
 def _run(job: tuple[str, int, list[str]]) -> dict:
     """One run in a worker process; per-problem greedy outcomes before/after for Learn/Retain."""
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     cfg = load_config("arith", overrides=job[2])
     t0 = time.perf_counter()

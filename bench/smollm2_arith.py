@@ -94,7 +94,7 @@ def base(args: argparse.Namespace) -> dict[str, object]:
     from synco.grading.checker import AnswerChecker
     from synco.run.heldout import evaluate_heldout
     from synco.run.setup import heldout_seed
-    from synco.run.trainer import build_policy
+    from synco.learn.build import build_policy
 
     torch.set_num_threads(args.threads)
     cfg = load_config(PRESET, overrides=[f"seed={args.seed}"])
@@ -126,7 +126,7 @@ def step(args: argparse.Namespace) -> dict[str, object]:
     import tempfile
 
     from synco.config import load_config
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     overrides = [f"steps={args.steps}", "heldout_per_group=0", f"seed={args.seed}", "tensorboard=false",
                  "progress=false", f"threads={args.threads}", *args.overrides]
@@ -151,7 +151,7 @@ def run_one(seed: int, arm: str, runs_dir: Path, threads: int, extra: list[str])
     """One ``synco train --preset smollm2-arith`` run of ``arm`` (``cotrain`` or ``frozen``); its held-out numbers
     and Learn / Retain shares."""
     from synco.config import load_config
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     run_id = f"{arm}-s{seed}"
     cfg = load_config(PRESET, overrides=[f"seed={seed}", f"mode={arm}", f"runs_dir={runs_dir}", f"run_id={run_id}",
@@ -173,7 +173,8 @@ def item_scores(cfg, reasoner_path: str | None):
     from synco.grading.checker import AnswerChecker
     from synco.run.heldout import evaluate_heldout_scores
     from synco.run.setup import heldout_seed
-    from synco.run.trainer import build_domain, build_policy
+    from synco.learn.build import build_policy
+    from synco.run.build import build_domain
 
     domain = build_domain(cfg)
     items = domain.heldout(cfg.heldout_per_group, seed=heldout_seed(cfg.seed))
@@ -188,7 +189,7 @@ def backfill_learn_retain(cfg, run_dir: Path, summary: dict, runs_dir: Path) -> 
     """Learn / Retain of a run directory whose summary predates it: the initial and final Reasoner evaluated per
     problem (cached beside the runs), refused unless they reproduce the run's own per-level held-out numbers."""
     from synco.core.learn_retain import learn_retain
-    from synco.run.trainer import latest_checkpoint
+    from synco.run.checkpoints import latest_checkpoint
 
     def cached(path: Path, reasoner: str | None, expect: dict[str, float]) -> dict[str, float]:
         if path.is_file():
@@ -253,7 +254,7 @@ def transfer(args: argparse.Namespace) -> dict[str, object]:
     from synco.analysis.compare import compare as learn_retain_dirs
     from synco.analysis.compare import read_eval_dir
     from synco.cli import main as synco
-    from synco.run.trainer import latest_checkpoint
+    from synco.run.checkpoints import latest_checkpoint
 
     runs_dir = Path(args.runs_dir)
     options = ["--benchmarks", *args.benchmarks, "--data-dir", args.data_dir, "--greedy", "--max-tokens",

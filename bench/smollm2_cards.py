@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
     from synco.grading.checker import AnswerChecker
     from synco.config import load_config
     from synco.core.report import build_report
-    from synco.run.trainer import build_domain, build_policy, seed_everything
+    from synco.learn.build import build_policy
+    from synco.run.build import build_domain
+    from synco.run.rng import seed_everything
     from synco.grading.verifier import TaskVerifier
 
     torch.set_num_threads(args.threads)

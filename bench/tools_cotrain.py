@@ -76,7 +76,7 @@ def main() -> None:
 def _run(job: tuple[str, int, list[str]]) -> dict:
     """One run in a worker process, then per-task greedy outcomes before / after for Learn / Retain (both with the
     job's config: its overrides choose the domain's settings and the Reasoner's weights there too)."""
-    from synco.run.trainer import train
+    from synco.run.loop import train
 
     cfg = load_config("tools", overrides=job[2])
     s = train(cfg, log=lambda *a, **k: None)
@@ -102,7 +102,9 @@ def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:  # noqa: ANN001 - a
     from synco.core.episodes import EpisodeLimits
     from synco.core.policy import SamplingParams
     from synco.rollout.episodes import heldout_successes
-    from synco.run.trainer import build_domain, build_policy, latest_checkpoint
+    from synco.learn.build import build_policy
+    from synco.run.build import build_domain
+    from synco.run.checkpoints import latest_checkpoint
 
     domain = build_domain(cfg)
     items = domain.heldout(cfg.heldout_per_group, seed=cfg.seed + 12345)

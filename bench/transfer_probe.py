@@ -22,7 +22,8 @@ import time
 
 from synco.config import load_config
 from synco.cotrain.engine import cotrain_step
-from synco.run.trainer import evaluate_heldout_greedy, setup_run
+from synco.run.heldout import evaluate_heldout_greedy
+from synco.run.setup import setup_run
 
 
 def main() -> None:

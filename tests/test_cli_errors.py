@@ -51,3 +51,73 @@ def test_train_with_an_unknown_starting_factor_names_it_and_the_known_ones(tmp_p
     err = capsys.readouterr().err
     assert "synco train: evosyn.factors: unknown factor(s) ['size'] for this domain; known: pattern," in err
     assert "family" in err and "Traceback" not in err and "Loading weights" not in err  # before any model loads
+
+
+# ----------------------------------------------------------------- a model that cannot be loaded
+
+
+def _offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No hub, an empty hub cache, a benchmark folder in the working directory, and no model may load."""
+    import synco.run.build
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "benchmarks" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "data" / "benchmarks" / "gsm8k" / "test.jsonl").write_text('{"id": "1", "question": "q", "answer": "1"}\n')
+    monkeypatch.setattr(synco.run.build, "build_policies", lambda *a, **k: pytest.fail("a model was loaded"))
+
+
+@pytest.mark.parametrize("preset,fields", [
+    ("paper", ["synthesizer.model_path", "reasoner.model_path"]),
+    ("tau2-paper", ["synthesizer.model_path", "reasoner.model_path", "tau2.user_model"]),
+])
+def test_train_with_a_hub_model_and_no_hub_names_each_field_before_anything(
+        preset: str, fields: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _offline_hub(tmp_path, monkeypatch)
+    assert main(["train", "--preset", preset, "steps=1", f"runs_dir={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("synco train: cannot load the run's models:\n")
+    for field in fields:
+        assert f"  {field}='Qwen/Qwen3-8B': no such local folder, and not in the Hugging Face cache" in err
+    assert err.count("\n") == 1 + len(fields) and "point it at a local model folder" in err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+def test_train_with_an_unreachable_hub_names_the_checker_field_and_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import huggingface_hub
+
+    _offline_hub(tmp_path, monkeypatch)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+    def unreachable(self, repo_id, **kwargs):
+        raise OSError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    assert main(["train", "--preset", "paper", f"synthesizer.model_path={mine}", f"reasoner.model_path={mine}",
+                 "consensus_solver=checker", "checker.model_path=no-such-org/checker", f"runs_dir={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "synthesizer" not in err and "reasoner" not in err  # local folders are fine
+    assert "  checker.model_path='no-such-org/checker': no such local folder, and the Hugging Face hub could not be " \
+           "reached to fetch it (OSError: [Errno -2] Name or service not known)" in err
+    assert "or run where the hub is reachable" in err and "Traceback" not in err
+
+
+def test_resume_checks_only_the_models_it_loads_from_the_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from synco.config import load_config
+    from synco.run.setup import configured_models
+
+    cfg = load_config("tau2-paper")
+    assert configured_models(cfg) == {"synthesizer.model_path": "Qwen/Qwen3-8B", "reasoner.model_path": "Qwen/Qwen3-8B",
+                                      "tau2.user_model": "Qwen/Qwen3-8B"}
+    assert configured_models(cfg, from_checkpoint=True) == {"tau2.user_model": "Qwen/Qwen3-8B"}  # agents: the checkpoint
+    solo = load_config("tau2-paper", overrides=["tau2.domain=mock"])  # auto on a domain with a solo mode: no user
+    assert "tau2.user_model" not in configured_models(solo)
+    checker = load_config("smollm2", overrides=["consensus_solver=checker"])  # the checker is the Reasoner's model
+    assert configured_models(checker, from_checkpoint=True) == {"reasoner.model_path": "smollm2"}

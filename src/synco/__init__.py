@@ -13,11 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from synco import _aliases
-
 __version__ = "0.1.0"
-
-_aliases.install()  # the module paths before the layered packages (docs/CHANGELOG.md)
 
 _EXPORTS = {
     # records

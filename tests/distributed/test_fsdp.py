@@ -43,7 +43,7 @@ def test_rank_0_holds_the_rendezvous_port_from_the_moment_it_is_picked() -> None
 
 def _policy(dtype: str = "float32"):
     """A tiny Llama policy; ``bfloat16`` keeps the weights in bf16 and trains through fp32 masters."""
-    from synco.learn.grpo import GRPOConfig
+    from synco.core.policy import GRPOConfig
     from synco.learn.hf_policy import HFPolicy
     from synco.core.policy import PolicyConfig
     from synco.learn.charlm import char_tokenizer, tiny_llama

@@ -22,7 +22,7 @@ def _policy(folder: str | None = None):  # noqa: ANN202
     """The tiny learner, fresh or (``folder``) loaded from a saved checkpoint, as a resume builds it."""
     from transformers import AutoModelForCausalLM
 
-    from synco.learn.grpo import GRPOConfig
+    from synco.core.policy import GRPOConfig
     from synco.learn.hf_policy import HFPolicy
     from synco.core.policy import PolicyConfig
     from synco.learn.charlm import char_tokenizer, tiny_llama

@@ -204,7 +204,8 @@ def test_ray_run_records_the_in_process_run_on_the_rounds_protocol(tmp_path, loc
     """The round's own Reasoner requests (GRPO on the round's tasks) are seeded like the step's, so rollout
     workers sample what the in-process learner samples: same metrics, pool rows and weights after the round."""
     from synco.run.steps import protocol_step
-    from synco.run.trainer import close_policies, setup_run
+    from synco.run.loop import close_policies
+    from synco.run.setup import setup_run
 
     def run(run_id, *extra):  # noqa: ANN001, ANN202
         cfg = load_config("arith", overrides=[*TINY, *ROUNDS, f"runs_dir={tmp_path}", f"run_id={run_id}", *extra])

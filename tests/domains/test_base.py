@@ -1,5 +1,8 @@
 """synco.domains.base: the shared Reasoner-prompt path (solve) and the response prefix."""
 
+import re
+
+from synco.domains import base
 from synco.domains.base import response_prefix, solve
 from synco.core.sampling import Completion, SamplingParams
 
@@ -100,3 +103,10 @@ def test_answer_extractor_is_the_domains_reader_or_none() -> None:
     read = answer_extractor(domain)
     assert read is not None and read("3+4 = 7}") == "7"
     assert answer_extractor(_Domain("\\boxed{")) is None  # grading then uses reward-mode extraction
+
+
+def test_the_module_docstring_names_every_capability() -> None:
+    """Every runtime-checkable capability ``base`` exports is listed in its docstring, and nothing else."""
+    capabilities = {n for n in base.__all__ if n.startswith("Has")}
+    assert len(capabilities) == 12
+    assert set(re.findall(r":class:`(Has\w+)`", base.__doc__ or "")) == capabilities

@@ -70,3 +70,17 @@ def test_average_stderr() -> None:
     assert average_stderr([2.0]) == pytest.approx(2.0)
     assert average_stderr([3.0, None]) is None
     assert average_stderr([]) is None
+
+
+def test_one_estimate_record_for_benchmarks_and_tau2() -> None:
+    """Benchmarks (percent) and τ² splits (fractions) report the same record: a mean and its standard error."""
+    from synco.eval.metrics import Estimate, estimate
+    from synco.eval.tau2_metrics import tau2_metrics
+
+    assert estimate([1.0]) == Estimate(value=1.0, stderr=None)
+    half = estimate([0.0, 1.0], scale=100.0)
+    assert half.value == 50.0 and half.stderr == pytest.approx(50.0)  # sd 0.707 / sqrt 2 = 0.5
+    bench = benchmark_metrics({"a": [True], "b": [False]})
+    tau2 = tau2_metrics({"a": [1.0], "b": [0.0]})
+    assert type(bench.avg_at_k) is type(tau2.avg_reward) is Estimate
+    assert bench.avg_at_k.value == 100.0 * tau2.pass_hat_k[1].value

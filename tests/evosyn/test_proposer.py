@@ -10,14 +10,8 @@ import pytest
 
 from synco.config import ConfigError, load_config
 from synco.evosyn.config import EvoSynConfig, ProposerConfig, ReflectorConfig
-from synco.evosyn.proposer import (
-    MAX_SCAN,
-    ProposedFactor,
-    parse_proposal,
-    pick_examples,
-    proposer_prompt,
-    to_def,
-)
+from synco.evosyn.proposed import ProposedFactor
+from synco.evosyn.proposer import MAX_SCAN, parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import reflect
 from synco.evosyn.run import EvoState, build_evo_state, propose_and_log, reflect_and_log, with_proposed_values
 from synco.evosyn.space import FactorChange, FactorSpace

@@ -8,7 +8,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from synco.learn.grpo import GRPOConfig, group_advantages, k3_kl, policy_loss
+from synco.core.policy import GRPOConfig
+from synco.learn.grpo import group_advantages, k3_kl, policy_loss
 from synco.core.rewards import is_gradient_bearing
 
 # --------------------------------------------------------------------------- advantages

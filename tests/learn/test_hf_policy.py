@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from synco.learn.grpo import GRPOConfig, policy_loss
+from synco.learn.grpo import policy_loss
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, LoraSettings, Policy, PolicyConfig, SamplingParams
+from synco.core.policy import STATE_FILE, Experience, GRPOConfig, LoraSettings, Policy, PolicyConfig, SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 torch.set_num_threads(1)

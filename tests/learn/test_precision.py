@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, PolicyConfig
+from synco.core.policy import STATE_FILE, Experience, GRPOConfig, PolicyConfig
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

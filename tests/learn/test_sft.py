@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import LoraSettings, Policy, PolicyConfig
+from synco.core.policy import GRPOConfig, LoraSettings, Policy, PolicyConfig
 from synco.learn.sft import IGNORE, SFTExample, completion_loss, shift_labels
 from synco.learn.shared_base import SharedBase
 from synco.learn.charlm import char_tokenizer, tiny_llama

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from synco.learn.grpo import GRPOConfig
 from synco.learn.models import unavailable_reason
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, LoraSettings, Policy, PolicyConfig, SamplingParams
+from synco.core.policy import STATE_FILE, Experience, GRPOConfig, LoraSettings, Policy, PolicyConfig, SamplingParams
 from synco.learn.shared_base import AdapterPolicy, SharedBase, shared_base_problems
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from synco.core.policy import PolicyConfig
+from synco.core.policy import GRPOConfig, PolicyConfig
 from synco.learn.charlm import char_tokenizer, tiny_llama
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.user_sim import LocalUserSim
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from synco.core.episodes import EnvStep, Episode, EpisodeGrade, EpisodeLimits, ToolCall
-from synco.core.policy import Experience, PolicyConfig, SamplingParams
+from synco.core.policy import Experience, GRPOConfig, PolicyConfig, SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
-from synco.learn.grpo import GRPOConfig, policy_loss
+from synco.learn.grpo import policy_loss
 from synco.learn.hf_policy import HFPolicy
 from synco.rollout.episodes import run_episodes
 

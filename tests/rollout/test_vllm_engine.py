@@ -23,9 +23,8 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 
 from synco.core.seeds import chunk_seed, derive_seed
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFGenerator, HFPolicy
-from synco.core.policy import Experience, LoraSettings, PolicyConfig, SamplingParams
+from synco.core.policy import Experience, GRPOConfig, LoraSettings, PolicyConfig, SamplingParams
 from synco.rollout import VLLMSettings
 from synco.rollout import vllm_engine as ve
 from synco.learn.shared_base import BaseView, SharedBase

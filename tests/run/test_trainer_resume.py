@@ -126,16 +126,16 @@ def test_damaged_checkpoints_fall_back_to_the_previous_intact_one(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_finishes_the_step_saves_it_and_prints_the_resume_command(tmp_path, capsys, monkeypatch, one_thread):
-    import synco.run.loop as loop
+    import synco.run.steps as steps  # protocol_step hands the loop this module's cotrain_step (online)
 
-    real_step = loop.cotrain_step
+    real_step = steps.cotrain_step
 
     def step_with_ctrl_c(state, step):
         if step == 1:
             os.kill(os.getpid(), signal.SIGINT)  # arrives mid-step
         return real_step(state, step)
 
-    monkeypatch.setattr(loop, "cotrain_step", step_with_ctrl_c)
+    monkeypatch.setattr(steps, "cotrain_step", step_with_ctrl_c)
     handler = signal.getsignal(signal.SIGINT)
     assert main(start_run(tmp_path, "stop")) == 130
     run = tmp_path / "stop"
@@ -145,7 +145,7 @@ def test_ctrl_c_finishes_the_step_saves_it_and_prints_the_resume_command(tmp_pat
     assert metric_steps(run) == [0, 1] and (run / "checkpoints" / "step_1" / "trainer_state.pt").is_file()
     assert signal.getsignal(signal.SIGINT) is handler  # the handler is put back
 
-    monkeypatch.setattr(loop, "cotrain_step", real_step)
+    monkeypatch.setattr(steps, "cotrain_step", real_step)
     assert main(["train", "--resume", str(run)]) == 0
     assert "resuming" in capsys.readouterr().out
     assert_each_step_once(run, 4)

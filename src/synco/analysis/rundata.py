@@ -13,9 +13,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from synco.evosyn.space import FactorChange, FactorEvidence, FactorSpace
+from synco.core.jsonl import read_jsonl, validation_message
 from synco.core.pool import SCHEMA_VERSION
 from synco.core.rewards import teachability
 
@@ -189,8 +190,8 @@ def read_evosyn(run: Path) -> EvoSynFiles | None:
     """
     if not any((run / name).is_file() for name in EVOSYN_FILES):
         return None
-    out = EvoSynFiles(changes=_read_jsonl(run / "factors.jsonl", FactorChange, "factor-space change"),
-                      reflections=_read_jsonl(run / "reflector.jsonl", ReflectionLine, "reflection"),
+    out = EvoSynFiles(changes=read_jsonl(run / "factors.jsonl", FactorChange, "factor-space change", error=AnalysisError),
+                      reflections=read_jsonl(run / "reflector.jsonl", ReflectionLine, "reflection", error=AnalysisError),
                       designer_target=read_designer_target(run / "config.yaml"))
     path = run / "factor_space.json"
     if path.is_file():
@@ -200,32 +201,8 @@ def read_evosyn(run: Path) -> EvoSynFiles | None:
             n_cells = data.get("n_cells")
             out.n_cells = int(n_cells) if isinstance(n_cells, int) else None
         except (ValueError, AttributeError) as e:  # ValidationError is a ValueError
-            raise AnalysisError(f"{path}: not a factor space ({_first_error(e)})") from e
+            raise AnalysisError(f"{path}: not a factor space ({validation_message(e)})") from e
     return out
-
-
-def _read_jsonl(path: Path, model: type[BaseModel], what: str) -> list:  # type: ignore[type-arg]
-    """Every line of ``path`` as ``model`` (a missing file is no lines); AnalysisError names file:line."""
-    if not path.is_file():
-        return []
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(model.model_validate_json(line))
-        except ValidationError as e:
-            raise AnalysisError(f"{path}:{n}: not a {what} ({_first_error(e)})") from e
-    return rows
-
-
-def _first_error(e: Exception) -> str:
-    """The first message of a pydantic ValidationError (its field and why), else the exception text."""
-    if isinstance(e, ValidationError):
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        return f"{where}: {err['msg']}" if where else err["msg"]
-    return str(e)
 
 
 def read_designer_target(path: Path) -> float | None:
@@ -347,15 +324,7 @@ def read_metrics(path: Path) -> list[MetricsLine]:
     if not path.is_file():
         raise AnalysisError(f"{path} not found: a run directory needs its metrics.jsonl "
                             "(written by `synco train`, one line per step)")
-    by_step: dict[int, MetricsLine] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = MetricsLine.model_validate_json(line)
-        except ValidationError as e:
-            raise AnalysisError(f"{path}:{n}: not a metrics line ({e.errors()[0]['msg']})") from e
-        by_step[row.step] = row
+    by_step = {row.step: row for row in read_jsonl(path, MetricsLine, "metrics line", error=AnalysisError)}
     return [by_step[s] for s in sorted(by_step)]
 
 

@@ -8,9 +8,14 @@ never touch. The loop itself is domain-free.
 
 * :class:`Domain` -- the members every domain has (checked when the registry builds one).
 * Optional capabilities, each a small protocol the loop checks with ``isinstance``:
-  :class:`HasResponsePrefix`, :class:`HasProblemResponsePrefix`, :class:`HasAnswerExtractor`,
-  :class:`HasAnswerFormat`, :class:`HasCardTemplate` and
-  :class:`HasFactorSpace` (defined in ``synco.evosyn.space``, where the factor space lives).
+
+  - answering: :class:`HasResponsePrefix`, :class:`HasProblemResponsePrefix`, :class:`HasAnswerExtractor`,
+    :class:`HasAnswerFormat`;
+  - the Synthesizer's card: :class:`HasCardTemplate`;
+  - factors: :class:`HasFactorSpace` and :class:`HasFactorSubject` (defined in ``synco.evosyn.space``,
+    where the factor space lives);
+  - agents that act: :class:`HasEnvironment`, :class:`HasGoldTurns`, :class:`HasToolSchemas`,
+    :class:`HasTrajectories`, :class:`HasExportFields`.
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
 ``docs/ADDING_A_DOMAIN.md`` walks through all of it with a complete example;

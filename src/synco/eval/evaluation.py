@@ -109,6 +109,7 @@ from synco.grading.benchmarks import BENCHMARK_NAMES, BenchmarkError, BenchmarkI
 from synco.eval.metrics import BenchmarkMetrics, average_stderr, benchmark_metrics
 from synco.learn.models import ModelNotAvailable
 from synco.core.prompts import PromptError, build_prompt, load_prompt, render
+from synco.core.jsonl import read_jsonl
 from synco.core.records import ExtractionMethod
 from synco.core.policy import Generator
 from synco.core.rollout_config import VLLMSettings
@@ -350,20 +351,7 @@ def read_raw_records(path: Path) -> list[EvalRecord]:
     Any other unreadable line is an EvalError naming the file and line: it
     means the file was edited or written by something else.
     """
-    if not path.is_file():
-        return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    lines.pop()  # "" after the final newline, or the partial last line
-    records: list[EvalRecord] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(EvalRecord.model_validate_json(line))
-        except ValidationError as err:
-            raise EvalError(f"{path}:{lineno}: not an eval record ({err.errors()[0]['msg']})") from None
-    return records
+    return read_jsonl(path, EvalRecord, "eval record", error=EvalError, torn_tail=True)
 
 
 def _trim_partial_tail(path: Path) -> None:

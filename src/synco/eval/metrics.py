@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, Field
 
 
-class MetricValue(BaseModel):
-    """A benchmark number in percent and its standard error in percentage points (None: undefined)."""
+class Estimate(BaseModel):
+    """A mean over a benchmark's problems (or a split's tasks) and its standard error, in the same unit: percent
+    and percentage points in ``eval_metrics.json``, fractions in τ²'s summary. ``stderr`` None: below two values."""
 
     value: float
     stderr: float | None
@@ -40,8 +41,8 @@ class BenchmarkMetrics(BaseModel):
 
     problems: int = Field(description="Problems graded.")
     samples: int = Field(description="Samples per problem (k of avg@k; the smallest count when they differ).")
-    avg_at_k: MetricValue = Field(description="Mean per-problem share of correct samples (= accuracy.json's number).")
-    pass_at_k: dict[int, MetricValue] = Field(default_factory=dict, description="Unbiased pass@k for each chosen k <= samples.")
+    avg_at_k: Estimate = Field(description="Mean per-problem share of correct samples, percent (= accuracy.json's number).")
+    pass_at_k: dict[int, Estimate] = Field(default_factory=dict, description="Unbiased pass@k for each chosen k <= samples.")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -71,8 +72,10 @@ def mean_and_stderr(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(var / n)
 
 
-def _percent(mean: float, se: float | None) -> MetricValue:
-    return MetricValue(value=100.0 * mean, stderr=None if se is None else 100.0 * se)
+def estimate(values: Sequence[float], scale: float = 1.0) -> Estimate:
+    """The mean of ``values`` and its standard error (:func:`mean_and_stderr`), both times ``scale`` (100: percent)."""
+    mean, se = mean_and_stderr(values)
+    return Estimate(value=scale * mean, stderr=None if se is None else scale * se)
 
 
 def benchmark_metrics(outcomes: Mapping[str, Sequence[bool]], ks: Sequence[int] = (1,)) -> BenchmarkMetrics:
@@ -84,8 +87,8 @@ def benchmark_metrics(outcomes: Mapping[str, Sequence[bool]], ks: Sequence[int] 
         raise ValueError("benchmark_metrics needs at least one problem and one sample per problem")
     counts = [(len(v), sum(bool(x) for x in v)) for v in outcomes.values()]
     n_min = min(n for n, _ in counts)
-    avg = _percent(*mean_and_stderr([c / n for n, c in counts]))
-    passes = {k: _percent(*mean_and_stderr([pass_at_k(n, c, k) for n, c in counts]))
+    avg = estimate([c / n for n, c in counts], scale=100.0)
+    passes = {k: estimate([pass_at_k(n, c, k) for n, c in counts], scale=100.0)
               for k in sorted(set(ks)) if 1 <= k <= n_min}
     return BenchmarkMetrics(problems=len(counts), samples=n_min, avg_at_k=avg, pass_at_k=passes)
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from synco.core.episodes import EpisodeLimits, Turn
+from synco.core.jsonl import read_jsonl
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
 from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _trim_partial_tail, _write_json,
@@ -387,19 +388,7 @@ def gold_reasons(world: World, task: Task, solo: bool) -> list[str]:
 def read_trials(path: Path) -> list[Tau2Trial]:
     """Records of ``tau2_trials.jsonl``; a last line without its newline (an interrupted write) is ignored, any other
     unreadable line is an error naming the file and line."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    lines.pop()
-    out = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Tau2Trial.model_validate_json(line))
-        except ValidationError as err:
-            raise Tau2EvalError(f"{path}:{lineno}: not a tau2 trial record ({err.errors()[0]['msg']})") from None
-    return out
+    return read_jsonl(path, Tau2Trial, "tau2 trial record", error=Tau2EvalError, torn_tail=True)
 
 
 def tau2_version() -> str:

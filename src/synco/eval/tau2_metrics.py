@@ -23,17 +23,10 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from synco.eval.metrics import mean_and_stderr
+from synco.eval.metrics import Estimate, estimate
 
 SUCCESS_TOLERANCE = 1e-6
 """A reward within this of 1.0 is a success (τ²'s ``is_successful``)."""
-
-
-class Estimate(BaseModel):
-    """A fraction in [0, 1] over tasks and its standard error (None below two tasks)."""
-
-    value: float
-    stderr: float | None
 
 
 class Tau2Metrics(BaseModel):
@@ -41,8 +34,8 @@ class Tau2Metrics(BaseModel):
 
     tasks: int = Field(description="Tasks counted.")
     trials: int = Field(description="Trials per task (the smallest count when they differ): the largest k.")
-    avg_reward: Estimate = Field(description="Mean over tasks of each task's mean trial reward.")
-    pass_hat_k: dict[int, Estimate] = Field(default_factory=dict, description="pass^k for k = 1 .. trials.")
+    avg_reward: Estimate = Field(description="Mean over tasks of each task's mean trial reward (a fraction).")
+    pass_hat_k: dict[int, Estimate] = Field(default_factory=dict, description="pass^k for k = 1 .. trials (fractions).")
 
 
 def is_success(reward: float) -> bool:
@@ -62,11 +55,6 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def _estimate(values: Sequence[float]) -> Estimate:
-    mean, se = mean_and_stderr(values)
-    return Estimate(value=mean, stderr=se)
-
-
 def tau2_metrics(rewards: Mapping[str, Sequence[float]]) -> Tau2Metrics:
     """pass^k for k = 1 .. (fewest trials of a task) and the mean reward, from each task's trial rewards."""
     if not rewards or any(len(v) == 0 for v in rewards.values()):
@@ -75,6 +63,6 @@ def tau2_metrics(rewards: Mapping[str, Sequence[float]]) -> Tau2Metrics:
     k_max = min(n for n, _ in counts)
     return Tau2Metrics(
         tasks=len(counts), trials=k_max,
-        avg_reward=_estimate([math.fsum(v) / len(v) for v in rewards.values()]),
-        pass_hat_k={k: _estimate([pass_hat_k(n, c, k) for n, c in counts]) for k in range(1, k_max + 1)},
+        avg_reward=estimate([math.fsum(v) / len(v) for v in rewards.values()]),
+        pass_hat_k={k: estimate([pass_hat_k(n, c, k) for n, c in counts]) for k in range(1, k_max + 1)},
     )

@@ -10,7 +10,7 @@ word or phrase; else ``other``). It then joins the Reflector's candidates and is
 only on the same evidence test as any other candidate.
 
 Model output is hostile input: :func:`parse_proposal` reads a bounded prefix, finds a
-balanced ``{...}`` by scanning (no regex built from model text), ``json.loads`` it (never
+balanced ``{...}`` by scanning (``synco.grading.jsonscan``) (no regex built from model text), ``json.loads`` it (never
 eval) and validates every field; anything wrong is None.
 """
 
@@ -26,15 +26,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from synco.core.prompts import load_prompt, render
-from synco.evosyn.proposed import (  # noqa: F401  (the record and its rules, re-exported for the parser)
-    FALLBACK,
-    KEYWORD_PATTERN,
-    MAX_PROBLEM_CHARS,
-    NAME_PATTERN,
-    RAW_CHARS,
-    ProposedFactor,
-    tokens,
-)
+from synco.grading.jsonscan import balanced_objects
+from synco.evosyn.proposed import FALLBACK, MAX_PROBLEM_CHARS, RAW_CHARS, ProposedFactor, tokens
 
 from synco.evosyn.space import FactorDef
 
@@ -82,45 +75,6 @@ def to_def(p: ProposedFactor) -> FactorDef:
 # ----------------------------------------------------------------- parsing model output
 
 
-def balanced_objects(text: str) -> Iterable[str]:
-    """The top-level balanced ``{...}`` spans of ``text`` in order (JSON string-aware inside a span).
-
-    A span nested deeper than ``MAX_DEPTH`` is skipped; at most ``MAX_OBJECTS`` spans are tried.
-    Linear in ``len(text)``.
-    """
-    i, n, found = 0, len(text), 0
-    while found < MAX_OBJECTS:
-        start = text.find("{", i)
-        if start < 0:
-            return
-        depth, in_str, esc, too_deep, j = 0, False, False, False, start
-        while j < n:
-            ch = text[j]
-            if in_str:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == '"':
-                    in_str = False
-            elif ch == '"':
-                in_str = True
-            elif ch in "{[":
-                depth += 1
-                too_deep = too_deep or depth > MAX_DEPTH
-            elif ch in "}]":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if j >= n:  # unbalanced to the end: nothing more to find
-            return
-        found += 1
-        if not too_deep:
-            yield text[start:j + 1]
-        i = j + 1
-
-
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads`` hook: a key written twice is an error (the later one would silently win)."""
     out: dict[str, Any] = {}
@@ -141,7 +95,7 @@ def parse_proposal(text: str, existing_names: Iterable[str], step: int) -> Propo
         return None
     taken = {n.lower() for n in existing_names} | {FALLBACK}
     head = text[:MAX_SCAN]
-    for span in balanced_objects(head):
+    for span in balanced_objects(head, MAX_DEPTH, MAX_OBJECTS):
         try:
             obj = json.loads(span, object_pairs_hook=_no_duplicate_keys)
         except (ValueError, RecursionError):

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import check_control, pending
-from synco.evosyn.proposer import RAW_CHARS, ProposedFactor, parse_proposal, pick_examples, proposer_prompt, to_def
+from synco.evosyn.proposed import RAW_CHARS, ProposedFactor
+from synco.evosyn.proposer import parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
 from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, feasible_cells
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord

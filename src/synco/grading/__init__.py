@@ -6,8 +6,7 @@ The answer modules, bottom to top: :mod:`~synco.grading.normalise` (text prepara
 :mod:`~synco.grading.values` (the values the fast path reads), :mod:`~synco.grading.equivalence` (comparing
 them), :mod:`~synco.grading.extract` (finding the answer in a response), :mod:`~synco.grading.worker` (the
 math-verify child process) and :mod:`~synco.grading.checker` (:class:`AnswerChecker`). Their public names are
-also loaded from here on first use, which is what the old paths ``synco.grading.answers`` and
-``synco.grading.answers`` now point at.
+also loaded from here on first use.
 """
 
 from __future__ import annotations

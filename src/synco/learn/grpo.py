@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from synco.core.policy import GRPOConfig, LossAgg  # noqa: F401  (re-exported: the settings live torch-free)
-from synco.core.rewards import is_gradient_bearing  # noqa: F401  (re-exported: the group test lives with the rewards)
+from synco.core.policy import LossAgg
 
 
 

@@ -161,3 +161,84 @@ def resolve_model(name_or_path: str) -> str:
     if not (out / "config.json").is_file():
         convert_gguf(find_gguf(name_or_path), out)
     return str(out)
+
+
+# ----------------------------------------------------------------- can a configured model be loaded here?
+
+HUB_TIMEOUT = 10.0
+"""Seconds the hub look-up of :func:`model_problem` may take (one metadata request, no weights)."""
+
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache as the environment names it now (``HF_HUB_CACHE``, ``HF_HOME``/hub, or
+    ``~/.cache/huggingface/hub``)."""
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    root = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return root / "huggingface" / "hub"
+
+
+def hub_offline() -> bool:
+    """Whether the environment forbids the hub (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``)."""
+    return any(os.environ.get(v, "").strip().upper() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def model_problem(path: str) -> str | None:
+    """Why the model a config names (``path``) cannot be loaded on this machine, with what to do; None when it can,
+    as far as a cheap look-up tells (no weights are read).
+
+    A built-in warm start is always there; a model preset needs its package (:func:`unavailable_reason`); an
+    existing path must be a model folder; anything else is a hub id, found in the local hub cache or, with
+    network, on the hub (one metadata request). Called before a run loads its models, so that a model that cannot
+    be loaded stops the run with one message naming its field, not a transformers traceback from inside the load.
+    """
+    if path.startswith("builtin:"):
+        return None
+    if path in PRESETS:
+        return unavailable_reason(path)
+    local = Path(path)
+    if local.exists():
+        if local.is_dir() and not any((local / f).is_file() for f in ("config.json", "adapter_config.json")):
+            return ("a folder without config.json, not a Hugging Face model folder: point it at the folder that "
+                    "holds the model's config.json, tokenizer and weights")
+        return None
+    return _hub_problem(path)
+
+
+def _hub_problem(repo_id: str) -> str | None:
+    """Why hub id ``repo_id`` cannot be loaded here (not cached, and the hub unreachable or without it), else None."""
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+        from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+    except ImportError:  # transformers brings huggingface_hub: without it nothing loads, and the load says so
+        return None
+    cache = hub_cache_dir()
+    try:
+        if isinstance(try_to_load_from_cache(repo_id, "config.json", cache_dir=cache), str):
+            return None
+    except (HFValidationError, ValueError):
+        return "no such local folder, and not a hub id either: point it at a local model folder"
+    local_hint = "point it at a local model folder (config.json, tokenizer and weights)"
+    if hub_offline():
+        return (f"no such local folder, and not in the Hugging Face cache ({cache}) while the hub is switched off "
+                f"(HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE): {local_hint}, or download it first where the hub is "
+                f"reachable")
+    try:
+        HfApi().model_info(repo_id, timeout=HUB_TIMEOUT)
+    except GatedRepoError:
+        return (f"no such local folder, and the hub id is gated: accept its terms on huggingface.co and log in "
+                f"(hf auth login), or {local_hint}")
+    except RepositoryNotFoundError:
+        return (f"no such local folder, and no model of that id on the Hugging Face hub (or a private one: log in "
+                f"with hf auth login): {local_hint}, or use an existing hub id")
+    except Exception as err:  # the hub unreachable: the HTTP client's error types differ between versions
+        why = (str(err).strip().splitlines() or [""])[0][:160]
+        return (f"no such local folder, and the Hugging Face hub could not be reached to fetch it "
+                f"({type(err).__name__}: {why}): {local_hint}, or run where the hub is reachable (a hub id is "
+                f"downloaded on first use)")
+    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from synco.config import RunConfig
-from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.engine import CoTrainState
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import HealthMonitor
 from synco.domains.base import export_fields
@@ -96,7 +96,7 @@ def _run_steps(run: Run, bar: Any, hooks: list[StepHook], loggers: Loggers, moni
     """Each step of ``bar``: the protocol's step, its valid tasks and metrics line, the hooks, and the stop
     (``RunInterrupted`` after a signal or a stop alert; the checkpoint hook has saved the step)."""
     cfg, st = run.cfg, run.state
-    run_step = cotrain_step if cfg.protocol == "online" else protocol_step(cfg)
+    run_step = protocol_step(cfg)  # cotrain_step itself for online
     for step in bar:
         stats = run_step(st, step)
         st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step, export_fields(st.domain))

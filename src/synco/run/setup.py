@@ -59,8 +59,12 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     from synco.core.threads import apply_threads
 
     check_runnable(cfg)  # inputs on disk (benchmark files) before anything is created or loaded
+    if resume is None:
+        check_models(cfg)  # before the run directory exists
     log(apply_threads(cfg.threads).describe())
     run_dir, ckpt = open_run_dir(cfg, resume, log)
+    if resume is not None:
+        check_models(cfg, from_checkpoint=ckpt is not None)
     pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
 
     seed_everything(cfg.seed)
@@ -96,6 +100,48 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
                          consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus,
                          sequences=run_sequences(domain, pool))
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout)
+
+
+def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str, str]:
+    """The config fields naming a model the run loads from its config, with their values.
+
+    Both agents; a resumed run with a checkpoint loads them from it, except a LoRA agent's base (and the shared
+    base). The consensus checker's model when ``consensus_solver=checker`` (the Reasoner's own without a
+    ``checker`` section); τ²'s simulated user when the run may need one (not solo).
+    """
+    models: dict[str, str] = {}
+    for role in ("synthesizer", "reasoner"):
+        policy = getattr(cfg, role)
+        if not from_checkpoint or policy.lora is not None or (cfg.shared_base and role == "synthesizer"):
+            models[f"{role}.model_path"] = policy.model_path
+    if cfg.consensus and cfg.consensus_solver == "checker":
+        if cfg.checker is not None:
+            models["checker.model_path"] = cfg.checker.model_path
+        else:
+            models["reasoner.model_path"] = cfg.reasoner.model_path
+    if cfg.domain == "tau2":
+        from synco.domains.tau2.world import SOLO_DOMAINS
+
+        user = cfg.tau2.user
+        if user == "simulated" or (user == "auto" and cfg.tau2.domain not in SOLO_DOMAINS):
+            models["tau2.user_model"] = cfg.tau2.user_model
+    return models
+
+
+def check_models(cfg: RunConfig, from_checkpoint: bool = False) -> None:
+    """Raise ConfigError, one line per field, when a model the run would load cannot be loaded here (a missing
+    folder, a hub id with the hub unreachable, ...: ``synco.learn.models.model_problem``), before any is loaded."""
+    from synco.learn.models import model_problem
+
+    looked_up: dict[str, str | None] = {}
+    problems = []
+    for name, path in configured_models(cfg, from_checkpoint).items():
+        if path not in looked_up:
+            looked_up[path] = model_problem(path)
+        if looked_up[path]:
+            problems.append(f"{name}={path!r}: {looked_up[path]}")
+    if problems:
+        raise ConfigError("cannot load the run's models:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def run_sequences(domain: Domain, pool: TaskPool) -> DistinctSequences | None:

@@ -17,10 +17,9 @@ from synco.config import load_config
 from synco.domains.base import reasoner_prompts, solve
 from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings
 from synco.rollout.attempts import AnswerSolver, Task
-from synco.learn.grpo import GRPOConfig
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.models import unavailable_reason
-from synco.core.policy import Completion, Experience, PolicyConfig, SamplingParams, UpdateStats
+from synco.core.policy import Completion, Experience, GRPOConfig, PolicyConfig, SamplingParams, UpdateStats
 from synco.core.pool import TaskPool
 from synco.cotrain.protocols.config import SFT_LR, RoundsConfig
 from synco.cotrain.protocols.rounds import (
@@ -404,7 +403,7 @@ def spy_on(policy: HFPolicy) -> tuple[list[Completion], list[Experience]]:
 
 @pytest.mark.slow
 def test_a_round_trains_the_ids_the_default_worlds_reasoner_sampled(tmp_path, one_thread) -> None:  # noqa: ANN001
-    from synco.run.trainer import build_policy
+    from synco.learn.build import build_policy
 
     cfg = load_config("arith")
     reasoner = build_policy(cfg.reasoner)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from synco.core.episodes import ToolCall
-from synco.domains.tau2.calls import (MAX_CALL_CHARS, MAX_DEPTH, MAX_TURN_CHARS, AgentTurn, format_call, json_depth,
-                                      parse_turn)
+from synco.domains.tau2.calls import MAX_CALL_CHARS, MAX_DEPTH, MAX_TURN_CHARS, AgentTurn, format_call, parse_turn
 
 
 @pytest.mark.parametrize("name,arguments", [
@@ -63,9 +62,3 @@ def test_errors_are_codes_never_exceptions(text: str, code: str) -> None:
     turn = parse_turn(text)
     assert turn.kind == "error" and turn.error == code and turn.call is None and turn.message is None
     assert text[:30] not in turn.detail or not text[:30].strip()  # the detail never echoes the agent's text
-
-
-def test_json_depth_ignores_brackets_in_strings() -> None:
-    assert json_depth('{"a": [1, {"b": "[[[{{{"}]}') == 3
-    assert json_depth('"\\"{"') == 0
-    assert json_depth("plain") == 0

@@ -5,9 +5,10 @@ as Llama-style templates write it), bare or inside the Hermes/Qwen/SmolLM wrappe
 anything else is a message. ``<think>...</think>`` blocks are dropped first (a reasoning model's scratchpad is
 neither a call nor something the user reads). One call per turn.
 
-Bounded before parsing: the turn's length, the call body's length and its bracket depth (checked by a scan, so
-``json`` never recurses deep); ``NaN``/``Infinity`` are refused. Nothing is evaluated. A malformed turn is an
-:class:`AgentTurn` with an error code (:data:`CallError`), never an exception.
+Bounded before parsing: the turn's length, the call body's length and its bracket depth (checked by a scan,
+:func:`synco.grading.jsonscan.json_depth`, so ``json`` never recurses deep); ``NaN``/``Infinity`` are refused.
+Nothing is evaluated. A malformed turn is an :class:`AgentTurn` with an error code (:data:`CallError`), never an
+exception.
 
 :func:`format_call` writes the exact text a gold agent (and an SFT target) emits for a call; :func:`parse_turn`
 reads it back to the same call.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from synco.core.episodes import ToolCall
+from synco.grading.jsonscan import json_depth
 
 __all__ = ["CALL_PREFIX", "MAX_CALL_CHARS", "MAX_DEPTH", "MAX_TURN_CHARS", "AgentTurn", "CallError", "format_call", "parse_turn"]
 
@@ -71,28 +73,6 @@ def format_call(name: str, arguments: dict[str, Any]) -> str:
 
 def _fail(code: CallError, detail: str = "") -> AgentTurn:
     return AgentTurn(error=code, detail=detail)
-
-
-def json_depth(text: str) -> int:
-    """The deepest ``{``/``[`` nesting in ``text``, brackets inside JSON strings ignored (a linear scan)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "}]":
-            depth -= 1
-    return deepest
 
 
 def _no_constants(name: str) -> Any:
