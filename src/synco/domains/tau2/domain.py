@@ -30,6 +30,7 @@ from synco.core.records import CARD_FIELDS, CardRejected, TaskCard, Verdict
 from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.domains.card_template import CardSlot, CardTemplate
+from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -146,7 +147,7 @@ class Tau2Domain:
         return mode == "solo" or (mode == "auto" and self.world.supports_solo)
 
     def user(self) -> UserAdapter:
-        """The simulated user (built on first need from the run's ``user_factory``)."""
+        """The simulated user (built on first need by ``user_factory``, see :func:`make_domain`)."""
         if self._user is None:
             if self._user_factory is None:
                 raise ValueError("this tau2 run needs a simulated user (tau2.user=simulated, or a domain without solo "
@@ -466,6 +467,25 @@ class Tau2Domain:
 
     def sample_any(self, rng: random.Random) -> str:
         return self.factor_subject(rng.choice(self._train_cards))
+
+
+def make_domain(context: DomainContext) -> Tau2Domain:
+    """The registry's factory (``domain: tau2``): the domain of the run's ``tau2:`` section, its simulated user played
+    by the model ``tau2.user_model`` names through the run's ``context.simulated_user`` (loaded on first need, by
+    the process that runs the episode). DomainError when τ²-bench is not installed."""
+    from functools import partial
+
+    from synco.domains.tau2.world import Tau2Missing, require_tau2
+
+    try:
+        require_tau2()
+    except Tau2Missing as err:
+        raise DomainError(str(err)) from None
+    settings = context.settings if isinstance(context.settings, Tau2Settings) else Tau2Settings()
+    user = None if context.simulated_user is None else partial(
+        context.simulated_user, settings.user_model, max_new_tokens=settings.user_max_new_tokens,
+        temperature=settings.user_temperature)
+    return Tau2Domain(settings, user_factory=user)
 
 
 def records_for(db: Any, ids: set[str], limit: int) -> str:
