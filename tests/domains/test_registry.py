@@ -347,8 +347,9 @@ def digitsum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 -
 def test_the_doc_example_computes_the_digit_sum(digitsum) -> None:  # noqa: ANN001
     assert digitsum.digit_sum("4721") == "14" and digitsum.digit_sum(" 99999999 ") == "72"
     assert [digitsum.digit_sum(p) for p in ("0472", "12", "123456789", "1e5", "१२३", "")] == [None] * 6
-    domain = digitsum.make_domain(DomainContext())
+    domain = digitsum.make_domain(DomainContext(settings=digitsum.DigitSumSettings()))
     assert isinstance(domain, Domain) and isinstance(domain, base.HasResponsePrefix)
+    assert isinstance(domain, base.HasEnvironment) and domain.settings.guesses == 2
     assert not isinstance(domain, (base.HasFactorSpace, base.HasCardTemplate, base.HasAnswerFormat))
     items = domain.heldout(3, seed=1)
     assert [i.group for i in items] == ["short"] * 3 + ["long"] * 3
@@ -357,6 +358,23 @@ def test_the_doc_example_computes_the_digit_sum(digitsum) -> None:  # noqa: ANN0
     for text in domain.static_cards(random.Random(0), 50):
         card = json.loads(text)
         assert not digitsum.is_heldout(card["problem"]) and card["final_answer"] == digitsum.digit_sum(card["problem"])
+    assert domain.heldout_card(items[0]).final_answer == items[0].answer
+
+
+def test_the_doc_example_environment_hints_until_its_guesses_run_out(digitsum) -> None:  # noqa: ANN001
+    """The page's environment: an answer per turn, a hint after a wrong one while ``digitsum.guesses`` remain."""
+    register_domain("digitsum", digitsum.make_domain, settings=digitsum.DigitSumSettings)
+    domain = get_domain("digitsum", DomainContext(settings={"guesses": 3}))
+    card = domain.heldout_card(domain.heldout(1, seed=0)[0])
+    env = domain.environment(card, card.final_answer)
+    low, high = str(int(card.final_answer) - 1), str(int(card.final_answer) + 1)
+    assert [env.step(t).observation for t in (f"\\boxed{{{low}}}", "\\boxed{}")] == ["\nhigher\nA:", "\nhigher\nA:"]
+    assert env.step(f"\\boxed{{{card.final_answer}}}").done and env.grade().correct and env.grade().reward == 1.0
+    env = domain.environment(card, card.final_answer)
+    assert env.step(high).observation == "\nlower\nA:" and not env.step(high).done and env.step("x" * 10**6).done
+    assert not env.grade().correct and env.grade().reward == 0.0
+    with pytest.raises(ConfigError, match=r"digitsum.guesses: Input should be less than or equal to 5 \(got 9\)"):
+        load_config("arith", overrides=["domain=digitsum", "digitsum.guesses=9"])
 
 
 @pytest.mark.slow
@@ -379,7 +397,10 @@ def test_the_doc_example_registers_and_trains_end_to_end(digitsum, tmp_path: Pat
     assert all(t["final_answer"] == digitsum.digit_sum(t["problem"]) for t in tasks)
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["heldout_before"]) == set(summary["heldout_after"]) == {"short", "long"}
+    assert all(1 <= m["mean_turns"] <= 3 for m in lines)  # episodes, at most digitsum.guesses=3 answers each
+    assert re.search(r"^digitsum:\n  guesses: 3$", out, flags=re.M)
     assert "domain: digitsum" in (run / "config.yaml").read_text()
+    assert "digitsum:\n  guesses: 3\n" in (run / "config.yaml").read_text()
 
 
 def test_the_doc_entry_point_makes_the_example_a_domain_without_registering(
