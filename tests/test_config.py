@@ -204,5 +204,39 @@ def test_the_tools_section_reaches_the_domain():
     cfg = load_config("tools")
     assert cfg.tools.db_variants == 0 and build_domain(cfg).settings.db_variants == 0  # off by default
     cfg = load_config("tools", overrides=["tools.db_variants=16"])
-    assert domain_context(cfg).tools.db_variants == 16 and build_domain(cfg).settings.db_variants == 16
+    assert domain_context(cfg).settings.db_variants == 16 and build_domain(cfg).settings.db_variants == 16
     assert "tools:\n  db_variants: 16\n" in dump_config(cfg)
+
+
+def test_a_domain_section_is_validated_by_the_domains_own_settings_model(tmp_path):
+    """``tools:`` / ``tau2:`` are the domains' own models: a run's domain gets its defaults, another registered
+    domain's section is validated and kept (a run's config.yaml may carry one), anything else is refused."""
+    from synco.domains.tau2.settings import Tau2Settings
+    from synco.domains.tools.settings import ToolsSettings
+
+    arith = load_config("arith")
+    assert arith.domain_settings() is None and arith.domain_settings("tools") is None and "tools:" not in dump_config(arith)
+    assert load_config("tools").domain_settings() == ToolsSettings()  # the run's domain: its defaults
+    other = load_config("arith", overrides=["tau2.user_model=./user", "tools.db_variants=4"])
+    assert other.domain_settings("tau2") == Tau2Settings(user_model="./user")
+    assert other.domain_settings("tools").db_variants == 4
+    f = tmp_path / "c.yaml"
+    f.write_text(dump_config(other))
+    assert load_config(None, f) == other  # round trip, sections included
+    for override, message in [
+        ("tau2.user_temperature=-1", "tau2.user_temperature: Input should be greater than or equal to 0 (got -1)"),
+        ("tau2.domain=moon", "tau2.domain: Input should be 'airline', 'retail', 'telecom' or 'mock' (got 'moon')"),
+        ("tau2.user_temperature=.inf", "tau2.user_temperature=inf"),
+        ("tau2.tool_choice=required", "tau2: Value error, tau2.tool_choice=required needs a solo run"),
+        ("arith.levels=3", "arith: domain 'arith' declares no settings"),
+        ("nope.x=1", "nope: Extra inputs are not permitted (got {...})"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            load_config("arith", overrides=[override])
+        assert message in str(e.value), (override, str(e.value))
+
+
+def test_the_config_reference_lists_the_domains_sections():
+    rows = {name: desc for name, _, desc in describe_fields()}
+    assert rows["tools"].startswith("domain=tools: ") and rows["tau2"].startswith("domain=tau2: ")
+    assert {"tools.db_variants", "tools.heldout_groups", "tau2.user_model"} <= set(rows)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 OVERRIDES_HELP = ("dotted config overrides, e.g. steps=50 reasoner.grpo.lr=3e-5 mode=frozen "
                   "(see `synco config --reference` for every field)")
@@ -22,21 +24,43 @@ def _preset_names() -> list[str]:
                   if f.name.endswith(".yaml"))
 
 
-def _db_variants(text: str) -> int:
-    """``--db-variants``: an int in 0..4096 (``tools.db_variants``' bounds), else an argparse error naming the value."""
-    from synco.domains.tools.settings import MAX_DB_VARIANTS
+class _Deferred:
+    """A value of the parser that asks the registry only when it is used (help printed, an argument checked), so
+    building the parser imports no domain code (``synco --help`` stays instant)."""
 
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--db-variants must be an int, got {text!r}") from None
-    if not 0 <= n <= MAX_DB_VARIANTS:
-        raise argparse.ArgumentTypeError(f"--db-variants must be in 0..{MAX_DB_VARIANTS}, got {n}")
-    return n
+    def __init__(self, get: Callable[[], Any]) -> None:
+        self._get = get
+
+    def __str__(self) -> str:
+        return str(self._get())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._get())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._get()
+
+
+def _default_preset() -> str:
+    from synco.config import DEFAULT_PRESET
+
+    return DEFAULT_PRESET
+
+
+def _default_domain() -> str:
+    from synco.domains.registry import DEFAULT_DOMAIN
+
+    return DEFAULT_DOMAIN
+
+
+def _warm_start_worlds() -> list[str]:
+    from synco.domains.registry import warm_start_worlds
+
+    return warm_start_worlds()
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="arith",
+    p.add_argument("--preset", default=_Deferred(_default_preset),
                    help=f"built-in preset: {', '.join(_preset_names())} (default: %(default)s)")
     p.add_argument("--config", type=Path, default=None, help="YAML file applied on top of the preset")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=OVERRIDES_HELP)
@@ -58,18 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue a run from its latest checkpoint, or from step 0 when it has none "
                         "(config from RUN_DIR/config.yaml plus overrides)")
 
-    p = sub.add_parser("pretrain", help="build the embedded world's warm-start checkpoints",
-                       description="Supervised warm start of the tiny Synthesizer and Reasoner of an embedded world "
-                                   "(arith or tools), deterministic from the seed.")
-    p.add_argument("--world", choices=("arith", "tools"), default="arith",
-                   help="which embedded world's agents to train (default: %(default)s)")
+    p = sub.add_parser("pretrain", help="build an embedded world's warm-start checkpoints",
+                       description="Supervised warm start of the tiny Synthesizer and Reasoner of a world that has one "
+                                   "(a domain registered with a warm start), deterministic from the seed.")
+    p.add_argument("--world", choices=_Deferred(_warm_start_worlds), default=_Deferred(_default_domain),
+                   metavar="WORLD", help="which world's agents to train: %(choices)s (default: %(default)s)")
     p.add_argument("--out", type=Path, default=Path("runs/warm_start"), help="output folder (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--reasoner-steps", type=int, default=None, help="SFT steps for the Reasoner (default: the shipped recipe)")
     p.add_argument("--synthesizer-steps", type=int, default=None, help="SFT steps for the Synthesizer (default: the shipped recipe)")
-    p.add_argument("--db-variants", type=_db_variants, default=0, metavar="N",
-                   help="--world tools: the Reasoner's gold episodes on database variants drawn from 1..N, as a run "
-                        "with tools.db_variants=N grades them (default: %(default)s, the fixed database)")
+    p.add_argument("overrides", nargs="*", metavar="WORLD.KEY=VALUE",
+                   help="the world's own settings, as a run's dotted overrides of its section; its warm start reads "
+                        "them as such a run would (default: the section's defaults)")
 
     p = sub.add_parser("config", help="print the resolved config, or the reference of every field",
                        description="Print the resolved configuration as YAML (preset + --config + overrides).")
@@ -108,14 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     configure_compare(sub.add_parser("compare", help="Learn/Retain comparison of a base and a trained eval directory"))
 
     from synco.grading.contamination import configure_contamination
+    from synco.eval import configure_eval_command
     from synco.eval.data import configure_data
-    from synco.eval.evaluation import configure_eval
 
-    from synco.eval.tau2 import add_tau2_arguments
-
-    eval_parser = sub.add_parser("eval", help="evaluate a model on the math benchmarks, or on a tau2-bench domain (--tau2)")
-    configure_eval(eval_parser)
-    add_tau2_arguments(eval_parser)
+    configure_eval_command(sub.add_parser("eval", help="evaluate a model on the math benchmarks, or on a tau2-bench "
+                                                       "domain (--tau2)"))
     configure_contamination(sub.add_parser("contamination", help="near-duplicates between a run's tasks and benchmark questions"))
     configure_data(sub.add_parser("data", help="download and convert the benchmarks from the Hugging Face hub (needs internet)"))
 
@@ -153,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 def _load(args: argparse.Namespace):
     from synco.config import load_config
 
-    return load_config(args.preset, args.config, args.overrides)
+    return load_config(str(args.preset), args.config, args.overrides)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -186,23 +207,31 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    kwargs = {}
+    """The world's registered warm start (``WarmStart.pretrain``), given its settings when it declares a model."""
+    from synco.config import domain_section, parse_override
+    from synco.domains.registry import DomainError, resolve, settings_model, warm_start
+
+    world = str(args.world)
+    try:
+        recipe = warm_start(world)
+        model = settings_model(world)
+    except DomainError as e:
+        print(f"synco pretrain: {e}", file=sys.stderr)
+        return 2
+    for item in args.overrides:
+        key = ".".join(parse_override(item)[0])
+        if model is None or not key.startswith(f"{world}."):
+            takes = f"only its own settings, {world}.KEY=VALUE" if model is not None else "no settings"
+            print(f"synco pretrain: {key}: --world {world} takes {takes}", file=sys.stderr)
+            return 2
+    kwargs: dict[str, Any] = {}
     if args.reasoner_steps is not None:
         kwargs["reasoner_steps"] = args.reasoner_steps
     if args.synthesizer_steps is not None:
         kwargs["synthesizer_steps"] = args.synthesizer_steps
-    if args.world == "tools":
-        from synco.learn.pretrain_tools import pretrain_tools
-
-        print(pretrain_tools(args.out, seed=args.seed, db_variants=args.db_variants, **kwargs))
-        return 0
-    if args.db_variants:
-        print(f"synco pretrain: --db-variants {args.db_variants} is for --world tools (the arith world has no "
-              f"database)", file=sys.stderr)
-        return 2
-    from synco.learn.pretrain import pretrain_arith
-
-    print(pretrain_arith(args.out, seed=args.seed, **kwargs))
+    if model is not None:
+        kwargs["settings"] = domain_section(world, args.overrides)
+    print(resolve(recipe.pretrain)(args.out, seed=args.seed, **kwargs))
     return 0
 
 
@@ -256,13 +285,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    if getattr(args, "tau2", None):
-        from synco.eval.tau2 import run_tau2_eval
+    from synco.eval import run_eval_command
 
-        return run_tau2_eval(args)
-    from synco.eval.evaluation import run_eval
-
-    return run_eval(args)
+    return run_eval_command(args)
 
 
 def cmd_contamination(args: argparse.Namespace) -> int:

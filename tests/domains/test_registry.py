@@ -13,10 +13,11 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
 
 import synco.cli
 import synco.domains.base as base
-from synco.config import ConfigError, load_config
+from synco.config import ConfigError, describe_fields, load_config
 from synco.domains import registry
 from synco.domains.arith import ArithDomain
 from synco.domains.arith_chat import ArithChatDomain
@@ -39,7 +40,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "ADDING_A_DOMAIN.md"
 def clean_registry(monkeypatch: pytest.MonkeyPatch) -> list[EntryPoint]:
     """A private copy of the registry and no installed entry points; append to the list to fake one."""
     fake: list[EntryPoint] = []
-    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
     monkeypatch.setattr(registry, "_LOADED", {})
     monkeypatch.setattr(registry, "_ENTRY_POINTS", None)
     monkeypatch.setattr(registry, "entry_points", lambda group: [ep for ep in fake if ep.group == group])
@@ -154,6 +155,119 @@ def test_a_factory_that_returns_no_domain_names_the_missing_members() -> None:
                             "synthesizer_prompt, synthesizer_system_prompt (the Domain contract, synco.domains.base)")
 
 
+# ----------------------------------------------------------------- a domain's own settings and warm start
+
+
+class ToySettings(BaseModel):
+    """The toy domain's own settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: int = Field(1, ge=1, le=9, description="How hard the toy's tasks are.")
+    words: list[str] = Field(default_factory=list, description="Words the toy knows.")
+
+
+class SetToy(Toy):
+    def __init__(self, settings: ToySettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+
+def make_set_toy(context: DomainContext) -> SetToy:
+    assert isinstance(context.settings, ToySettings)  # validated by the registry, defaults filled in
+    return SetToy(context.settings)
+
+
+def test_a_registered_domain_gets_its_own_validated_settings(tmp_path: Path) -> None:
+    from synco.run.build import build_domain
+
+    register_domain("toy", make_set_toy, settings=ToySettings)
+    assert registry.settings_model("toy") is ToySettings
+    assert get_domain("toy").settings == ToySettings()  # no context: the model's defaults
+    assert get_domain("toy", DomainContext(settings={"level": 4})).settings.level == 4  # a dict is validated
+    cfg = load_config("arith", overrides=["domain=toy", "toy.level=3", "toy.words=[a, b]"])
+    assert cfg.domain_settings() == ToySettings(level=3, words=["a", "b"])
+    assert build_domain(cfg).settings == ToySettings(level=3, words=["a", "b"])
+    assert load_config("arith", overrides=["domain=toy"]).domain_settings() == ToySettings()  # defaults
+    f = tmp_path / "toy.yaml"
+    f.write_text("domain: toy\ntoy:\n  level: 7\n")
+    assert build_domain(load_config("arith", f)).settings.level == 7
+    for override, message in [("toy.level=0", "toy.level: Input should be greater than or equal to 1 (got 0)"),
+                              ("toy.level=high", "toy.level: Input should be a valid integer"),
+                              ("toy.colour=red", "toy.colour: Extra inputs are not permitted (got 'red')")]:
+        with pytest.raises(ConfigError) as e:
+            load_config("arith", overrides=["domain=toy", override])
+        assert message in str(e.value), str(e.value)
+    assert "toy.level" in {name for name, _, _ in describe_fields()}  # `synco config --reference`
+
+
+def test_settings_and_warm_starts_are_checked_when_registered() -> None:
+    with pytest.raises(DomainError, match=r"'toy': settings must be a pydantic model class"):
+        register_domain("toy", make_set_toy, settings=dict)  # type: ignore[arg-type]
+    with pytest.raises(DomainError, match=r"'toy.v2': a domain with settings needs a name without '\.'"):
+        register_domain("toy.v2", make_set_toy, settings=ToySettings)
+    with pytest.raises(DomainError, match=r"'toy': warm_start must be a synco.domains.registry.WarmStart"):
+        register_domain("toy", make_toy, warm_start="mymod:pretrain")  # type: ignore[arg-type]
+    with pytest.raises(DomainError, match=r"'toy' has no warm start; worlds with one: arith, tools"):
+        register_domain("toy", make_toy)
+        registry.warm_start("toy")
+
+
+def test_a_registered_warm_start_is_a_pretrain_world_and_a_builtin_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``synco pretrain --world`` and ``builtin:<domain>/<role>`` come from the registry, not from a list in synco."""
+    from synco.learn.build import resolve_model_path
+
+    calls: list[tuple[Path, dict]] = []
+
+    def pretrain(out: Path, **kwargs: object) -> str:
+        calls.append((out, kwargs))
+        return "toy warm start"
+
+    register_domain("toy", make_set_toy, settings=ToySettings,
+                    warm_start=registry.WarmStart(pretrain=pretrain, folder=lambda: tmp_path, roles=("reasoner",)))
+    assert registry.warm_start_worlds() == ["arith", "tools", "toy"]
+    with pytest.raises(SystemExit):
+        synco.cli.main(["pretrain", "--help"])
+    assert "which world's agents to train: arith, tools, toy (default: arith)" in " ".join(capsys.readouterr().out.split())
+    assert synco.cli.main(["pretrain", "--world", "toy", "--out", str(tmp_path), "--seed", "3", "toy.level=2"]) == 0
+    assert calls == [(tmp_path, {"seed": 3, "settings": ToySettings(level=2)})]
+    assert "toy warm start" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        synco.cli.main(["pretrain", "--world", "math"])  # a domain without a warm start
+    assert "invalid choice: 'math' (choose from 'arith', 'tools', 'toy')" in capsys.readouterr().err
+    assert "builtin:toy/reasoner" in registry.builtin_models()
+    assert load_config("arith", overrides=["reasoner.model_path=builtin:toy/reasoner"]).domain == "arith"
+    assert resolve_model_path("builtin:toy/reasoner") == str(tmp_path / "reasoner")
+    with pytest.raises(ConfigError, match=r"unknown built-in model 'builtin:toy/synthesizer'; known: .*builtin:toy/reasoner"):
+        load_config("arith", overrides=["synthesizer.model_path=builtin:toy/synthesizer"])
+
+
+SYNCO = Path(synco.cli.__file__).resolve().parent
+
+
+def test_no_builtin_domain_is_named_by_the_config_the_registry_the_run_or_the_cli() -> None:
+    """The built-ins are registrations like any other (synco.domains.builtins): the code that serves every domain
+    names none of them, neither as a string nor by importing its module."""
+    import ast
+
+    from synco.domains.builtins import BUILTIN_DOMAINS
+
+    names = set(BUILTIN_DOMAINS)
+    modules = {f"synco.domains.{n.replace('-', '_')}" for n in names}
+    files = [SYNCO / "cli.py", SYNCO / "domains" / "registry.py", *sorted((SYNCO / "config").glob("*.py")),
+             *sorted((SYNCO / "run").glob("*.py"))]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    node.value in names or any(f"builtin:{n}/" in node.value for n in names)):
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(tuple(modules)):
+                found.append(f"{path.name}:{node.lineno}: from {node.module}")
+    assert found == []
+
+
 # ----------------------------------------------------------------- the entry-point group
 
 
@@ -163,7 +277,7 @@ def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: st
     monkeypatch.delitem(sys.modules, name, raising=False)
 
 
-def test_an_entry_point_is_listed_without_import_and_loaded_on_first_build(
+def test_an_entry_point_is_listed_without_import_and_loaded_on_first_use(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: list[EntryPoint]) -> None:
     _module(tmp_path, monkeypatch, "toy_plugin", "from synco.domains.arith import ArithDomain\n\n\n"
                                                  "def make_toy(context):\n    return ArithDomain()\n")
@@ -171,9 +285,10 @@ def test_an_entry_point_is_listed_without_import_and_loaded_on_first_build(
     clean_registry.append(EntryPoint(name="other", value="toy_plugin:make_toy", group="some.other.group"))
     assert available_domains() == ["arith", "arith-chat", "math", "tau2", "tools", "toy"]
     assert "toy_plugin" not in sys.modules  # listed, not imported
-    assert load_config("arith", overrides=["domain=toy"]).domain == "toy"
-    assert "toy_plugin" not in sys.modules
-    assert isinstance(get_domain("toy"), ArithDomain) and "toy_plugin" in sys.modules
+    assert load_config("arith").domain == "arith" and "toy_plugin" not in sys.modules
+    assert load_config("arith", overrides=["domain=toy"]).domain == "toy"  # its registration says: no settings
+    assert "toy_plugin" in sys.modules and registry.settings_model("toy") is None
+    assert isinstance(get_domain("toy"), ArithDomain)
     with pytest.raises(DomainError, match=r"'toy' is already provided by entry point toy = 'toy_plugin:make_toy'"):
         register_domain("toy", make_toy)
 
@@ -232,8 +347,9 @@ def digitsum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 -
 def test_the_doc_example_computes_the_digit_sum(digitsum) -> None:  # noqa: ANN001
     assert digitsum.digit_sum("4721") == "14" and digitsum.digit_sum(" 99999999 ") == "72"
     assert [digitsum.digit_sum(p) for p in ("0472", "12", "123456789", "1e5", "१२३", "")] == [None] * 6
-    domain = digitsum.make_domain(DomainContext())
+    domain = digitsum.make_domain(DomainContext(settings=digitsum.DigitSumSettings()))
     assert isinstance(domain, Domain) and isinstance(domain, base.HasResponsePrefix)
+    assert isinstance(domain, base.HasEnvironment) and domain.settings.guesses == 2
     assert not isinstance(domain, (base.HasFactorSpace, base.HasCardTemplate, base.HasAnswerFormat))
     items = domain.heldout(3, seed=1)
     assert [i.group for i in items] == ["short"] * 3 + ["long"] * 3
@@ -242,6 +358,23 @@ def test_the_doc_example_computes_the_digit_sum(digitsum) -> None:  # noqa: ANN0
     for text in domain.static_cards(random.Random(0), 50):
         card = json.loads(text)
         assert not digitsum.is_heldout(card["problem"]) and card["final_answer"] == digitsum.digit_sum(card["problem"])
+    assert domain.heldout_card(items[0]).final_answer == items[0].answer
+
+
+def test_the_doc_example_environment_hints_until_its_guesses_run_out(digitsum) -> None:  # noqa: ANN001
+    """The page's environment: an answer per turn, a hint after a wrong one while ``digitsum.guesses`` remain."""
+    register_domain("digitsum", digitsum.make_domain, settings=digitsum.DigitSumSettings)
+    domain = get_domain("digitsum", DomainContext(settings={"guesses": 3}))
+    card = domain.heldout_card(domain.heldout(1, seed=0)[0])
+    env = domain.environment(card, card.final_answer)
+    low, high = str(int(card.final_answer) - 1), str(int(card.final_answer) + 1)
+    assert [env.step(t).observation for t in (f"\\boxed{{{low}}}", "\\boxed{}")] == ["\nhigher\nA:", "\nhigher\nA:"]
+    assert env.step(f"\\boxed{{{card.final_answer}}}").done and env.grade().correct and env.grade().reward == 1.0
+    env = domain.environment(card, card.final_answer)
+    assert env.step(high).observation == "\nlower\nA:" and not env.step(high).done and env.step("x" * 10**6).done
+    assert not env.grade().correct and env.grade().reward == 0.0
+    with pytest.raises(ConfigError, match=r"digitsum.guesses: Input should be less than or equal to 5 \(got 9\)"):
+        load_config("arith", overrides=["domain=digitsum", "digitsum.guesses=9"])
 
 
 @pytest.mark.slow
@@ -264,7 +397,10 @@ def test_the_doc_example_registers_and_trains_end_to_end(digitsum, tmp_path: Pat
     assert all(t["final_answer"] == digitsum.digit_sum(t["problem"]) for t in tasks)
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["heldout_before"]) == set(summary["heldout_after"]) == {"short", "long"}
+    assert all(1 <= m["mean_turns"] <= 3 for m in lines)  # episodes, at most digitsum.guesses=3 answers each
+    assert re.search(r"^digitsum:\n  guesses: 3$", out, flags=re.M)
     assert "domain: digitsum" in (run / "config.yaml").read_text()
+    assert "digitsum:\n  guesses: 3\n" in (run / "config.yaml").read_text()
 
 
 def test_the_doc_entry_point_makes_the_example_a_domain_without_registering(

@@ -168,15 +168,18 @@ def test_a_toy_warm_start_on_variants_records_them_in_meta(tmp_path, one_thread)
     assert list(saved.control or {}) == names and all(0.0 <= v <= 1.0 for v in saved.control.values())
 
 
-def test_the_cli_passes_db_variants_to_the_tools_warm_start(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_the_cli_passes_the_tools_section_to_the_tools_warm_start(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """``synco pretrain --world tools tools.db_variants=N``: the world's own settings, validated by its model."""
     import synco.learn.pretrain_tools as pretrain_tools_module
     from synco.cli import main
 
     calls = []
     monkeypatch.setattr(pretrain_tools_module, "pretrain_tools", lambda out, **kw: calls.append((out, kw)) or "meta")
-    assert main(["pretrain", "--world", "tools", "--db-variants", "16", "--out", str(tmp_path)]) == 0
+    assert main(["pretrain", "--world", "tools", "tools.db_variants=16", "--out", str(tmp_path)]) == 0
     assert main(["pretrain", "--world", "tools", "--out", str(tmp_path)]) == 0
     assert [kw for _, kw in calls] == [{"seed": 0, "db_variants": 16}, {"seed": 0, "db_variants": 0}]
-    assert main(["pretrain", "--world", "arith", "--db-variants", "4", "--out", str(tmp_path)]) == 2
-    assert "--db-variants 4 is for --world tools" in capsys.readouterr().err
+    assert main(["pretrain", "--world", "tools", "tools.db_variants=5000", "--out", str(tmp_path)]) == 2
+    assert "tools.db_variants: Input should be less than or equal to 4096 (got 5000)" in capsys.readouterr().err
+    assert main(["pretrain", "--world", "arith", "tools.db_variants=4", "--out", str(tmp_path)]) == 2
+    assert "tools.db_variants: --world arith takes no settings" in capsys.readouterr().err
     assert len(calls) == 2 and not (tmp_path / "reasoner").exists()

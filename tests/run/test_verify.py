@@ -62,21 +62,24 @@ def _tau2_tasks(domain: str) -> dict[str, dict]:
 
 
 def test_tau2_task_object_recognises_task_lines_only() -> None:
-    from synco.run.verify import tau2_task_object
+    from synco.domains.tau2.tasks import task_object
 
-    assert tau2_task_object('{"id": "1", "user_scenario": {}}') == {"id": "1", "user_scenario": {}}
-    assert tau2_task_object('{"id": "1", "evaluation_criteria": null}') is not None
-    assert tau2_task_object('{"problem": "1+1"}') is None           # a synco card
-    assert tau2_task_object('{"id": "1"') is None                    # bad JSON
-    assert tau2_task_object('["id", "user_scenario"]') is None
+    assert task_object('{"id": "1", "user_scenario": {}}') == {"id": "1", "user_scenario": {}}
+    assert task_object('{"id": "1", "evaluation_criteria": null}') is not None
+    assert task_object('{"problem": "1+1"}') is None           # a synco card
+    assert task_object('{"id": "1"') is None                    # bad JSON
+    assert task_object('["id", "user_scenario"]') is None
 
 
-def test_verify_tau2_lines_accepts_tau2_tasks_and_rejects_corrupted_copies() -> None:
+def _tau2_config(domain: str):  # noqa: ANN202
+    return load_config("arith", overrides=["domain=tau2", f"tau2.domain={domain}"])
+
+
+def test_the_tau2_domain_replays_its_task_lines_and_rejects_corrupted_copies() -> None:
+    """τ²'s task JSON lines are the τ² domain's own format (HasNativeTasks): replayed with their initial state."""
     import pytest
 
     pytest.importorskip("tau2")
-    from synco.run.verify import verify_tau2_lines
-
     tasks = _tau2_tasks("airline")
     good = tasks["19"]  # cancel_reservation(Z7GOZK)
     unknown_tool = json.loads(json.dumps(good))
@@ -88,23 +91,23 @@ def test_verify_tau2_lines_accepts_tau2_tasks_and_rejects_corrupted_copies() -> 
     wrong_type["evaluation_criteria"]["actions"][-1]["arguments"]["total_baggages"] = "2"
     lines = [(1, json.dumps(good)), (2, json.dumps(unknown_tool)), (3, json.dumps(ghost)), (4, json.dumps(stray)),
              (5, json.dumps(wrong_type)), (6, '{"id": "7", "user_scenario": '), (8, json.dumps(tasks["5"]))]
-    out = verify_tau2_lines(lines, "airline")
+    out = verify_cards(_tau2_config("airline"), lines)
     assert [v.line for v in out] == [1, 2, 3, 4, 5, 6, 8]
     assert [v.valid for v in out] == [True, False, False, False, False, False, True]
-    assert [v.reasons for v in out] == [[], ["unknown_tool"], ["unknown_id"], ["unknown_id"],
-                                        ["bad_arguments"], ["not_a_tau2_task"], []]
+    assert [v.reasons for v in out[:5]] == [[], ["unknown_tool"], ["unknown_id"], ["unknown_id"], ["bad_arguments"]]
+    assert out[5].reasons and out[5].factors == {}  # not a τ² task (broken JSON): verified as a card, and refused
     assert out[0].reference == "[]" and out[0].factors["family"] == "cancel"
     assert "Reservation ZZZ999 not found" in out[2].details[0]
 
 
-def test_verify_cards_routes_tau2_lines_and_keeps_line_order() -> None:
-    """A mixed file under ``tau2_domain``: τ² task lines replayed on τ² (mock here), the rest as the run's cards."""
+def test_verify_cards_routes_native_lines_and_keeps_line_order() -> None:
+    """A mixed file on a τ² run (mock): τ²'s task lines replayed by the domain, the rest verified as the run's cards."""
     import pytest
 
     pytest.importorskip("tau2")
-    card = DOMAIN.static_cards(random.Random(0), 1)[0]
+    card = DOMAIN.static_cards(random.Random(0), 1)[0]  # an arith card: no τ² card
     mock = _tau2_tasks("mock")
     lines = [(1, json.dumps(mock["create_task_1"])), (2, card), (3, json.dumps(mock["update_task_with_message_history"]))]
-    out = verify_cards(load_config("arith"), lines, tau2_domain="mock")
-    assert [(v.line, v.valid) for v in out] == [(1, True), (2, True), (3, True)]
-    assert out[0].factors["family"] == "create" and "level" in out[1].factors
+    out = verify_cards(_tau2_config("mock"), lines)
+    assert [(v.line, v.valid) for v in out] == [(1, True), (2, False), (3, True)]
+    assert out[0].factors["family"] == "create" and out[1].factors == {} and out[1].reasons

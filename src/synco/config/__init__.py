@@ -11,29 +11,35 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 from importlib import resources
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Iterable, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
-from synco.domains.tau2.settings import Tau2Settings
-from synco.domains.tools.settings import ToolsSettings
-from synco.domains.registry import DomainContext, available_domains, get_domain, unknown_domain_message
+from synco.domains.registry import (BUILTIN_MODEL_PREFIX, DEFAULT_DOMAIN, DomainContext, DomainError,
+                                    available_domains, builtin_model, builtin_models, get_domain, settings_model,
+                                    unknown_domain_message)
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
 from synco.grading.verifier import VerifierConfig
 
-PRESETS = ("arith", "paper", "paper-1gpu", "smollm2", "smollm2-arith", "tau2-paper", "tau2-smollm2", "tools")
+PRESETS = tuple(sorted(f.name[: -len(".yaml")] for f in (resources.files("synco") / "presets").iterdir()
+                       if f.name.endswith(".yaml")))
+"""The built-in presets: the YAML files shipped in ``synco/presets``."""
+
+DEFAULT_PRESET = DEFAULT_DOMAIN
+"""The preset of a command that names none: the default domain's (``presets/<domain>.yaml``)."""
 
 
 class ConfigError(ValueError):
@@ -41,11 +47,18 @@ class ConfigError(ValueError):
 
 
 class RunConfig(BaseModel):
-    """Everything one co-training run needs. Defaults are the embedded arithmetic world."""
+    """Everything one co-training run needs. Defaults are the default domain's (the embedded arithmetic world).
 
-    model_config = ConfigDict(extra="forbid")
+    Besides these fields, a config holds domains' own settings sections: a key that names a registered domain with a
+    settings model (``synco.domains.registry.DomainSpec``) is validated by that model (errors name ``<domain>.<key>``)
+    and kept as an instance of it (:meth:`domain_settings`); the run's domain gets its model's defaults when its
+    section is missing. A section of another registered domain is accepted and validated (a run's ``config.yaml`` may
+    carry one), any other key refused.
+    """
 
-    domain: str = Field("arith", description="Task domain, a name in the domain registry (synco.domains.registry): arith (embedded integer-arithmetic world), math (free-form maths for real LMs), or one registered in code or by an installed package's 'synco.domains' entry point (docs/ADDING_A_DOMAIN.md).")
+    model_config = ConfigDict(extra="allow")  # only domains' settings sections: checked by _domain_sections
+
+    domain: str = Field(DEFAULT_DOMAIN, description="Task domain, a name in the domain registry (synco.domains.registry.available_domains(): the built-in worlds, and domains registered in code or by an installed package's 'synco.domains' entry point, docs/ADDING_A_DOMAIN.md). A domain with a settings model reads its own section, named after it.")
     mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
         "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
     protocol: ProtocolName = Field(
@@ -58,7 +71,7 @@ class RunConfig(BaseModel):
     n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
     n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
     k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
-    max_turns: int = Field(6, ge=1, description="Domains with an environment (e.g. tools): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
+    max_turns: int = Field(6, ge=1, description="Domains with an environment (HasEnvironment): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
     max_episode_tokens: int = Field(384, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
     report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
     group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
@@ -89,18 +102,61 @@ class RunConfig(BaseModel):
     seed_per_request: bool = Field(False, description="Give every generate call its own seed drawn from the run's random stream (and build each agent from its own seed), so samples depend only on weights, prompts and seeds, not on which process draws them: what makes backend=ray record the same pool and metrics as inprocess. False keeps the one global torch stream (results of earlier runs are reproduced bit for bit).")
     ray: RaySettings = Field(default_factory=RaySettings, description="backend=ray: the cluster, each agent's learner and rollout-worker resources (CPUs, GPUs, custom resources, node labels), worker restarts and chunk retries.")
     shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
-    synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/synthesizer"),
+    synthesizer: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path=default_model("synthesizer")),
                                       description="The Synthesizer policy: model, sampling and GRPO settings.")
-    reasoner: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path="builtin:arith/reasoner"),
+    reasoner: PolicyConfig = Field(default_factory=lambda: PolicyConfig(model_path=default_model("reasoner")),
                                    description="The Reasoner policy: model, sampling and GRPO settings.")
     verifier: VerifierConfig = Field(default_factory=VerifierConfig, description="Task verification settings.")
     report: ReportConfig = Field(default_factory=ReportConfig, description="Capability report settings.")
-    tau2: Tau2Settings = Field(default_factory=Tau2Settings, description="domain=tau2: the τ²-bench domain, the user side (solo or a simulated user played by a frozen local model) and the splits.")
-    tools: ToolsSettings = Field(default_factory=ToolsSettings, description="domain=tools: the embedded tool world's settings (database variants per episode).")
     evosyn: EvoSynConfig = Field(default_factory=EvoSynConfig, description="EvoSyn's factor space inside co-training: the Designer (allocation of card slots over factor cells), the Reflector (factor discovery) and learner feedback; each switch is one ablation.")
     synth_rewards: SynthesizerRewardConfig = Field(default_factory=SynthesizerRewardConfig, description="Synthesizer reward.")
     reasoner_rewards: ReasonerRewardConfig = Field(default_factory=ReasonerRewardConfig, description="Reasoner reward.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health checks on every step (synco.cotrain.health): Synthesizer collapse, valid rate, label agreement, rejection codes, NaN/inf skips, reward saturation; each warns (alerts.jsonl, TensorBoard, progress bar) or stops the run cleanly.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _domain_sections(cls, data: Any) -> Any:
+        """Each key that is not a field: a registered domain's settings section, validated by its model (any other
+        key is refused); the run's domain's section, when missing, is its model's defaults."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        errors: list[InitErrorDetails] = []
+        for key in [k for k in data if k not in cls.model_fields]:
+            try:
+                model = settings_model(key) if key in available_domains() else None
+            except DomainError as err:
+                errors.append(_error(key, data[key], "domain_settings", str(err)))
+                continue
+            if model is None:
+                errors.append(InitErrorDetails(type="extra_forbidden", loc=(key,), input=data[key])
+                              if key not in available_domains() else
+                              _error(key, data[key], "domain_settings", f"domain {key!r} declares no settings "
+                                     f"(its registration has no settings model): remove the section"))
+                continue
+            try:
+                data[key] = model.model_validate(data[key])
+            except ValidationError as err:
+                errors += [_error((key, *e["loc"]), e["input"], e["type"], e["msg"]) for e in err.errors()]
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        domain = data.get("domain", DEFAULT_DOMAIN)
+        model = None
+        if isinstance(domain, str) and domain in available_domains():
+            try:
+                model = settings_model(domain)
+            except DomainError:  # a broken entry point: building the domain says so
+                pass
+        if model is not None:
+            if domain in cls.model_fields:
+                raise ValueError(f"domain {domain!r} declares settings, but its section would be the config field "
+                                 f"{domain!r}: register the domain under another name")
+            data.setdefault(domain, model())
+        return data
+
+    def domain_settings(self, name: str | None = None) -> BaseModel | None:
+        """The settings section of domain ``name`` (default: the run's domain), None when the config has none."""
+        return (self.__pydantic_extra__ or {}).get(name or self.domain)
 
     @field_validator("domain")
     @classmethod
@@ -167,7 +223,7 @@ class RunConfig(BaseModel):
         """A domain with an environment (multi-turn episodes) runs every protocol; rounds / rft with
         ``rounds.update=grpo`` (GRPO on fresh episodes), or ``update=sft`` on ``rounds.target=attempts`` (an
         episode's own ids and mask) or, where the domain's cards carry a replayable gold trajectory
-        (:class:`HasGoldTurns`, the tools world), on ``rounds.target=reference``: each task's gold episode."""
+        (:class:`HasGoldTurns`), on ``rounds.target=reference``: each task's gold episode."""
         if self.protocol in ("online", "alternating"):
             return self
         domain = get_domain(self.domain, domain_context(self))
@@ -208,7 +264,7 @@ class RunConfig(BaseModel):
                 paths[f"{role}.lora.adapter_path"] = policy.lora.adapter_path
             problems += [f"{name}: {why}" for name, path in paths.items() if (why := model_path_problem(path))]
         if problems:
-            raise ValueError("; ".join(problems) + f" (a model is {MODEL_PATH_FORMS})")
+            raise ValueError("; ".join(problems) + f" (a model is {model_path_forms()})")
         return self
 
 
@@ -238,20 +294,24 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
 
 
 def domain_context(cfg: RunConfig) -> DomainContext:
-    """The settings of ``cfg`` a domain factory reads (synco.domains.registry)."""
-    return DomainContext(prompts_dir=cfg.prompts_dir, tau2=cfg.tau2, tools=cfg.tools, user_factory=user_factory(cfg))
+    """What a domain factory of ``cfg``'s run gets (synco.domains.registry): the prompt folder, the domain's own
+    settings section, and the run's simulated-user loader (a frozen local model on the Reasoner's device)."""
+    return DomainContext(prompts_dir=cfg.prompts_dir, settings=cfg.domain_settings(),
+                         simulated_user=partial(local_simulated_user, device=cfg.reasoner.device))
 
 
-def user_factory(cfg: RunConfig) -> Callable[[], Any] | None:
-    """The simulated user of a τ² run (a frozen local model, built on first need), None for other domains."""
-    if cfg.domain != "tau2":
-        return None
-    from functools import partial
-
+def local_simulated_user(model: str, *, device: str = "cpu", max_new_tokens: int = 64, temperature: float = 0.0) -> Any:
+    """A frozen local chat model that plays the user of an episode (``DomainContext.simulated_user``), loaded here,
+    by the process that calls it (``synco.learn.user_sim.load_user_sim``)."""
     from synco.learn.user_sim import load_user_sim
 
-    return partial(load_user_sim, cfg.tau2.user_model, device=cfg.reasoner.device,
-                   max_new_tokens=cfg.tau2.user_max_new_tokens, temperature=cfg.tau2.user_temperature)
+    return load_user_sim(model, device=device, max_new_tokens=max_new_tokens, temperature=temperature)
+
+
+def _error(loc: str | tuple[Any, ...], value: Any, kind: str, message: str) -> InitErrorDetails:
+    """One validation error at ``loc`` (a domain's settings section), its message as given."""
+    return InitErrorDetails(type=PydanticCustomError(kind, message), loc=(loc,) if isinstance(loc, str) else loc,
+                            input=value)
 
 
 def run_input_problems(cfg: RunConfig) -> list[str]:
@@ -276,13 +336,16 @@ def check_runnable(cfg: RunConfig) -> None:
         raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
 
 
-BUILTIN_MODELS = ("builtin:arith/synthesizer", "builtin:arith/reasoner", "builtin:tools/synthesizer",
-                  "builtin:tools/reasoner")
-"""The shipped warm starts of the embedded worlds."""
+def default_model(role: str) -> str:
+    """The model of ``role`` in a config that names none: the default domain's warm start."""
+    return f"{BUILTIN_MODEL_PREFIX}{DEFAULT_DOMAIN}/{role}"
 
-MODEL_PATH_FORMS = ("a local folder, a hub id such as Qwen/Qwen3-8B, builtin:arith/synthesizer, "
-                    "builtin:arith/reasoner (or builtin:tools/...) or a model preset such as smollm2")
-"""The forms a model path may take (for error messages)."""
+
+def model_path_forms() -> str:
+    """The forms a model path may take (for error messages), the built-in warm starts from the registry."""
+    return (f"a local folder, a hub id such as Qwen/Qwen3-8B, a domain's warm start {BUILTIN_MODEL_PREFIX}<domain>/<role> "
+            f"({', '.join(builtin_models())}) or a model preset such as smollm2")
+
 
 _HUB_ID = re.compile(r"(?:\w(?:[\w.-]*\w)?/)?\w(?:[\w.-]*\w)?")
 
@@ -296,8 +359,12 @@ def model_path_problem(path: str) -> str | None:
     """
     from synco.learn.models import PRESETS as MODEL_PRESETS
 
-    if path.startswith("builtin:"):
-        return None if path in BUILTIN_MODELS else f"unknown built-in model {path!r}; known: {', '.join(BUILTIN_MODELS)}"
+    if path.startswith(BUILTIN_MODEL_PREFIX):
+        try:
+            builtin_model(path)
+        except DomainError as err:
+            return str(err)
+        return None
     if path in MODEL_PRESETS or Path(path).exists():
         return None
     if _HUB_ID.fullmatch(path) and ".." not in path and "--" not in path and len(path) <= 96:
@@ -312,7 +379,7 @@ def non_finite_fields(model: BaseModel, prefix: str = "") -> list[tuple[str, flo
     Pydantic accepts ``inf`` and ``nan`` for a float field; no setting of a run means either.
     """
     found: list[tuple[str, float]] = []
-    for name in type(model).model_fields:
+    for name in [*type(model).model_fields, *(model.__pydantic_extra__ or {})]:  # domains' settings sections too
         found += _non_finite_in(getattr(model, name), prefix + name)
     return found
 
@@ -414,19 +481,38 @@ def build_config(data: dict[str, Any]) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            if not err["loc"] and err["type"] == "value_error":  # a whole-config check: its message names the fields
-                lines.append(f"  {err['ctx']['error']}")
-                continue
-            loc = ".".join(str(x) for x in err["loc"]) or "<root>"
-            got = err.get("input")
-            shown = repr(got) if not isinstance(got, dict) else "{...}"
-            lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+        raise ConfigError("invalid configuration:\n" + "\n".join(_error_lines(e))) from None
 
 
-def load_config(preset: str | None = "arith", path: str | Path | None = None, overrides: Iterable[str] = ()) -> RunConfig:
+def domain_section(name: str, overrides: Iterable[str] = ()) -> BaseModel | None:
+    """Domain ``name``'s settings section from dotted overrides (``<name>.KEY=VALUE``, the keys under the section),
+    validated by the model its registration declares, as a run's config validates it: ConfigError naming
+    ``<name>.KEY`` and the value. None for a domain that declares no settings model."""
+    model = settings_model(name)
+    if model is None:
+        return None
+    section = apply_overrides({}, overrides).get(name, {})
+    try:
+        return model.model_validate(section)
+    except ValidationError as e:
+        raise ConfigError("invalid configuration:\n" + "\n".join(_error_lines(e, (name,)))) from None
+
+
+def _error_lines(e: ValidationError, prefix: tuple[str, ...] = ()) -> list[str]:
+    """One line per error: the dotted field (under ``prefix``), the message and the value it got."""
+    lines = []
+    for err in e.errors():
+        if not err["loc"] and not prefix and err["type"] == "value_error":  # a whole-config check: names the fields
+            lines.append(f"  {err['ctx']['error']}")
+            continue
+        loc = ".".join(str(x) for x in (*prefix, *err["loc"])) or "<root>"
+        got = err.get("input")
+        shown = repr(got) if not isinstance(got, dict) else "{...}"
+        lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
+    return lines
+
+
+def load_config(preset: str | None = DEFAULT_PRESET, path: str | Path | None = None, overrides: Iterable[str] = ()) -> RunConfig:
     """Preset YAML, then the user's YAML on top, then dotted overrides."""
     data: dict[str, Any] = load_yaml(preset_path(preset)) if preset else {}
     if path is not None:
@@ -460,4 +546,23 @@ def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> lis
         else:
             default = f.get_default(call_default_factory=True) if not f.is_required() else "(required)"
             rows.append((prefix + name, repr(default), f.description or ""))
+    if model is RunConfig:  # the registered domains' own sections
+        for name, section in domain_settings_models().items():
+            doc = (section.__doc__ or "").strip().split("\n")[0]
+            rows.append((name, "", f"domain={name}: {doc or 'its own settings'}"))
+            rows.extend(describe_fields(section, name + "."))
     return rows
+
+
+def domain_settings_models() -> dict[str, type[BaseModel]]:
+    """The settings model of every registered domain that declares one (an entry point that does not load is left
+    out: building its domain names the error)."""
+    found = {}
+    for name in available_domains():
+        try:
+            model = settings_model(name)
+        except DomainError:
+            continue
+        if model is not None:
+            found[name] = model
+    return found

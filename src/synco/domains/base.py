@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from synco.domains.card_template import CardTemplate
 from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject, cell_key
 from synco.core.episodes import Environment, ToolCall
-from synco.core.records import TaskCard
+from synco.core.records import TaskCard, Verdict
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
-           "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
+           "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
            "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
 
@@ -246,6 +246,18 @@ class HasExportFields(Protocol):
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """The domain's export columns of a valid card (JSON values)."""
+        ...
+
+
+@runtime_checkable
+class HasNativeTasks(Protocol):
+    """The domain's benchmark writes its tasks in a format of its own (τ²'s task JSON): ``synco verify`` replays a
+    line in that format as the benchmark's task instead of reading it as a card."""
+
+    def native_task(self, text: str) -> tuple[Verdict, dict[str, str]] | None:
+        """The verdict and the factors of a line holding one task in the domain's own format; None when ``text`` is
+        not in that format (it is then verified as a card). ``text`` is a file's line: bound the work, never raise
+        on it."""
         ...
 
 

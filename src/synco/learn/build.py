@@ -6,20 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from synco.core.policy import PolicyConfig
+from synco.domains.registry import BUILTIN_MODEL_PREFIX, builtin_model, resolve
 from synco.learn.hf_policy import HFPolicy
 
 
 def resolve_model_path(path: str) -> str:
-    """``builtin:arith/<role>`` / ``builtin:tools/<role>`` -> the shipped warm-start checkpoint; a model preset (``smollm2``) -> its
-    cached HF folder (converted on first use, see ``synco.learn.models``); anything else unchanged."""
-    if path.startswith("builtin:arith/"):
-        from synco.learn.pretrain import load_arith_warm_start
-
-        return str(load_arith_warm_start() / path.split("/", 1)[1])
-    if path.startswith("builtin:tools/"):
-        from synco.learn.pretrain_tools import load_tools_warm_start
-
-        return str(load_tools_warm_start() / path.split("/", 1)[1])
+    """``builtin:<domain>/<role>`` -> that role's folder in the domain's warm start (``WarmStart.folder``, the shipped
+    checkpoint or one pretrained on first use); a model preset (``smollm2``) -> its cached HF folder (converted on
+    first use, see ``synco.learn.models``); anything else unchanged."""
+    if path.startswith(BUILTIN_MODEL_PREFIX):
+        warm_start, role = builtin_model(path)
+        return str(Path(resolve(warm_start.folder)()) / role)
     from synco.learn.models import resolve_model
 
     return resolve_model(path)

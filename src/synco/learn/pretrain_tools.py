@@ -14,7 +14,7 @@ Family weights make the Reasoner's start uneven on purpose: families that need a
 teachable band instead of a solved world. Held-out success (greedy episodes on ``domain.heldout``)
 and the Synthesizer's card validity are measured and written to ``meta.json``.
 
-``db_variants`` N > 0 (``--db-variants``; off by default, the shipped recipe): each Reasoner gold episode runs on a
+``db_variants`` N > 0 (``synco pretrain --world tools tools.db_variants=N``; off by default, the shipped recipe): each Reasoner gold episode runs on a
 database variant drawn uniformly from 1..N (``synco.domains.tools.db``), the task re-solved there as a run with
 ``tools.db_variants`` grades it (the fixed world when the variant cannot pose it), so the warm start learns to
 read values from observations rather than recall one database. Held-out success is then also measured on
@@ -398,3 +398,9 @@ def load_tools_warm_start(seed: int = 0) -> Path:
     """The folder holding the tools world's ``reasoner/`` and ``synthesizer/``: the shipped one (seed 0), else
     the cache ``~/.cache/synco/tools-<seed>``, pretrained into first when missing (minutes on CPU)."""
     return warm_start_folder("tools", seed, ASSET_DIR, lambda out: pretrain_tools(out, seed=seed))
+
+
+def warm_start(out_dir: str | Path, *, settings: ToolsSettings, seed: int = 0, **kwargs: Any) -> ToolsPretrainMeta:
+    """The tools world's registered warm start (``synco pretrain --world tools [tools.KEY=VALUE ...]``): the run's
+    ``tools:`` section decides the database variants (``tools.db_variants``) of the Reasoner's gold episodes."""
+    return pretrain_tools(out_dir, seed=seed, db_variants=settings.db_variants, **kwargs)

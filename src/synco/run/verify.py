@@ -11,22 +11,21 @@ Synthesizer output with newlines fits on one line; any other line (a card's JSON
 ``valid_tasks.jsonl`` row, free text) is the card text as it stands. Blank lines are skipped: they get no
 verdict, and ``line`` keeps counting the file's lines, so a verdict points at its line.
 
-With ``domain=tau2`` a line may also be a τ² task JSON object (an object with ``id`` and ``user_scenario`` or
-``evaluation_criteria``, what τ²'s ``tasks.json`` holds, one per line): :func:`verify_tau2_lines` replays it on the
-τ² domain with its own initial state (:func:`synco.domains.tau2.verify.verify_task`); ``reasons`` are the
-replay's reason codes and ``reference`` the information the agent must communicate, as a JSON list.
+A domain whose benchmark has a task format of its own (:class:`~synco.domains.base.HasNativeTasks`, e.g. τ²'s
+task JSON) verifies the lines in that format itself (``native_task``); the other lines are verified as cards, and
+verdicts stay in line order.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from synco.config import RunConfig
 from synco.cotrain.engine import screen_card
+from synco.domains.base import Domain, HasNativeTasks
 from synco.evosyn.space import HasFactorSpace
 from synco.grading.checker import AnswerChecker
 from synco.run.build import build_domain, local_verifier
@@ -62,75 +61,32 @@ def read_lines(lines: Iterable[str]) -> list[tuple[int, str]]:
     return [(n, card_text(line.rstrip("\r\n"))) for n, line in enumerate(lines, start=1) if line.strip()]
 
 
-MAX_TAU2_LINE_CHARS = 200_000
-"""Longest τ² task line read (τ²'s own longest airline task is under 6 KB; a mock task with history ~2 KB)."""
-
-
-def tau2_task_object(text: str) -> dict[str, Any] | None:
-    """The τ² task JSON object a line holds (``id`` plus ``user_scenario`` or ``evaluation_criteria``), else None."""
-    s = text.strip()
-    if not s.startswith("{") or len(s) > MAX_TAU2_LINE_CHARS:
-        return None
-    try:
-        obj = json.loads(s)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(obj, dict) and "id" in obj and ("user_scenario" in obj or "evaluation_criteria" in obj):
-        return obj
-    return None
-
-
-def verify_tau2_lines(lines: Sequence[tuple[int, str]], domain_name: str) -> list[LineVerdict]:
-    """One verdict per ``(line number, text)`` on τ² domain ``domain_name``: a τ² task JSON object is replayed with
-    its initial state, a synco card (JSON object) as a synthesized τ² card; anything else is ``not_a_tau2_task``.
-    Factors are the τ² ones of the accepted task's gold trajectory."""
-    from synco.core.records import CardRejected, TaskCard
-    from synco.domains.tau2.factors import factor_subject, tau2_factor_defs
-    from synco.domains.tau2.tasks import card_fields
-    from synco.domains.tau2.verify import tool_kinds, verify_card, verify_task
-
-    defs = tau2_factor_defs(tool_kinds(domain_name), domain_name)
-    out = []
-    for n, text in lines:
-        obj = tau2_task_object(text)
-        try:
-            if obj is not None:
-                verdict = verify_task(domain_name, obj)
-            else:
-                try:
-                    card = TaskCard.model_validate_json(text)
-                except ValueError:
-                    raise CardRejected("not_a_tau2_task", "neither a τ² task JSON object nor a synco card") from None
-                verdict = verify_card(domain_name, card)
-        except CardRejected as err:
-            out.append(LineVerdict(line=n, valid=False, reasons=[err.code], reference=None, details=[str(err)],
-                                   quality=0.0, factors={}))
-            continue
-        subject = factor_subject(card_fields(verdict.card))
-        factors = {d.name: v for d in defs if (v := d.value(subject)) is not None}
-        out.append(LineVerdict(line=n, valid=True, reasons=[], reference=json.dumps(list(verdict.reference)),
-                               details=[], quality=1.0, factors=factors))
-    return out
-
-
-def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: bool = False,
-                 tau2_domain: str | None = None) -> list[LineVerdict]:
+def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: bool = False) -> list[LineVerdict]:
     """One verdict per ``(line number, card text)``, in order, as one training step's verification would give.
 
-    ``progress``: a progress bar on stderr over the per-card checks. ``tau2_domain`` (default: a τ² run's
-    ``tau2.domain``): the lines that hold τ² task JSON objects are replayed by :func:`verify_tau2_lines` on that
-    domain, the others verified as cards; verdicts stay in line order.
+    ``progress``: a progress bar on stderr over the per-card checks. A domain with a task format of its own
+    (:class:`HasNativeTasks`) verifies the lines in that format; the others are verified as cards.
     """
-    if tau2_domain is None and cfg.domain == "tau2":
-        tau2_domain = cfg.tau2.domain
-    if tau2_domain is not None:
-        tau2 = [(n, t) for n, t in cards if tau2_task_object(t) is not None]
-        rest = [(n, t) for n, t in cards if tau2_task_object(t) is None]
-        merged = verify_tau2_lines(tau2, tau2_domain) + (verify_cards(cfg, rest, progress) if rest else [])
-        return sorted(merged, key=lambda v: v.line)
+    domain = build_domain(cfg)
+    native: list[LineVerdict] = []
+    rest: list[tuple[int, str]] = []
+    for n, text in cards:
+        found = domain.native_task(text) if isinstance(domain, HasNativeTasks) else None
+        if found is None:
+            rest.append((n, text))
+            continue
+        verdict, factors = found
+        native.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes,
+                                  reference=verdict.reference, details=verdict.reasons, quality=verdict.quality,
+                                  factors=factors if verdict.valid else {}))
+    checked = _verify_as_cards(cfg, domain, rest, progress) if rest else []
+    return sorted(native + checked, key=lambda v: v.line)
+
+
+def _verify_as_cards(cfg: RunConfig, domain: Domain, cards: Sequence[tuple[int, str]],
+                     progress: bool) -> list[LineVerdict]:
     from tqdm.auto import tqdm
 
-    domain = build_domain(cfg)
     defs = list(domain.factor_defs()) if isinstance(domain, HasFactorSpace) else None
     with AnswerChecker() as checker:
         verifier = local_verifier(cfg, domain, checker)

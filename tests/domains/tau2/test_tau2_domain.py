@@ -20,7 +20,7 @@ pytest.importorskip("tau2")
 
 @pytest.fixture(scope="module")
 def mock() -> Tau2Domain:
-    domain = get_domain("tau2", DomainContext(tau2=Tau2Settings(domain="mock")))
+    domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock")))
     assert isinstance(domain, Tau2Domain)
     return domain
 
@@ -120,6 +120,28 @@ def test_user_mode_opens_with_the_simulated_users_line_and_refuses_without_one()
         Tau2Domain(Tau2Settings(domain="airline")).environment(card, "[]")
     with pytest.raises(ValueError, match="no solo mode"):
         Tau2Domain(Tau2Settings(domain="airline", user="solo")).solo
+
+
+def test_the_domain_builds_its_simulated_user_from_its_own_settings() -> None:
+    """The user is the τ² domain's business: the run lends a loader (``DomainContext.simulated_user``), the domain
+    calls it with its own ``tau2.user_*`` settings, on first need."""
+    import pickle
+
+    from synco.config import load_config, local_simulated_user
+    from synco.run.build import build_domain
+
+    calls = []
+    settings = Tau2Settings(domain="airline", user_model="./user", user_max_new_tokens=7, user_temperature=0.5)
+    domain = get_domain("tau2", DomainContext(settings=settings,
+                                              simulated_user=lambda *a, **kw: calls.append((a, kw)) or ScriptedSim()))
+    assert calls == [] and isinstance(domain.user().sim, ScriptedSim)
+    assert calls == [(("./user",), {"max_new_tokens": 7, "temperature": 0.5})]
+    assert get_domain("tau2", DomainContext(settings=settings))._user_factory is None  # no loader: no user
+    cfg = load_config("arith", overrides=["domain=tau2", "tau2.domain=airline", "tau2.user_model=./user",
+                                          "reasoner.device=cuda:1"])
+    factory = pickle.loads(pickle.dumps(build_domain(cfg)))._user_factory  # what a Ray worker gets
+    assert factory.func is local_simulated_user and factory.args == ("./user",)  # (partials nest flat)
+    assert factory.keywords == {"device": "cuda:1", "max_new_tokens": 64, "temperature": 0.0}
 
 
 def test_without_tau2_the_domain_is_one_error_saying_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,10 +26,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synco.core.episodes import ToolCall
-from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
+from synco.core.records import CARD_FIELDS, CardRejected, TaskCard, Verdict
 from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.domains.card_template import CardSlot, CardTemplate
+from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -146,7 +147,7 @@ class Tau2Domain:
         return mode == "solo" or (mode == "auto" and self.world.supports_solo)
 
     def user(self) -> UserAdapter:
-        """The simulated user (built on first need from the run's ``user_factory``)."""
+        """The simulated user (built on first need by ``user_factory``, see :func:`make_domain`)."""
         if self._user is None:
             if self._user_factory is None:
                 raise ValueError("this tau2 run needs a simulated user (tau2.user=simulated, or a domain without solo "
@@ -224,6 +225,28 @@ class Tau2Domain:
         if "p:" + card.problem in self._heldout_keys or "a:" + _actions_key(card.solution) in self._heldout_keys:
             return "heldout_task"
         return None
+
+    def native_task(self, text: str) -> tuple[Verdict, dict[str, str]] | None:
+        """``synco verify`` on a line holding one of τ²'s task JSON objects (``id`` plus ``user_scenario`` or
+        ``evaluation_criteria``, what τ²'s ``tasks.json`` holds): the task replayed on this run's τ² domain with its
+        own initial state (:func:`~synco.domains.tau2.verify.verify_task`). The verdict's reasons are the replay's
+        reason codes, its reference the information the agent must communicate (a JSON list); the factors are the τ²
+        ones of the task's gold trajectory. None for any other line (it is verified as a card)."""
+        from synco.domains.tau2.factors import factor_subject, tau2_factor_defs
+        from synco.domains.tau2.tasks import card_fields, task_object
+        from synco.domains.tau2.verify import tool_kinds, verify_task
+
+        obj = task_object(text)
+        if obj is None:
+            return None
+        try:
+            verdict = verify_task(self.settings.domain, obj)
+        except CardRejected as err:
+            return Verdict(valid=False, reasons=[str(err)]), {}
+        defs = tau2_factor_defs(tool_kinds(self.settings.domain), self.settings.domain)
+        subject = factor_subject(card_fields(verdict.card))
+        factors = {d.name: v for d in defs if (v := d.value(subject)) is not None}
+        return Verdict(valid=True, quality=1.0, reference=json.dumps(list(verdict.reference))), factors
 
     # --- episodes
 
@@ -444,6 +467,25 @@ class Tau2Domain:
 
     def sample_any(self, rng: random.Random) -> str:
         return self.factor_subject(rng.choice(self._train_cards))
+
+
+def make_domain(context: DomainContext) -> Tau2Domain:
+    """The registry's factory (``domain: tau2``): the domain of the run's ``tau2:`` section, its simulated user played
+    by the model ``tau2.user_model`` names through the run's ``context.simulated_user`` (loaded on first need, by
+    the process that runs the episode). DomainError when τ²-bench is not installed."""
+    from functools import partial
+
+    from synco.domains.tau2.world import Tau2Missing, require_tau2
+
+    try:
+        require_tau2()
+    except Tau2Missing as err:
+        raise DomainError(str(err)) from None
+    settings = context.settings if isinstance(context.settings, Tau2Settings) else Tau2Settings()
+    user = None if context.simulated_user is None else partial(
+        context.simulated_user, settings.user_model, max_new_tokens=settings.user_max_new_tokens,
+        temperature=settings.user_temperature)
+    return Tau2Domain(settings, user_factory=user)
 
 
 def records_for(db: Any, ids: set[str], limit: int) -> str:

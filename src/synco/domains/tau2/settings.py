@@ -1,4 +1,5 @@
-"""The ``tau2:`` section of a run's config: which τ² domain, who plays the user, which splits. τ²-free."""
+"""The τ² domain's settings model, its ``tau2:`` config section: which τ² domain, who plays the user, which splits.
+τ²-free (the registry reads it without importing τ²)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ Tau2DomainName = Literal["airline", "retail", "telecom", "mock"]
 
 
 class Tau2Settings(BaseModel):
-    """Settings of ``domain: tau2`` (ignored by other domains)."""
+    """The τ²-bench domain, the user side (solo or a simulated user played by a frozen local model) and the splits."""
 
     model_config = ConfigDict(extra="forbid")
 

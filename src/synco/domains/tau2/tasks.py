@@ -476,3 +476,21 @@ def task_json(card: TaskCard | Tau2Card, task_id: str, domain: str) -> dict[str,
     }
     return {"id": task_id, "description": None, "user_scenario": scenario, "ticket": parsed.ticket,
             "initial_state": None, "evaluation_criteria": criteria}
+
+
+MAX_TASK_LINE_CHARS = 200_000
+"""Longest τ² task JSON line read (τ²'s own longest airline task is under 6 KB; a mock task with history ~2 KB)."""
+
+
+def task_object(text: str) -> dict[str, Any] | None:
+    """The τ² task JSON object a line holds (``id`` plus ``user_scenario`` or ``evaluation_criteria``), else None."""
+    s = text.strip()
+    if not s.startswith("{") or len(s) > MAX_TASK_LINE_CHARS:
+        return None
+    try:
+        obj = json.loads(s)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(obj, dict) and "id" in obj and ("user_scenario" in obj or "evaluation_criteria" in obj):
+        return obj
+    return None

@@ -1,4 +1,4 @@
-"""The ``tools:`` section of a run's config (``domain: tools``; other domains ignore it)."""
+"""The tools world's settings model, its ``tools:`` config section (``domain: tools``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ MAX_DB_VARIANTS = 4096
 
 
 class ToolsSettings(BaseModel):
-    """Settings of ``domain: tools``."""
+    """The embedded tool world's settings (database variants per episode, held-out groups)."""
 
     model_config = ConfigDict(extra="forbid")
 

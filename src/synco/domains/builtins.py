@@ -1,0 +1,68 @@
+"""synco's own domains, registered as any domain is (:class:`~synco.domains.spec.DomainSpec`): each one's factory
+(its module imported only when it is built), its settings model (``tools:``, ``tau2:``) and its warm start
+(``synco pretrain --world NAME``, ``builtin:NAME/<role>``).
+
+This is the one place that names them; the registry, the config, the run and the CLI ask the registry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from synco.domains.spec import DomainContext, DomainSpec, WarmStart
+from synco.domains.tau2.settings import Tau2Settings
+from synco.domains.tools.settings import ToolsSettings
+
+if TYPE_CHECKING:
+    from synco.domains.arith import ArithDomain
+    from synco.domains.arith_chat import ArithChatDomain
+    from synco.domains.math import MathDomain
+    from synco.domains.tau2.domain import Tau2Domain
+    from synco.domains.tools import ToolsDomain
+
+DEFAULT_DOMAIN = "arith"
+"""The domain of a config that names none: the embedded arithmetic world (its preset is the default one, its warm
+start the default agents')."""
+
+
+def _arith(context: DomainContext) -> ArithDomain:
+    from synco.domains.arith import ArithDomain
+
+    return ArithDomain()
+
+
+def _arith_chat(context: DomainContext) -> ArithChatDomain:
+    from synco.domains.arith_chat import ArithChatDomain
+
+    return ArithChatDomain()
+
+
+def _math(context: DomainContext) -> MathDomain:
+    from synco.domains.math import MathDomain
+
+    return MathDomain(prompts_dir=context.prompts_dir)
+
+
+def _tools(context: DomainContext) -> ToolsDomain:
+    from synco.domains.tools import ToolsDomain
+
+    return ToolsDomain(context.settings)  # type: ignore[arg-type]  # the registry validated it: ToolsSettings
+
+
+def _tau2(context: DomainContext) -> Tau2Domain:
+    from synco.domains.tau2.domain import make_domain
+
+    return make_domain(context)
+
+
+BUILTIN_DOMAINS: dict[str, DomainSpec] = {
+    "arith": DomainSpec(_arith, warm_start=WarmStart(pretrain="synco.learn.pretrain:pretrain_arith",
+                                                     folder="synco.learn.pretrain:load_arith_warm_start")),
+    "arith-chat": DomainSpec(_arith_chat),
+    "math": DomainSpec(_math),
+    "tools": DomainSpec(_tools, settings=ToolsSettings,
+                        warm_start=WarmStart(pretrain="synco.learn.pretrain_tools:warm_start",
+                                             folder="synco.learn.pretrain_tools:load_tools_warm_start")),
+    "tau2": DomainSpec(_tau2, settings=Tau2Settings),
+}
+"""The built-in registrations, by name."""
