@@ -139,7 +139,8 @@ from types import SimpleNamespace  # noqa: E402
 
 from synco.grading.checker import AnswerChecker# noqa: E402
 from synco.cotrain.cards import SynthesizerCards  # noqa: E402
-from synco.cotrain.engine import CoTrainState, StepSettings  # noqa: E402
+from synco.cotrain.engine import CoTrainState  # noqa: E402
+from synco.cotrain.settings import StepSettings  # noqa: E402
 from synco.evosyn.config import EvoSynConfig  # noqa: E402
 from synco.evosyn.run import build_evo_state  # noqa: E402
 from synco.evosyn.space import FactorDef, FactorSpace, FactorState, cell_key, factor_values  # noqa: E402

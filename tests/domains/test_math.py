@@ -14,7 +14,8 @@ from synco.grading.extract import extract_answer
 from synco.grading.cards import parse_task_card
 from synco.config import load_config
 from synco.domains.base import Domain
-from synco.cotrain.engine import CoTrainState, StepSettings, cotrain_step
+from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.settings import StepSettings
 from synco.core.policy import Completion, SamplingParams, UpdateStats
 from synco.core.pool import TaskPool
 from synco.core.prompts import PROMPTS_ENV, PromptError, load_prompt

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import fields
 
 from synco.config import load_config
-from synco.cotrain.engine import StepSettings
+from synco.cotrain.settings import StepSettings
 from synco.grading.checker import AnswerChecker
 from synco.config import RunConfig
-from synco.cotrain.engine import ONLINE, StepPlan
+from synco.cotrain.settings import ONLINE, StepPlan
 from synco.run.build import STEP_SETTINGS_FROM, build_domain, build_verifier, step_settings
 
 def test_step_settings_read_every_knob_from_the_config():

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 from synco.cli import main
 from synco.config import load_config
-from synco.cotrain.engine import ONLINE, StepPlan, cotrain_step
+from synco.cotrain.engine import cotrain_step
+from synco.cotrain.settings import ONLINE, StepPlan
 from synco.cotrain.stats import EvoSynStats
 from synco.cotrain.stats import StepStats
 from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from synco.cotrain import engine
+from synco.rollout import attempts
 from synco.config import load_config
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.shared_base import AdapterPolicy
@@ -91,13 +92,13 @@ def test_shared_base_cotrain_steps_checkpoint_and_resume(tmp_path: Path, monkeyp
     (The shared base is the Synthesizer's warm start, which cannot solve tasks: without this every
     attempt group has equal reward and the Reasoner takes no step.)
     """
-    real_rollout, count = engine._rollout, itertools.count()
+    real_rollout, count = attempts.answer_attempt, itertools.count()
 
     def rollout(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         ok = next(count) % 2 == 0
         return real_rollout(*args, **kwargs).model_copy(update={"correct": ok, "reward": 1.0 if ok else 0.0})
 
-    monkeypatch.setattr(engine, "_rollout", rollout)
+    monkeypatch.setattr(attempts, "answer_attempt", rollout)
     run = setup_run(cfg(tmp_path, "both", *SHARED))
     st = run.state
     s, r = st.synthesizer, st.reasoner

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from synco.core.policy import generate_seeded
 from synco.core.report import build_report
 from synco.core.sampling import Completion
+from synco.cotrain.settings import StepState, request_seed
 from synco.cotrain.stats import Design
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.space import Cell
 
-if TYPE_CHECKING:
-    from synco.cotrain.engine import CoTrainState
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class ContextPlan:
 class CardSource(Protocol):
     """A step's cards: ``n_cards`` drafts and what the Designer decided (``t``: seconds spent sampling)."""
 
-    def draw(self, state: CoTrainState) -> tuple[list[Draft], Design, float]: ...
+    def draw(self, state: StepState) -> tuple[list[Draft], Design, float]: ...
 
 
 class SynthesizerCards:
@@ -59,7 +58,7 @@ class SynthesizerCards:
     def __init__(self, designer: bool) -> None:
         self.designer = designer
 
-    def draw(self, state: CoTrainState) -> tuple[list[Draft], Design, float]:
+    def draw(self, state: StepState) -> tuple[list[Draft], Design, float]:
         s = state.settings
         contexts, design = self.plan(state)
         report = state.report if s.evosyn.feedback else build_report([])
@@ -67,8 +66,6 @@ class SynthesizerCards:
         prompts = [state.synthesizer.format_prompt(state.domain.synthesizer_prompt(report, target=c.target),
                                                    system=system) for c in contexts]
         version, t = state.synthesizer.policy_version, time.perf_counter()
-        from synco.cotrain.engine import request_seed
-
         if len({c.n for c in contexts}) == 1:
             groups = generate_seeded(state.synthesizer, prompts, contexts[0].n, s.synth_sampling, request_seed(state))
         else:  # contexts of different sizes: one row per card, regrouped by context
@@ -80,7 +77,7 @@ class SynthesizerCards:
         drafts = [Draft(c.text, c, ci, contexts[ci].target, version) for ci, g in enumerate(groups) for c in g]
         return drafts, design, dt
 
-    def plan(self, state: CoTrainState) -> tuple[list[ContextPlan], Design]:
+    def plan(self, state: StepState) -> tuple[list[ContextPlan], Design]:
         """The step's contexts: one per cell with slots (Designer), else ``n_contexts`` equal-as-possible ones.
 
         Never drops or adds a card: the context sizes always sum to ``n_cards``.
@@ -104,7 +101,7 @@ class CorpusCards:
     def __init__(self, corpus: list[str] | None) -> None:
         self.corpus = corpus
 
-    def draw(self, state: CoTrainState) -> tuple[list[Draft], Design, float]:
+    def draw(self, state: StepState) -> tuple[list[Draft], Design, float]:
         n, rng = state.settings.n_cards, state.rng
         if not self.corpus:
             raws = state.domain.static_cards(rng, n)

@@ -32,16 +32,13 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
-from synco.core.episodes import EpisodeLimits
-from synco.core.policy import Policy, SamplingParams
+from synco.core.policy import Policy
 from synco.core.pool import TaskPool
 from synco.core.records import TaskCard, TaskRecord, Verdict
 from synco.core.report import CapabilityReport
 from synco.core.rewards import (
-    ReasonerRewardConfig,
-    SynthesizerRewardConfig,
     card_alignment,
     off_target,
     report_focus,
@@ -50,9 +47,9 @@ from synco.core.rewards import (
 from synco.cotrain.batches import reasoner_batch, synth_batch
 from synco.cotrain.cards import CardSource, Draft, card_source
 from synco.cotrain.labels import LabelTrust, label_trust
+from synco.cotrain.settings import ONLINE, StepPlan, StepSettings, request_seed
 from synco.cotrain.stats import StepMetric, StepStats, core_stats, step_metrics
 from synco.domains.base import Domain, HasEnvironment
-from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.metrics import controlled
 from synco.evosyn.run import EvoState
 from synco.evosyn.space import FactorDef, cell_key, factor_subject, factor_values
@@ -60,57 +57,6 @@ from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
 from synco.rollout.attempts import Solver, Task, make_solver
-
-Mode = Literal["cotrain", "frozen", "static", "uniform"]
-
-
-@dataclass(frozen=True)
-class StepSettings:
-    """The per-step knobs of the loop (a view of the run config), the same for every step of a run.
-
-    Frozen: what a protocol changes per step is a :class:`StepPlan`; a different setting is a new object
-    (``dataclasses.replace``).
-    """
-
-    mode: Mode = "cotrain"
-    n_cards: int = 32
-    n_contexts: int = 1
-    k: int = 4
-    group_factor: str = "level"
-    synth_sampling: SamplingParams = field(default_factory=SamplingParams)
-    reasoner_sampling: SamplingParams = field(default_factory=SamplingParams)
-    reasoner_rewards: ReasonerRewardConfig = field(default_factory=ReasonerRewardConfig)
-    synth_rewards: SynthesizerRewardConfig = field(default_factory=SynthesizerRewardConfig)
-    synth_scale_by_std: bool = True
-    reasoner_scale_by_std: bool = True
-    consensus: bool = True  # apply the verifier's consensus check (no-oracle domains)
-    consensus_m: int = 4  # answers the separate consensus checker samples per valid card
-    checker_sampling: SamplingParams = field(default_factory=SamplingParams)
-    evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
-    window: int = 500  # recent pool records the Designer measures cells on
-    seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
-    max_turns: int = 6  # domains with an environment: agent turns per episode
-    max_episode_tokens: int = 384  # domains with an environment: ids after the prompt per episode
-    episode_group_size: int = 64  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
-
-    @property
-    def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(self.max_turns, self.max_episode_tokens)
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """What a training protocol decides for one step (``synco.cotrain.protocols``); the default is online co-training."""
-
-    update_synthesizer: bool = True  # False: the Synthesizer takes no GRPO step (alternating: the Reasoner's phases)
-    update_reasoner: bool = True  # False: the Reasoner only solves (rounds / rft collection, the Synthesizer's phases)
-    protocol: str = "online"
-    round: int | None = None  # recorded with the step (pool and metrics) when set
-    phase: str | None = None
-
-
-ONLINE = StepPlan()
-
 
 @dataclass
 class CoTrainState:
@@ -279,18 +225,6 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
             if not rec.on_target:
                 sr = off_target(sr, s.evosyn.control_penalty, s.synth_rewards.invalid_penalty, s.evosyn.control_gate)
         rec.success_rate, rec.synth_reward = p, sr
-
-
-def request_seed(state: CoTrainState) -> int | None:
-    """The seed of the next generate call of a step (or of a protocol's own request), drawn from the run's
-    rng, when ``seed_per_request`` is on; every request of a run draws its seed here, in call order.
-
-    Off (the default), generation draws from the global torch RNG as it always did, and the run's rng
-    does not move. On, each call's samples depend only on the weights, the prompts and this seed, so a
-    Ray run (rollout workers in other processes) records the same step as the in-process one; the rng
-    is checkpointed, so resume stays exact.
-    """
-    return state.rng.getrandbits(63) if state.settings.seed_per_request else None
 
 
 def _step_tags(plan: StepPlan) -> dict[str, Any] | None:

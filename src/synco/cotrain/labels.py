@@ -14,32 +14,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from synco.core.policy import Policy
 from synco.core.records import TaskRecord
+from synco.cotrain.settings import StepState, request_seed
 from synco.domains.base import answer_extractor, solve
 from synco.grading.extract import extract_answer
 
-if TYPE_CHECKING:
-    from synco.cotrain.engine import CoTrainState
 
 
 class LabelTrust(Protocol):
     """Judges labels before the Reasoner solves (returns seconds spent sampling) and after it has."""
 
-    def before_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> float: ...
+    def before_solving(self, state: StepState, records: Sequence[TaskRecord]) -> float: ...
 
-    def after_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> None: ...
+    def after_solving(self, state: StepState, records: Sequence[TaskRecord]) -> None: ...
 
 
 class Oracle:
     """The verdict's reference is trusted as it is."""
 
-    def before_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> float:
+    def before_solving(self, state: StepState, records: Sequence[TaskRecord]) -> float:
         return 0.0
 
-    def after_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> None:
+    def after_solving(self, state: StepState, records: Sequence[TaskRecord]) -> None:
         return None
 
 
@@ -47,7 +46,7 @@ class AttemptConsensus(Oracle):
     """Consensus on the Reasoner's own attempts (the checks count as agreement when they were made against
     consensus's reference)."""
 
-    def after_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> None:
+    def after_solving(self, state: StepState, records: Sequence[TaskRecord]) -> None:
         for rec in records:
             if not rec.valid or not rec.rollouts:
                 continue
@@ -62,9 +61,7 @@ class CheckerConsensus(Oracle):
     def __init__(self, checker: Policy) -> None:
         self.checker = checker
 
-    def before_solving(self, state: CoTrainState, records: Sequence[TaskRecord]) -> float:
-        from synco.cotrain.engine import request_seed
-
+    def before_solving(self, state: StepState, records: Sequence[TaskRecord]) -> float:
         valid = [r for r in records if r.valid and r.card is not None]
         if not valid:
             return 0.0

@@ -15,7 +15,8 @@ never touch. The loop itself is domain-free.
   - factors: :class:`HasFactorSpace` and :class:`HasFactorSubject` (defined in ``synco.evosyn.space``,
     where the factor space lives);
   - agents that act: :class:`HasEnvironment`, :class:`HasGoldTurns`, :class:`HasToolSchemas`,
-    :class:`HasTrajectories`, :class:`HasExportFields`.
+    :class:`HasTrajectories`, :class:`HasExportFields`;
+  - its own task files: :class:`HasNativeTasks` (``synco verify`` reads lines in the domain's task format).
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
 ``docs/ADDING_A_DOMAIN.md`` walks through all of it with a complete example;

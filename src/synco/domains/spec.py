@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from synco.domains.base import Domain
+
+
+@runtime_checkable
+class LoadsModels(Protocol):
+    """A domain's settings that name models the run loads (τ²'s simulated user), so the run checks them before any
+    model loads (``synco.run.setup.check_models``)."""
+
+    def models(self, section: str) -> dict[str, str]:
+        """``{config field: model}`` of every model these settings make the run load (``section``: its config key)."""
+        ...
 
 
 class DomainError(ValueError):

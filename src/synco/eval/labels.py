@@ -428,6 +428,8 @@ def _no_update(batch: Sequence[Any]) -> UpdateStats:
 class _LoggingSolver:
     """A frozen view of a policy: generates as the policy does, logs each problem's completions, never trains."""
 
+    policy_version = 0  # frozen: it never steps
+
     def __init__(self, policy: Any, domain: _ReplayDomain) -> None:
         self._policy = policy
         self._domain = domain
@@ -459,6 +461,8 @@ class _LoggingSolver:
 class _SilentReasoner:
     """The Reasoner of a ``checker`` run: its attempts come after the checker's verdict, so it answers ""
     at no cost instead of spending a model's time on answers the measurement never reads."""
+
+    policy_version = 0  # frozen: it never steps
 
     def format_prompt(self, user_text: str, system: str | None = None) -> str:
         return user_text
@@ -542,7 +546,8 @@ def run_label_harness(cards: Sequence[LabelledCard], solver_policy: Any, setting
     ``AnswerChecker`` (one is started and closed here when None).
     """
     from synco.grading.checker import AnswerChecker
-    from synco.cotrain.engine import CoTrainState, StepSettings, cotrain_step
+    from synco.cotrain.engine import CoTrainState, cotrain_step
+    from synco.cotrain.settings import StepSettings
     from synco.evosyn.config import EvoSynConfig
     from synco.core.report import build_report
     from synco.grading.verifier import TaskVerifier

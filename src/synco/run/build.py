@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from synco.config import RunConfig, domain_context
-from synco.cotrain.engine import StepSettings
+from synco.cotrain.settings import StepSettings
 from synco.domains.base import Domain
 from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker

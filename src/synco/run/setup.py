@@ -33,6 +33,7 @@ from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.domains.base import Domain, HasTrajectories, export_fields
+from synco.domains.spec import LoadsModels
 from synco.evosyn.run import build_evo_state, check_factor_names, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
@@ -107,7 +108,8 @@ def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str
 
     Both agents; a resumed run with a checkpoint loads them from it, except a LoRA agent's base (and the shared
     base). The consensus checker's model when ``consensus_solver=checker`` (the Reasoner's own without a
-    ``checker`` section); τ²'s simulated user when the run may need one (not solo).
+    ``checker`` section); the models the domain's own settings name (:class:`~synco.domains.spec.LoadsModels`: τ²'s
+    simulated user when the run may need one).
     """
     models: dict[str, str] = {}
     for role in ("synthesizer", "reasoner"):
@@ -119,12 +121,9 @@ def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str
             models["checker.model_path"] = cfg.checker.model_path
         else:
             models["reasoner.model_path"] = cfg.reasoner.model_path
-    if cfg.domain == "tau2":
-        from synco.domains.tau2.world import SOLO_DOMAINS
-
-        user = cfg.tau2.user
-        if user == "simulated" or (user == "auto" and cfg.tau2.domain not in SOLO_DOMAINS):
-            models["tau2.user_model"] = cfg.tau2.user_model
+    settings = cfg.domain_settings()
+    if isinstance(settings, LoadsModels):  # e.g. τ²'s simulated user
+        models.update(settings.models(cfg.domain))
     return models
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from synco.cotrain.engine import ONLINE, CoTrainState, StepPlan, cotrain_step
+from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.settings import ONLINE, StepPlan
 from synco.cotrain.stats import StepStats
 from synco.cotrain.protocols import alternating, rounds
 from synco.cotrain.protocols.config import legacy_rounds

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from synco.config import load_config
-from synco.cotrain.engine import StepPlan
+from synco.cotrain.settings import StepPlan
 from synco.cotrain.protocols.alternating import alternating_step, phase_of, phase_plan
 from synco.cotrain.protocols.config import AlternatingConfig
 from synco.run.setup import setup_run

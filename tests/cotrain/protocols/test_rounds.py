@@ -15,7 +15,8 @@ import torch
 from synco.grading.checker import AnswerChecker
 from synco.config import load_config
 from synco.domains.base import reasoner_prompts, solve
-from synco.cotrain.engine import CoTrainState, StepPlan, StepSettings
+from synco.cotrain.engine import CoTrainState
+from synco.cotrain.settings import StepPlan, StepSettings
 from synco.rollout.attempts import AnswerSolver, Task
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.models import unavailable_reason

@@ -10,7 +10,8 @@ so a resumed run needs no state for it.
 
 from __future__ import annotations
 
-from synco.cotrain.engine import CoTrainState, StepPlan, cotrain_step
+from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.settings import StepPlan
 from synco.cotrain.stats import StepStats
 from synco.cotrain.protocols.config import AlternatingConfig
 

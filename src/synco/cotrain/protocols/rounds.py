@@ -13,7 +13,7 @@ on its environment (:mod:`synco.rollout.gold`): EvoSyn's SFT on verified, execut
 Everything a round trains on is read back from the pool, and the shuffling is seeded by
 the run seed and the round, so a run resumed mid-round rebuilds exactly the same data:
 nothing of a round is pickled into a checkpoint. The fresh attempts of ``update=grpo``
-draw their request seeds as the step's own requests do (:func:`~synco.cotrain.engine.request_seed`),
+draw their request seeds as the step's own requests do (:func:`~synco.cotrain.settings.request_seed`),
 so with ``seed_per_request`` a Ray run records the same round as the in-process one. An attempt is
 trained on the token ids it was sampled as (the pool keeps them), not on its text tokenised again:
 with a BPE tokenizer the two can differ, and the update must raise the probability of what was
@@ -33,7 +33,8 @@ from typing import Sequence, TypeVar
 from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix,
                                problem_response_prefix, reasoner_prompts)
 from synco.cotrain.batches import attempts_batch
-from synco.cotrain.engine import CoTrainState, StepPlan, cotrain_step, request_seed
+from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.settings import StepPlan, request_seed
 from synco.cotrain.stats import StepStats
 from synco.cotrain.stats import RoundStats
 from synco.rollout.attempts import Task
@@ -200,7 +201,7 @@ def grpo_update(state: CoTrainState, tasks: Sequence[Task]) -> tuple[UpdateStats
     """One Reasoner GRPO step on ``tasks``: k fresh attempts each through the rollout seam (answers graded against
     the reference, or episodes graded by their environments), in any domain.
 
-    The request is seeded as a step's own (:func:`~synco.cotrain.engine.request_seed`) and the batch is built
+    The request is seeded as a step's own (:func:`~synco.cotrain.settings.request_seed`) and the batch is built
     as a step's (:func:`~synco.cotrain.batches.attempts_batch`): groups with equal rewards stay in it with
     advantage 0, and no step is taken when nothing is gradient-bearing. Returns the update (None when none
     was taken) and the number of attempts sampled.

@@ -34,6 +34,14 @@ class Tau2Settings(BaseModel):
                             "messages: it ends with the done tool).")
     max_actions: int = Field(12, ge=1, le=64, description="Most gold actions a synthesized task may have.")
 
+    def models(self, section: str) -> dict[str, str]:
+        """The simulated user's model, when the run has a user (not solo)."""
+        from synco.domains.tau2.world import SOLO_DOMAINS
+
+        if self.user == "simulated" or (self.user == "auto" and self.domain not in SOLO_DOMAINS):
+            return {f"{section}.user_model": self.user_model}
+        return {}
+
     @model_validator(mode="after")
     def _check_tool_choice(self) -> "Tau2Settings":
         from synco.domains.tau2.world import SOLO_DOMAINS
