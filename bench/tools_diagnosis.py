@@ -37,7 +37,8 @@ from synco.core.records import TaskCard
 from synco.domains.tools.domain import ToolsDomain
 from synco.learn.build import resolve_model_path
 from synco.learn.hf_policy import HFPolicy
-from synco.rollout.episodes import act, heldout_successes
+from synco.rollout.attempts import heldout_successes
+from synco.rollout.episodes import act
 from synco.run.build import build_domain
 
 

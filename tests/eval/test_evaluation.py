@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from synco.eval import evaluation
 from synco.grading.checker import AnswerChecker
 from synco.grading.grade import Graded, grade
 from synco.grading.benchmarks import BenchmarkItem
@@ -73,6 +72,8 @@ class FakePolicy:
 
     ``fail_after`` makes the generate call after that many calls raise, like a killed process.
     """
+
+    policy_version = 0
 
     def __init__(self, script: dict[str, list[tuple[str, str]]], fail_after: int | None = None) -> None:
         self.script = script
@@ -365,14 +366,17 @@ def test_avg_at_k_and_pass_at_k_hand_computed(tmp_path: Path, checker: AnswerChe
 
 def test_each_benchmark_is_graded_with_its_options(tmp_path: Path, checker: AnswerChecker,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each generation batch goes through the one grading function once, with its benchmark's options."""
+    """Each generation batch goes through the rollout seam and the one grading function once, with its benchmark's
+    options."""
     calls: list[tuple[list[str], dict]] = []
 
     def recording_grade(chk: AnswerChecker, batch: Sequence[tuple[str, str]], **options: object) -> list[Graded]:
         calls.append(([ref for _, ref in batch], options))
         return grade(chk, batch, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(evaluation, "grade", recording_grade)
+    from synco.rollout import attempts
+
+    monkeypatch.setattr(attempts, "grade", recording_grade)
     benches = {"minerva": items(TOY[:1], "minerva"), "math500": items(TOY[1:2], "math500"), "gsm8k": items(TOY[2:5], "gsm8k")}
     s = settings(per_benchmark={"math500": ProtocolOverride(boxed="all")})
     evaluate(FakePolicy(fixed_script()), benches, tmp_path, s, checker, progress=False)

@@ -104,7 +104,6 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from synco.grading.checker import AnswerChecker
-from synco.grading.grade import grade
 from synco.grading.benchmarks import BENCHMARK_NAMES, BenchmarkError, BenchmarkItem, discover_benchmarks, load_benchmark
 from synco.eval.metrics import BenchmarkMetrics, average_stderr, benchmark_metrics
 from synco.learn.models import ModelNotAvailable
@@ -115,6 +114,7 @@ from synco.core.policy import Generator
 from synco.core.rollout_config import VLLMSettings
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.tokens import encode_prompt
+from synco.rollout.attempts import PolicyOutputError, sample_answers
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
 """Where ``synco data`` writes the benchmark files and ``synco eval`` looks for them."""
@@ -146,6 +146,8 @@ class EvalPolicy(Protocol):
     A policy may also define ``set_seed(seed: int)``; otherwise the global
     torch RNG is seeded before every batch.
     """
+
+    policy_version: int  # recorded on each attempt (0 for a frozen model)
 
     def format_prompt(self, user_text: str, system: str | None = None) -> str: ...
 
@@ -601,19 +603,20 @@ def evaluate_benchmark(
                 for i, _ in batch
             ]
             _seed_policy(policy, batch_seed(settings.seed, name, batch[0]))
-            outputs = policy.generate(prompts, 1, params)
-            if len(outputs) != len(batch) or any(len(o) != 1 for o in outputs):
-                raise EvalError(f"the policy returned {len(outputs)} groups for {len(batch)} prompts (1 completion each expected)")
-            # the batch graded in one call, with the benchmark's grading options (eval mode, boxed, rel_tol)
-            graded = grade(checker, [(comp.text, by_id[i].answer) for (i, _), (comp,) in zip(batch, outputs)],
-                           **protocol.grading())
+            # sampled and graded through the rollout seam, the batch in one grading call with the benchmark's
+            # options (eval mode, boxed, rel_tol)
+            try:
+                groups = sample_answers(policy, prompts, [by_id[i].answer for i, _ in batch], 1, params, None,
+                                        checker, **protocol.grading())
+            except PolicyOutputError as err:
+                raise EvalError(str(err)) from None
             records = [
                 EvalRecord(
-                    id=item_id, sample=sample, prompt=prompt, completion=comp.text, reference=by_id[item_id].answer,
-                    answer=g.answer, method=g.method, correct=g.correct, finish_reason=comp.finish_reason,
-                    n_tokens=len(comp.completion_ids),
+                    id=item_id, sample=sample, prompt=prompt, completion=a.text, reference=by_id[item_id].answer,
+                    answer=a.answer, method=a.method, correct=a.correct, finish_reason="length" if a.truncated else "stop",
+                    n_tokens=a.n_tokens,
                 )
-                for (item_id, sample), prompt, (comp,), g in zip(batch, prompts, outputs, graded, strict=True)
+                for (item_id, sample), prompt, (a,) in zip(batch, prompts, groups, strict=True)
             ]  # fmt: skip
             append_records(path, records)
             bar.update(len(batch))
@@ -762,6 +765,8 @@ class GeneratorPolicy:
     (:func:`synco.core.tokens.encode_prompt`: BOS once); each generate call samples from the seed
     :meth:`set_seed` set last (the generator derives every row's own seed from it).
     """
+
+    policy_version = 0  # a frozen model folder
 
     def __init__(self, generator: Generator, tokenizer: Any, seed: int = 0, thinking: ThinkingMode = "auto") -> None:
         self.generator = generator

@@ -190,7 +190,7 @@ def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limi
     database variants when ``domain`` has them on)."""
     from synco.core.policy import PolicyConfig, SamplingParams
     from synco.learn.hf_policy import HFPolicy
-    from synco.rollout.episodes import heldout_successes
+    from synco.rollout.attempts import heldout_successes
 
     policy = HFPolicy.from_config(PolicyConfig(model_path=str(model_dir), device="cpu", add_bos=False, trainable=False))
     items = domain.heldout(n_per_group, HELDOUT_SEED)

@@ -21,23 +21,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from synco.core.episodes import Episode, EpisodeLimits, ToolCall
-from synco.core.policy import Policy
+from synco.core.policy import Policy, generate_seeded
 from synco.core.records import Attempt, TaskCard
 from synco.core.episodes import Turn
 from synco.core.rewards import ReasonerRewardConfig, reasoner_reward
 from synco.core.sampling import Completion, SamplingParams
-from synco.domains.base import Domain, HasEnvironment, HasTrajectories, HeldoutItem, answer_extractor, solve
+from synco.domains.base import (Domain, HasEnvironment, HasTrajectories, HeldoutItem, answer_extractor,
+                                problem_response_prefix, reasoner_prompts)
 from synco.evosyn.trajectory import first_wrong_call
 from synco.grading.checker import AnswerChecker
 from synco.grading.grade import Graded, grade
 from synco.rollout.episodes import act
 
-__all__ = ["AnswerSolver", "EpisodeSolver", "Solver", "Task", "answer_attempt", "episode_attempt", "heldout_tasks",
-           "make_solver"]
+__all__ = ["AnswerSolver", "EpisodeSolver", "PolicyOutputError", "Solver", "Task", "answer_attempt", "episode_attempt", "heldout_successes",
+           "heldout_tasks", "make_solver", "sample_answers"]
+
+
+class PolicyOutputError(ValueError):
+    """A policy returned another number of completions than it was asked for (a bug in the policy, not model text)."""
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,33 @@ def episode_attempt(ep: Episode, version: int = 0, t_sample: float | None = None
                    t_sample=t_sample)
 
 
+def sample_answers(policy: Policy, prompts: Sequence[str], references: Sequence[str], n: int,
+                   params: SamplingParams | None, seed: int | None, checker: AnswerChecker,
+                   rewards: ReasonerRewardConfig | None = None, prefixes: Sequence[str] | None = None,
+                   **grading: Any) -> list[list[Attempt]]:
+    """The single-turn core of the seam: ``n`` one-turn attempts per formatted prompt, graded against its reference
+    in ONE :func:`~synco.grading.grade.grade` call (``grading``: its options, e.g. ``mode="eval"``, ``boxed``,
+    ``rel_tol``, ``extract``), rewarded, and stamped with the policy's version. ``prefixes``: each prompt's prefilled
+    response prefix, put back in front of its texts (never decoded or trained). ``synco eval`` calls it with a
+    benchmark's prompts and grading options; :class:`AnswerSolver` with a domain's."""
+    version, t = policy.policy_version, time.perf_counter()
+    groups = generate_seeded(policy, prompts, n, params, seed)
+    dt = time.perf_counter() - t
+    if len(groups) != len(prompts) or any(len(g) != n for g in groups):
+        raise PolicyOutputError(f"the policy returned {[len(g) for g in groups]} completions for {len(prompts)} "
+                                f"prompts ({n} each expected)")
+    if prefixes is not None and any(prefixes):
+        groups = [[replace(c, text=prefix + c.text) for c in group] for prefix, group in zip(prefixes, groups)]
+    marks = iter(grade(checker, [(c.text, ref) for ref, group in zip(references, groups, strict=True) for c in group],
+                       **grading))
+    cfg = rewards or ReasonerRewardConfig()
+    return [[answer_attempt(c, next(marks), version, dt, cfg) for c in group] for group in groups]
+
+
 @dataclass(frozen=True)
 class AnswerSolver:
-    """Single-turn domains: one sampled turn per attempt, every answer of a request graded in one batch."""
+    """Single-turn domains: one sampled turn per attempt (the domain's prompts and prefilled prefix, as
+    :func:`~synco.domains.base.solve` builds them), every answer of a request graded in one batch."""
 
     domain: Domain
     checker: AnswerChecker
@@ -119,13 +148,11 @@ class AnswerSolver:
                  seed: int | None = None) -> list[list[Attempt]]:
         if not tasks:
             return []
-        version, t = policy.policy_version, time.perf_counter()
-        groups = solve(policy, self.domain, [task.problem for task in tasks], n, params, seed)
-        dt = time.perf_counter() - t
-        marks = iter(grade(self.checker, [(c.text, task.reference) for task, group in zip(tasks, groups, strict=True)
-                                          for c in group], mode="reward", extract=answer_extractor(self.domain)))
-        return [[answer_attempt(c, next(marks), version, dt, self.rewards) for c in group]
-                for group in groups]
+        problems = [task.problem for task in tasks]
+        return sample_answers(policy, reasoner_prompts(policy, self.domain, problems),
+                              [task.reference for task in tasks], n, params, seed, self.checker, self.rewards,
+                              [problem_response_prefix(self.domain, p) for p in problems], mode="reward",
+                              extract=answer_extractor(self.domain))
 
 
 @dataclass(frozen=True)
@@ -155,6 +182,19 @@ def make_solver(domain: Domain, checker: AnswerChecker, rewards: ReasonerRewardC
     if isinstance(domain, HasEnvironment):
         return EpisodeSolver(domain, limits or EpisodeLimits(), group_size)
     return AnswerSolver(domain, checker, rewards or ReasonerRewardConfig())
+
+
+def heldout_successes(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], n: int, params: SamplingParams,
+                      limits: EpisodeLimits | None = None, seed: int | None = None, group_size: int = 64,
+                      checker: AnswerChecker | None = None) -> list[list[bool]]:
+    """Whether each of ``n`` attempts at each held-out item succeeded, item by item, through the seam: the one
+    held-out path (the run's held-out curve, the warm starts' scores, the benches). Sample ``j`` of an item is its
+    attempt ``j``, so a domain that varies its world by attempt (the tools world's database variants) varies it per
+    item and sample, the same before and after training. A single-turn domain needs the ``checker``."""
+    if checker is None and not isinstance(domain, HasEnvironment):
+        raise ValueError(f"domain {domain.name!r} grades answers: held-out success needs an answer checker")
+    solver = make_solver(domain, checker or AnswerChecker(use_math_verify=False), limits=limits, group_size=group_size)
+    return [[a.correct for a in g] for g in solver.attempts(policy, heldout_tasks(domain, items), n, params, seed)]
 
 
 def heldout_tasks(domain: Domain, items: Sequence[HeldoutItem]) -> list[Task]:

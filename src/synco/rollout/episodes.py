@@ -27,11 +27,11 @@ from synco.core.policy import Policy
 from synco.core.records import TaskCard
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
-from synco.domains.base import Domain, HasEnvironment, HeldoutItem, reasoner_prompts, response_prefix
+from synco.domains.base import Domain, HasEnvironment, reasoner_prompts, response_prefix
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EpisodeJob", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "heldout_successes", "run_episodes", "run_job", "turn_seed"]
+__all__ = ["EpisodeJob", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "run_episodes", "run_job", "turn_seed"]
 
 
 @runtime_checkable
@@ -217,16 +217,3 @@ def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: S
                         f"(encode_prompt, encode_text, decode, generate_ids)")
     flat = [ep for group in done for ep in group]
     return [flat[j * n:(j + 1) * n] for j in range(len(cards))]
-
-
-def heldout_successes(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], n: int, params: SamplingParams,
-                      limits: EpisodeLimits, seed: int | None = None, group_size: int = 64) -> list[list[bool]]:
-    """Whether each of ``n`` episodes on each held-out item succeeded (its environment's grade), item by item: the
-    one held-out path of an episode domain (the run's held-out curve, the warm start's score, the benches). Sample
-    ``j`` of an item is its attempt ``j``, so a domain that varies its world by attempt (the tools world's database
-    variants) varies it per item and sample, the same before and after training."""
-    if not isinstance(domain, HasEnvironment):
-        raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): grade its held-out answers")
-    episodes = act(policy, domain, [domain.heldout_card(it) for it in items], [it.answer for it in items], n, params,
-                   limits, seed, group_size)
-    return [[e.grade is not None and e.grade.correct for e in eps] for eps in episodes]

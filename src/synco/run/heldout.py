@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from synco.core.policy import Policy, SamplingParams
 from synco.core.episodes import EpisodeLimits
-from synco.domains.base import Domain, HasEnvironment, HeldoutItem, answer_extractor, solve
+from synco.domains.base import Domain, HeldoutItem
 from synco.grading.checker import AnswerChecker
-from synco.grading.grade import grade
-from synco.rollout.episodes import heldout_successes
+from synco.rollout.attempts import heldout_successes
 
 if TYPE_CHECKING:
     from synco.run.state import Run
@@ -56,8 +55,9 @@ def evaluate_heldout_scores(policy: Policy, domain: Domain, items: Sequence[Held
 
     Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is
     repeatable and never shifts the training run's random stream. ``seed_per_request``: each
-    batch is one request with its own seed derived from ``seed`` (the same in every backend). In a domain with
-    an environment each item is an episode (``limits`` bound it) and success is its environment's grade.
+    batch is one request with its own seed derived from ``seed`` (the same in every backend). Every attempt goes
+    through the rollout seam (:func:`synco.rollout.attempts.heldout_successes`): in a domain with an environment
+    each is an episode (``limits`` bound it) and success is its environment's grade.
     """
     import torch
 
@@ -70,14 +70,7 @@ def evaluate_heldout_scores(policy: Policy, domain: Domain, items: Sequence[Held
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
             request = derive_seed(seed, "heldout", start) if seed_per_request else None
-            if isinstance(domain, HasEnvironment):  # episodes, graded by their environments
-                outcomes.extend(heldout_successes(policy, domain, chunk, n, params, limits or EpisodeLimits(),
-                                                  request, group_size))
-                continue
-            outs = solve(policy, domain, [it.problem for it in chunk], n, params, request)
-            marks = iter(grade(checker, [(c.text, it.answer) for it, group in zip(chunk, outs) for c in group],
-                               extract=answer_extractor(domain)))
-            outcomes.extend([next(marks).correct for _ in group] for group in outs)
+            outcomes.extend(heldout_successes(policy, domain, chunk, n, params, limits, request, group_size, checker))
     return score_items(items, outcomes)
 
 
