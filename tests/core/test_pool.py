@@ -86,14 +86,13 @@ def test_round_trip_full_record(pool: TaskPool) -> None:
 
 def test_every_attempt_keeps_the_policy_version_that_sampled_it(pool: TaskPool) -> None:
     """The version travels with the attempt into the pool (a column of ``rollouts``), and the Synthesizer's with
-    its card; a single-turn answer's one turn is rebuilt from its text, not stored."""
+    its card; a single-turn answer stores no transcript (its one turn is its text)."""
     rec = make_record(3, 0, correct=(True, False))
     rec.synth_version = 2
     pool.record_step(3, [rec])
     [back] = pool.by_step(3)
     assert [a.policy_version for a in back.rollouts] == [3, 3] and back.synth_version == 2
-    assert all(a.one_turn and a.turns is not None and a.turns[0].text == a.text for a in back.rollouts)
-    assert [a.finish for a in back.rollouts] == ["done", "token_budget"]  # the second is truncated
+    assert all(a.turns is None and [t.text for t in a.transcript] == [a.text] for a in back.rollouts)
     con = sqlite3.connect(pool.path)
     assert con.execute("SELECT policy_version, episode_json FROM rollouts").fetchall() == [(3, None), (3, None)]
 

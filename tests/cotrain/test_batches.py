@@ -73,8 +73,10 @@ def test_an_attempt_is_its_own_grpo_row_with_environment_ids_masked() -> None:
     e = a.to_experience(0.5)
     assert (e.prompt_ids, e.completion_ids, e.old_logprobs, e.loss_mask, e.advantage) == (
         [1, 2], [7, 8, 9], [-0.1, 0.0, -0.3], [1, 0, 1], 0.5)
-    one = Attempt(text="x", prompt_ids=[1], completion_ids=[4], logprobs=[-1.0], turns=[Turn(role="agent", text="x",
-                                                                                              n_tokens=1)])
+    one = Attempt(text="x", prompt_ids=[1], completion_ids=[4], logprobs=[-1.0])
     assert one.to_experience(1.0).loss_mask is None  # a one-turn answer: every id sampled
+    done = Attempt(text="x", prompt_ids=[1], completion_ids=[4], logprobs=[-1.0], turns=[Turn(role="agent", text="x",
+                                                                                               n_tokens=1)])
+    assert done.to_experience(1.0).loss_mask is None  # an episode that ended on its first turn: no environment ids
     with pytest.raises(ValueError, match="no prompt ids"):
         Attempt(text="x", completion_ids=[4]).to_experience(1.0)  # read back from the pool

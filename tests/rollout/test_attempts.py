@@ -57,7 +57,7 @@ def test_a_requests_answers_are_checked_in_one_batch_and_carry_the_version() -> 
     assert right.answer == "7" and right.n_tokens == 2 and wrong.answer == "8" and right.reward > wrong.reward
     a = groups[1][1]
     assert (a.policy_version, a.prompt_ids, a.completion_ids, a.logprobs) == (5, [1, 2], [3, 4], [-0.1, -0.2])
-    assert a.finish == "done" and a.turns is not None and [t.role for t in a.turns] == ["agent"] and a.one_turn
+    assert a.turns is None and [(t.role, t.text) for t in a.transcript] == [("agent", "\\boxed{3}")]  # one turn
     assert a.loss_mask is None and a.t_sample is not None and a.t_sample >= 0
     assert solver.attempts(Scripted([], 0), [], 3, SamplingParams()) == []  # type: ignore[arg-type]
 
@@ -71,7 +71,7 @@ def test_an_episode_attempt_keeps_ids_mask_logprobs_and_version() -> None:
     a = episode_attempt(ep, version=7, t_sample=0.5)
     assert (a.policy_version, a.prompt_ids, a.completion_ids) == (7, [5, 6], [7, 8, 9, 2])
     assert a.loss_mask == [1, 1, 0, 1] and a.logprobs == [-1.0, -0.5, 0.0, -0.25] and a.n_tokens == 3
-    assert not a.one_turn and a.reward_parts == {"db": 1.0}
+    assert a.transcript == a.turns and a.finish == "done" and a.reward_parts == {"db": 1.0}
     e = a.to_experience(0.5)
     assert e.loss_mask == [1, 1, 0, 1] and e.old_logprobs == [-1.0, -0.5, 0.0, -0.25]
 

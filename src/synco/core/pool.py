@@ -27,7 +27,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from synco.core.episodes import Turn
 from synco.core.records import CARD_FIELDS, Attempt, SynthReward, TaskCard, TaskRecord, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -400,8 +399,7 @@ class TaskPool:
                         truncated=bool(row["truncated"]),
                         n_tokens=row["n_tokens"],
                         completion_ids=None if packed is None else self._unpack(packed, row),
-                        **_episode_fields(row["episode_json"], row["text"], bool(row["truncated"]),
-                                          row["n_tokens"]),
+                        **_episode_fields(row["episode_json"]),
                     )
                 )
         return out
@@ -612,19 +610,15 @@ _EPISODE_FIELDS = ("turns", "finish", "reward_parts", "first_wrong", "episode_in
 
 
 def _episode_json(r: Attempt) -> str | None:
-    """The episode part of an attempt (transcript, finish, reward parts) as JSON; None for a single-turn answer
-    (:attr:`Attempt.one_turn`: its one turn is its text) and for an attempt without turns."""
-    if r.turns is None or r.one_turn:
+    """The episode part of an attempt (transcript, finish, reward parts) as JSON; None for a single-turn answer."""
+    if r.turns is None:
         return None
     return r.model_dump_json(include=set(_EPISODE_FIELDS))
 
 
-def _episode_fields(stored: str | None, text: str, truncated: bool, n_tokens: int) -> dict[str, Any]:
-    """The Attempt fields stored in ``episode_json``; a single-turn answer's one agent turn, rebuilt from its text."""
-    if stored is not None:
-        return dict(json.loads(stored))
-    return {"turns": [Turn(role="agent", text=text, n_tokens=n_tokens)],
-            "finish": "token_budget" if truncated else "done"}
+def _episode_fields(text: str | None) -> dict[str, Any]:
+    """The Attempt fields stored in ``episode_json`` ({} for a single-turn answer)."""
+    return {} if text is None else dict(json.loads(text))
 
 
 def _row_to_record(row: sqlite3.Row, rollouts: list[Attempt]) -> TaskRecord:

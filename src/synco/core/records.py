@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from synco.core.episodes import Finish, Turn
 from synco.core.sampling import Completion, Experience
@@ -114,7 +114,8 @@ class Attempt(BaseModel):
     """One Reasoner attempt at one task, graded: the record that travels from the engine that sampled it to the
     pool and into the training batch (torchforge's ``Episode``).
 
-    Every attempt is an episode; a single-turn domain's is the one-turn case (one agent turn, mask all ones).
+    Every attempt is an episode; a single-turn domain's is the one-turn case (one agent turn, mask all ones: its
+    ``turns`` are None and ``transcript`` gives the one turn).
     ``text`` is the whole transcript after the prompt (the domain's prefilled response prefix included);
     ``prompt_ids`` the ids the engine conditioned on; ``completion_ids`` every id after them (prefix excluded,
     EOS included when one was sampled; for an episode agent and environment ids in order) and ``mask`` one 0/1
@@ -137,24 +138,15 @@ class Attempt(BaseModel):
     n_tokens: int = 0  # sampled (trained) ids
     completion_ids: list[int] | None = None
     policy_version: int | None = None  # None: a pool written before versions were kept
-    # the transcript, why it ended and the reward's parts; a single-turn attempt has one agent turn (``one_turn``)
-    turns: list[Turn] | None = None  # None when given: one agent turn, the text (filled in)
-    finish: Finish | None = None  # None when given: done, or token_budget when truncated (filled in)
+    # an episode's transcript, why it ended and the reward's parts
+    turns: list[Turn] | None = None  # None: a single-turn answer, one agent turn that is the text (``transcript``)
+    finish: Finish | None = None  # an episode's (a single-turn answer's is ``truncated``)
     reward_parts: dict[str, float] | None = None
     episode_info: dict[str, str] | None = None  # the environment's notes on the episode (EpisodeGrade.info)
     first_wrong: str | None = None  # a failed episode: where it first left the gold trajectory (``wrong_tool:cancel_order``)
     prompt_ids: list[int] | None = Field(None, exclude=True)
     logprobs: list[float] | None = Field(None, exclude=True)
     t_sample: float | None = Field(None, exclude=True)
-
-    @model_validator(mode="after")
-    def _one_turn(self) -> "Attempt":
-        """An attempt given without turns is a single-turn answer: its one agent turn is its text."""
-        if self.turns is None:
-            self.turns = [Turn(role="agent", text=self.text, n_tokens=self.n_tokens)]
-        if self.finish is None:
-            self.finish = "token_budget" if self.truncated else "done"
-        return self
 
     @property
     def loss_mask(self) -> list[int] | None:
@@ -165,12 +157,9 @@ class Attempt(BaseModel):
         return [int(t.role == "agent") for t in self.turns for _ in range(t.n_tokens)]
 
     @property
-    def one_turn(self) -> bool:
-        """A single-turn answer: one agent turn that is the whole text, with nothing an environment added (the pool
-        stores no transcript for it, it rebuilds the turn from the text)."""
-        return (self.turns is not None and len(self.turns) == 1 and self.turns[0].text == self.text
-                and self.turns[0].tool_call is None and self.reward_parts is None and self.episode_info is None
-                and self.first_wrong is None)
+    def transcript(self) -> list[Turn]:
+        """The turns; a single-turn answer's one agent turn is its text."""
+        return self.turns if self.turns is not None else [Turn(role="agent", text=self.text, n_tokens=self.n_tokens)]
 
     def to_experience(self, advantage: float) -> Experience:
         """The GRPO row of this attempt: every id after the prompt with the sampling log-probs, environment ids

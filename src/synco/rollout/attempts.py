@@ -27,7 +27,6 @@ from typing import Any, Protocol
 from synco.core.episodes import Episode, EpisodeLimits, ToolCall
 from synco.core.policy import Policy, generate_seeded
 from synco.core.records import Attempt, TaskCard
-from synco.core.episodes import Turn
 from synco.core.rewards import ReasonerRewardConfig, reasoner_reward
 from synco.core.sampling import Completion, SamplingParams
 from synco.domains.base import (Domain, HasEnvironment, HasTrajectories, HeldoutItem, answer_extractor,
@@ -68,7 +67,7 @@ class Solver(Protocol):
 
 def answer_attempt(c: Completion, graded: Graded, version: int, t_sample: float,
                    cfg: ReasonerRewardConfig) -> Attempt:
-    """A single-turn attempt: one sampled agent turn (the whole text), its grade and reward.
+    """A single-turn attempt: one sampled agent turn (the whole text: ``turns`` None), its grade and reward.
 
     It keeps the sampled ids, so an update on it (GRPO, or SFT in ``synco.cotrain.protocols.rounds``) trains the
     tokens that were sampled and graded, never a re-tokenisation of the decoded text.
@@ -76,8 +75,7 @@ def answer_attempt(c: Completion, graded: Graded, version: int, t_sample: float,
     return Attempt(text=c.text, answer=graded.answer, method=graded.method, correct=graded.correct,
                    reward=reasoner_reward(graded.correct, graded.boxed, cfg), truncated=c.truncated,
                    n_tokens=len(c.completion_ids), completion_ids=list(c.completion_ids), policy_version=version,
-                   turns=[Turn(role="agent", text=c.text, n_tokens=len(c.completion_ids))],
-                   finish="token_budget" if c.truncated else "done", prompt_ids=list(c.prompt_ids),
+                   prompt_ids=list(c.prompt_ids),
                    logprobs=list(c.logprobs), t_sample=t_sample)
 
 
