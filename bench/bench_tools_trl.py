@@ -297,7 +297,7 @@ def _synco_work(stats: Any, records: list[Any], seconds: float) -> StepWork:
     return StepWork(seconds=seconds, t_generate=stats.t_generate, t_train=stats.t_train, episodes=len(rollouts),
                     agent_tokens=sum(ro.n_tokens for ro in rollouts), agent_turns=len(agent), tool_calls=len(calls),
                     failed_calls=sum(b.error is not None for _, b in env_after_call),
-                    finishes=dict(stats.finishes or {}), reward_mean=stats.reasoner_reward)
+                    finishes=dict(stats.model_dump().get("finishes") or {}), reward_mean=stats.reasoner_reward)
 
 
 def synco_side(model_dir: Path, synth_dir: Path, work: Path, a: argparse.Namespace) -> tuple[SideResult, list]:
