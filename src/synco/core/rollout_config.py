@@ -1,4 +1,5 @@
-"""The ``vllm:`` settings of one agent (``PolicyConfig.vllm``, used when ``rollout_engine: vllm``). Torch-free."""
+"""The ``vllm:`` settings of one agent (``PolicyConfig.vllm``, used when ``rollout_engine: vllm``). Torch-free.
+(``rollout_engine: served`` reads ``PolicyConfig.served``: :class:`synco.core.served.ServedSettings`.)"""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RolloutEngine = Literal["hf", "vllm"]
+RolloutEngine = Literal["hf", "vllm", "served"]
 
 
 class VLLMSettings(BaseModel):

@@ -4,6 +4,7 @@ policy built, with a LoRA checkpoint folder loaded on top of its configured base
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from synco.core.policy import PolicyConfig
 from synco.domains.registry import BUILTIN_MODEL_PREFIX, builtin_model, resolve
@@ -22,13 +23,29 @@ def resolve_model_path(path: str) -> str:
     return resolve_model(path)
 
 
-def build_policy(cfg: PolicyConfig, model_path: str | None = None) -> HFPolicy:
+def build_policy(cfg: PolicyConfig, model_path: str | None = None, role: str = "agent",
+                 frozen: bool | None = None) -> Any:
     """One learner from its config; ``model_path`` (a checkpoint folder) replaces the config's model.
 
     A LoRA checkpoint folder holds the adapter only (``adapter_config.json``):
     the base still comes from the config and the adapter is loaded on top.
+
+    ``rollout_engine: served`` (the engine chosen here, once): a frozen role (``frozen``, default ``not
+    cfg.trainable``) on a chat endpoint is a :class:`~synco.rollout.served.ServedPolicy` with no local weights;
+    otherwise the learner keeps the weights and samples through a :class:`~synco.rollout.served.ServedGenerator`.
+    ``role`` names the config section in messages (``reasoner.served.base_url``).
     """
+    frozen = not cfg.trainable if frozen is None else frozen
+    if cfg.rollout_engine == "served" and frozen and cfg.served is not None and cfg.served.endpoint == "chat":
+        from synco.rollout.served import ServedPolicy
+
+        return ServedPolicy(cfg, role)
     if model_path is not None and cfg.lora is not None and (Path(model_path) / "adapter_config.json").is_file():
         cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"adapter_path": model_path})})
         model_path = None
-    return HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
+    policy = HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
+    if cfg.rollout_engine == "served":
+        from synco.rollout.served import ServedGenerator
+
+        policy.generator = ServedGenerator.for_policy(policy, role)
+    return policy

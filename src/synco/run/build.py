@@ -63,7 +63,7 @@ def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | N
 
         return BaseView(reasoner.shared, cfg.reasoner)  # type: ignore[union-attr]
     base = cfg.checker if cfg.checker is not None else cfg.reasoner.model_copy(update={"lora": None})
-    return build_policy(base.model_copy(update={"trainable": False}))
+    return build_policy(base.model_copy(update={"trainable": False}), role="checker", frozen=True)
 
 
 def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[Policy, Policy]:
@@ -86,7 +86,7 @@ def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[Policy, Po
         built = []
         for role, folder in zip(("synthesizer", "reasoner"), dirs):
             with seeded_rng(agent_seed(cfg.seed, role)):
-                built.append(build_policy(getattr(cfg, role), folder))
+                built.append(build_policy(getattr(cfg, role), folder, role, cfg.frozen(role)))
         return built[0], built[1]
     if cfg.shared_base:
         from synco.learn.shared_base import SharedBase
@@ -94,7 +94,8 @@ def build_policies(cfg: RunConfig, ckpt: Path | None = None) -> tuple[Policy, Po
         shared = SharedBase.from_configs(cfg.synthesizer, cfg.reasoner,
                                          model_path=resolve_model_path(cfg.synthesizer.model_path), adapter_dirs=dirs)
         return shared.synthesizer, shared.reasoner
-    return build_policy(cfg.synthesizer, dirs[0]), build_policy(cfg.reasoner, dirs[1])
+    return (build_policy(cfg.synthesizer, dirs[0], "synthesizer", cfg.frozen("synthesizer")),
+            build_policy(cfg.reasoner, dirs[1], "reasoner", cfg.frozen("reasoner")))
 
 
 def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tuple[Policy, Policy]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from synco.config import RunConfig
+from synco.core.served import ServedError
 from synco.cotrain.engine import CoTrainState
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import HealthMonitor
@@ -35,7 +36,9 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
     checkpoints it and raises ``RunInterrupted``; a second stops at once (that step is not
     recorded) and raises it too. A health alert whose check is set to ``stop`` (``synco.cotrain.health``)
     takes the first path after the step it fires on: checkpoint, then ``RunInterrupted`` (exit
-    code 3). ``--resume`` continues from the latest checkpoint, or from step 0 when there is none.
+    code 3). A served endpoint that fails for good (``synco.core.served.ServedError``, after its retries) stops the run
+    as a second Ctrl-C does: the step in progress is not recorded (exit code 4). ``--resume`` continues from the
+    latest checkpoint, or from step 0 when there is none.
     """
     if resume is None and cfg.run_id is None:
         cfg = cfg.model_copy(update={"run_id": new_run_id(cfg)})  # named before anything can stop the run
@@ -51,6 +54,8 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
         raise
     except KeyboardInterrupt:  # before the first step, or a second Ctrl-C mid-step
         raise RunInterrupted.at_once(run_dir) from None
+    except ServedError as e:  # a served endpoint failed for good: the step in progress is not recorded
+        raise RunInterrupted.served_failure(run_dir, e) from None
 
 
 def close_policies(state: CoTrainState) -> None:

@@ -34,6 +34,7 @@ from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.domains.base import Domain, HasTrajectories, export_fields
 from synco.domains.spec import LoadsModels
+from synco.core.served import ServedSettings
 from synco.evosyn.run import build_evo_state, check_factor_names, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
@@ -61,10 +62,12 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
 
     check_runnable(cfg)  # inputs on disk (benchmark files) before anything is created or loaded
     if resume is None:
+        check_endpoints(cfg)  # a wrong base_url or model fails in seconds, before any model loads
         check_models(cfg)  # before the run directory exists
     log(apply_threads(cfg.threads).describe())
     run_dir, ckpt = open_run_dir(cfg, resume, log)
     if resume is not None:
+        check_endpoints(cfg)
         check_models(cfg, from_checkpoint=ckpt is not None)
     pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
 
@@ -114,17 +117,47 @@ def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str
     models: dict[str, str] = {}
     for role in ("synthesizer", "reasoner"):
         policy = getattr(cfg, role)
+        if not cfg.loads_weights(role):  # a frozen role on a served chat endpoint
+            continue
         if not from_checkpoint or policy.lora is not None or (cfg.shared_base and role == "synthesizer"):
             models[f"{role}.model_path"] = policy.model_path
     if cfg.consensus and cfg.consensus_solver == "checker":
         if cfg.checker is not None:
-            models["checker.model_path"] = cfg.checker.model_path
+            if cfg.loads_weights("checker"):
+                models["checker.model_path"] = cfg.checker.model_path
         else:
             models["reasoner.model_path"] = cfg.reasoner.model_path
     settings = cfg.domain_settings()
     if isinstance(settings, LoadsModels):  # e.g. τ²'s simulated user
         models.update(settings.models(cfg.domain))
     return models
+
+
+def configured_endpoints(cfg: RunConfig) -> dict[str, ServedSettings]:
+    """The served endpoints the run samples from, by config section (``reasoner.served``, ``tau2.served``, ...)."""
+    out = {f"{role}.served": p.served for role in ("synthesizer", "reasoner", "checker")
+           if (p := getattr(cfg, role)) is not None and p.rollout_engine == "served" and p.served is not None}
+    if not (cfg.consensus and cfg.consensus_solver == "checker"):
+        out.pop("checker.served", None)
+    settings = cfg.domain_settings()
+    if settings is not None and hasattr(settings, "endpoints"):  # e.g. τ²'s served user
+        out.update(settings.endpoints(cfg.domain))
+    return out
+
+
+def check_endpoints(cfg: RunConfig) -> None:
+    """Refuse a wrong ``base_url`` or ``model`` of every served endpoint within seconds (``/v1/models``), before any
+    model loads: one ConfigError naming each field."""
+    from synco.core.served import ServedClient, ServedError
+
+    problems = []
+    for section, settings in configured_endpoints(cfg).items():
+        try:
+            ServedClient(settings, section).check()
+        except ServedError as err:
+            problems.append(str(err))
+    if problems:
+        raise ConfigError("cannot reach the run's served models:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def check_models(cfg: RunConfig, from_checkpoint: bool = False) -> None:

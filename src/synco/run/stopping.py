@@ -47,6 +47,13 @@ class RunInterrupted(KeyboardInterrupt):
                  else "no checkpoint yet, so resuming restarts from step 0")
         return cls(run_dir, f"stopped at once (a step in progress is not recorded; {where})")
 
+    @classmethod
+    def served_failure(cls, run_dir: Path, error: Exception) -> "RunInterrupted":
+        """A served endpoint failed for good mid-run: stopped at once, exit code 4 (the message names the endpoint
+        and the setting; resume once the server is back)."""
+        stopped = cls.at_once(run_dir)
+        return cls(run_dir, f"{error}; {stopped.message.replace('stopped at once', 'stopped')}", 4)
+
     def resume_command(self, overrides: Sequence[str] = ()) -> str | None:
         """The shell command that continues this run, or None when its directory holds no config yet."""
         if not (self.run_dir / "config.yaml").is_file():

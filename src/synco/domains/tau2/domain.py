@@ -472,7 +472,7 @@ class Tau2Domain:
 def make_domain(context: DomainContext) -> Tau2Domain:
     """The registry's factory (``domain: tau2``): the domain of the run's ``tau2:`` section, its simulated user played
     by the model ``tau2.user_model`` names through the run's ``context.simulated_user`` (loaded on first need, by
-    the process that runs the episode). DomainError when τ²-bench is not installed."""
+    the process that runs the episode), or by the endpoint of ``tau2.served``. DomainError when τ²-bench is not installed."""
     from functools import partial
 
     from synco.domains.tau2.world import Tau2Missing, require_tau2
@@ -482,9 +482,15 @@ def make_domain(context: DomainContext) -> Tau2Domain:
     except Tau2Missing as err:
         raise DomainError(str(err)) from None
     settings = context.settings if isinstance(context.settings, Tau2Settings) else Tau2Settings()
-    user = None if context.simulated_user is None else partial(
-        context.simulated_user, settings.user_model, max_new_tokens=settings.user_max_new_tokens,
-        temperature=settings.user_temperature)
+    if settings.served is not None:  # the user on a served chat endpoint (τ²'s published setting)
+        from synco.domains.tau2.served_user import served_user
+
+        user = partial(served_user, settings.served, max_new_tokens=settings.user_max_new_tokens,
+                       temperature=settings.user_temperature)
+    else:
+        user = None if context.simulated_user is None else partial(
+            context.simulated_user, settings.user_model, max_new_tokens=settings.user_max_new_tokens,
+            temperature=settings.user_temperature)
     return Tau2Domain(settings, user_factory=user)
 
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from synco.core.served import ServedSettings
+
 Tau2DomainName = Literal["airline", "retail", "telecom", "mock"]
 
 
@@ -25,6 +27,7 @@ class Tau2Settings(BaseModel):
                                "preset such as smollm2). Its text is never trained on; every episode records it.")
     user_max_new_tokens: int = Field(64, ge=1, description="Tokens per simulated-user message.")
     user_temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of the simulated user (0: greedy).")
+    served: ServedSettings | None = Field(None, description="The simulated user on a served chat endpoint (an OpenAI-compatible server or API provider: base_url, model, api_key_env, timeout_s, max_retries, max_concurrency); replaces tau2.user_model. None: a local model plays the user.")
     train_split: str = Field("train", description="τ²'s split the Synthesizer's examples and the static corpus come from.")
     heldout_split: str = Field("test", description="τ²'s split held out for evaluation: training never sees its tasks.")
     tool_choice: Literal["auto", "required"] = Field(
@@ -38,9 +41,13 @@ class Tau2Settings(BaseModel):
         """The simulated user's model, when the run has a user (not solo)."""
         from synco.domains.tau2.world import SOLO_DOMAINS
 
-        if self.user == "simulated" or (self.user == "auto" and self.domain not in SOLO_DOMAINS):
+        if self.served is None and (self.user == "simulated" or (self.user == "auto" and self.domain not in SOLO_DOMAINS)):
             return {f"{section}.user_model": self.user_model}
         return {}
+
+    def endpoints(self, section: str) -> dict[str, ServedSettings]:
+        """The served endpoint of the simulated user, checked at startup (``/v1/models``)."""
+        return {} if self.served is None else {f"{section}.served": self.served}
 
     @model_validator(mode="after")
     def _check_tool_choice(self) -> "Tau2Settings":

@@ -1,0 +1,216 @@
+"""Sampling on a served endpoint (``rollout_engine: served``): one more engine behind the rollout seam.
+
+* :class:`ServedGenerator`: a :class:`~synco.core.policy.Generator` over token ids. The learner keeps the weights
+  and the server samples: prompt ids go out, the sampled ids and their log-probs come back, so an update trains
+  exactly what was sampled. After each optimizer step a LoRA agent's adapter is saved and loaded into the server
+  under a versioned name (vLLM's runtime LoRA loading, ``--enable-lora``), the previous version unloaded, and
+  requests name the current one: every attempt records the version that sampled it. Old log-probs are recomputed
+  by the trainer (the server's numerics are not the trainer's), as with the in-process vLLM engine. The server reads
+  the adapter folder, so it must see the learner's filesystem (the same machine, or a shared mount).
+* :class:`ServedPolicy`: a frozen role with no local weights on the chat endpoint of any OpenAI-compatible server or
+  API provider (EvoSyn's setting: a strong synthesis model behind an API writes the tasks; the consensus checker).
+
+Per-request seeds are derived from the request's seed and the row, so results do not depend on the order the
+responses arrive in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from synco.core.policy import PolicyConfig, UpdateStats
+from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample
+from synco.core.seeds import derive_seed
+from synco.core.served import ChatRequest, ServedClient, ServedError, ServedSettings, sampling_fields
+
+__all__ = ["ServedGenerator", "ServedPolicy", "request_seeds", "served_problem"]
+
+
+def request_seeds(seed: int, n_rows: int) -> list[int | None]:
+    """One seed per row of a request, derived from the request's seed: the rows' samples do not depend on the order
+    the responses arrive in."""
+    return [derive_seed(seed, "served", i) % (2 ** 31) for i in range(n_rows)]
+
+
+def _seed(seed: int | None) -> int:
+    """The request's seed; without one, drawn from the global torch RNG (so an unseeded run still follows its seed
+    and resumes exactly, as the in-process engines do)."""
+    if seed is not None:
+        return seed
+    import torch
+
+    return int(torch.randint(0, 2 ** 31 - 1, (1,)).item())
+
+
+def _sampling(params: SamplingParams) -> dict[str, Any]:
+    return sampling_fields(params.temperature, params.top_p, params.top_k, params.max_new_tokens, params.greedy)
+
+
+def served_problem(cfg: PolicyConfig, role: str, frozen: bool | None = None) -> str | None:
+    """Why ``cfg`` cannot run on its served endpoint (None: it can); checked when the config loads. ``frozen``: the
+    role never trains in this run (default ``not cfg.trainable``)."""
+    if cfg.rollout_engine != "served":
+        return None
+    if cfg.served is None:
+        return f"{role}.rollout_engine=served needs a {role}.served section (base_url, model)"
+    trains = cfg.trainable if frozen is None else not frozen
+    if trains and cfg.lora is None:
+        return (f"{role}.rollout_engine=served trains through the server's runtime LoRA loading: set {role}.lora "
+                f"(full fine-tuning through a server would reload every weight each step; not supported), or "
+                f"freeze the role")
+    if trains and cfg.served.endpoint != "completions":
+        return (f"{role}.served.endpoint=chat cannot train: an update needs the sampled token ids "
+                f"({role}.served.endpoint=completions on a vLLM server)")
+    return None
+
+
+class ServedGenerator:
+    """Token-id sampling on a served vLLM (a trained agent's, or a frozen base model's)."""
+
+    recompute_old_logprobs = True  # the server's numerics are not the trainer's: GRPO recomputes the old log-probs
+
+    def __init__(self, settings: ServedSettings, tokenizer: Any, eos_ids: Sequence[int], role: str = "agent",
+                 lora: bool = False) -> None:
+        self.client = ServedClient(settings, f"{role}.served")
+        self.settings, self.tokenizer, self.eos_ids, self.role, self.lora = settings, tokenizer, list(eos_ids), role, lora
+        self.version: int | None = None  # the adapter version the server holds (None: none loaded yet)
+        self.pending: Any = None  # the model whose adapter the next request must see
+        self._dir = Path(tempfile.mkdtemp(prefix=f"synco-{role}-adapters-"))
+        self._tag = f"{settings.model}-{role}-{self._dir.name.rsplit('-', 1)[-1]}"
+
+    @classmethod
+    def for_policy(cls, policy: Any, role: str = "agent") -> "ServedGenerator":
+        """The engine of an HF learner (its tokenizer and stop ids; its adapter under LoRA)."""
+        cfg = policy.config
+        if cfg.served is None:
+            raise ServedError(f"{role}.rollout_engine=served needs a {role}.served section (base_url, model)")
+        gen = cls(cfg.served, policy.tokenizer, policy.eos_ids, role, lora=policy.is_peft)
+        if policy.is_peft:
+            gen.pending = policy.model  # the adapter as built (a warm-started one too) goes up before the first request
+        return gen
+
+    @property
+    def served_model(self) -> str:
+        """The model name requests use: the current adapter's under LoRA, else the served base."""
+        return self.settings.model if self.version is None else self.adapter_name(self.version)
+
+    def adapter_name(self, version: int) -> str:
+        return f"{self._tag}-v{version}"
+
+    def sync_weights(self, model: Any) -> None:
+        """After an optimizer step: the adapter goes up before the next request (a full model cannot: see
+        :func:`served_problem`)."""
+        if self.lora:
+            self.pending = model
+
+    def _push(self) -> None:
+        model, self.pending = self.pending, None
+        version = 0 if self.version is None else self.version + 1
+        folder = self._dir / f"v{version}"
+        model.save_pretrained(folder)
+        self.client.post("/load_lora_adapter", {"lora_name": self.adapter_name(version), "lora_path": str(folder)})
+        old, self.version = self.version, version
+        if old is not None:
+            self.client.post("/unload_lora_adapter", {"lora_name": self.adapter_name(old)})
+            shutil.rmtree(self._dir / f"v{old}", ignore_errors=True)
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
+                 seed: int | None = None) -> list[list[Completion]]:
+        """``n`` completions of each token-id prompt; ids and log-probs as the server sampled them."""
+        if self.pending is not None:
+            self._push()
+        got = self.client.complete_ids(prompt_ids, n, _sampling(params), request_seeds(_seed(seed), len(prompt_ids)),
+                                       self.served_model)
+        out = []
+        for ids, group in zip(prompt_ids, got):
+            row = []
+            for s in group:
+                text = self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True)
+                stopped = bool(s.token_ids) and s.token_ids[-1] in self.eos_ids
+                row.append(Completion(text=text, prompt_ids=list(ids), completion_ids=list(s.token_ids),
+                                      logprobs=list(s.logprobs), truncated=not stopped and s.finish_reason == "length",
+                                      finish_reason="stop" if stopped or s.finish_reason == "stop" else "length"))
+            out.append(row)
+        return out
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class ServedPolicy:
+    """A frozen role on a chat endpoint, with no local weights: implements the :class:`~synco.core.policy.Policy`
+    contract for sampling; updates are refused. A formatted prompt is the chat request itself (JSON), which only
+    this policy reads back."""
+
+    policy_version = 0  # frozen
+
+    def __init__(self, config: PolicyConfig, role: str) -> None:
+        if config.served is None:
+            raise ServedError(f"{role}.rollout_engine=served needs a {role}.served section")
+        self.config, self.role = config, role
+        self.client = ServedClient(config.served, f"{role}.served")
+
+    def format_prompt(self, user_text: str, system: str | None = None,
+                      tools: Sequence[Mapping[str, Any]] | None = None) -> str:
+        system = self.config.system_prompt if system is None else system
+        messages = ([["system", system]] if system else []) + [["user", user_text]]
+        return json.dumps({"messages": messages, "tools": list(tools or [])})
+
+    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
+                 seed: int | None = None) -> list[list[Completion]]:
+        params = params or self.config.sampling
+        requests = []
+        for p in prompts:
+            data = json.loads(p)
+            requests.append(ChatRequest(tuple((str(r), str(c)) for r, c in data["messages"]), tuple(data["tools"])))
+        got = self.client.chat(requests, n, _sampling(params), request_seeds(_seed(seed), len(prompts)))
+        return [[Completion(text=_reply_text(s.text, s.tool_calls), prompt_ids=[], completion_ids=[], logprobs=[],
+                            truncated=s.finish_reason == "length", finish_reason=s.finish_reason) for s in group]
+                for group in got]
+
+    def update(self, batch: Sequence[Experience]) -> UpdateStats:
+        raise RuntimeError(f"the {self.role} is served and frozen: it takes no updates")
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
+        raise RuntimeError(f"the {self.role} is served and frozen: it takes no updates")
+
+    def save(self, path: str | Path) -> None:
+        """Which endpoint played the role (never the key): the checkpoint's record of a served agent."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        s = self.config.served
+        assert s is not None
+        (path / "served.json").write_text(json.dumps({"base_url": s.base_url, "model": s.model,
+                                                      "endpoint": s.endpoint}))
+
+    def save_state(self, path: str | Path) -> None:
+        return None
+
+    def load_state(self, path: str | Path) -> None:
+        return None
+
+    def trainable_parameters(self) -> list[tuple[str, Any]]:
+        return []
+
+    def close(self) -> None:
+        return None
+
+
+def _reply_text(text: str, calls: Sequence[tuple[str, str]]) -> str:
+    """A chat reply as the text an environment parses: the tool calls (JSON ``{"name": ..., "arguments": ...}``, the
+    arguments as the server returned them, parsed again by the environment as hostile text), else the message."""
+    if not calls:
+        return text
+    parts = []
+    for name, arguments in calls:
+        try:
+            args: Any = json.loads(arguments)
+        except json.JSONDecodeError:
+            args = arguments
+        parts.append(json.dumps({"name": name, "arguments": args}))
+    return "\n".join(parts)

@@ -1,0 +1,95 @@
+"""The served engine against a real ``vllm serve`` (tests/served.py): token-id completions whose log-probs are the
+trainer's, an adapter hot-load that changes the output, chat turns with tools and a τ² user turn."""
+
+from __future__ import annotations
+
+import torch
+
+import pytest
+
+from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+from synco.core.served import ServedClient, ServedSettings
+from synco.learn.build import build_policy
+from synco.rollout.served import ServedGenerator, ServedPolicy
+
+pytestmark = [pytest.mark.xdist_group("served"), pytest.mark.slow]
+
+LOGPROB_TOL = 2e-3
+"""Largest difference allowed between the server's sampling log-prob of a token and the trainer's recomputation
+(both float32 on the CPU; they differ only by the order of float sums in two implementations)."""
+
+
+def served(server, **kw) -> ServedSettings:  # noqa: ANN001
+    return ServedSettings(base_url=server.base_url, model=server.model, max_retries=1, **kw)
+
+
+def smol(server, lora: LoraSettings | None = None, trainable: bool = False):  # noqa: ANN001, ANN201
+    cfg = PolicyConfig(model_path=str(server.model_dir), device="cpu", trainable=trainable, lora=lora,
+                       rollout_engine="served", served=served(server))
+    return build_policy(cfg, role="reasoner", frozen=not trainable)
+
+
+def test_token_id_completions_carry_the_ids_and_log_probs_the_trainer_computes(vllm_server) -> None:  # noqa: ANN001
+    pol = smol(vllm_server)
+    assert isinstance(pol.generator, ServedGenerator)
+    prompt = pol.format_prompt("What is 2 + 3? Answer with a number.")
+    params = SamplingParams(max_new_tokens=12, temperature=1.0)
+    [group] = pol.generate([prompt], 3, params, seed=5)
+    assert all(c.completion_ids and len(c.logprobs) == len(c.completion_ids) for c in group)
+    assert all(c.prompt_ids == pol.encode_prompt(prompt) for c in group)
+    rows = [c.to_experience(0.0) for c in group]
+    with torch.no_grad():
+        logp, mask = pol._completion_logprobs(pol.model, rows)
+    worst = max(abs(float(logp[i, j]) - c.logprobs[j]) for i, c in enumerate(group) for j in range(len(c.logprobs)))
+    assert worst < LOGPROB_TOL, worst
+    [again] = pol.generate([prompt], 3, params, seed=5)  # a seeded request samples the same ids
+    assert [c.completion_ids for c in again] == [c.completion_ids for c in group]
+
+
+def test_an_adapter_hot_load_changes_the_output_and_names_its_version(vllm_server) -> None:  # noqa: ANN001
+    pol = smol(vllm_server, lora=LoraSettings(rank=8, alpha=16, target_modules=["q_proj", "v_proj"]), trainable=True)
+    gen = pol.generator
+    greedy = SamplingParams(greedy=True, max_new_tokens=10)
+    prompt = pol.format_prompt("Name a colour.")
+    [[base]] = pol.generate([prompt], 1, greedy, seed=1)
+    assert gen.version == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
+    with torch.no_grad():
+        for name, p in pol.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn_like(p) * 0.5, )
+    gen.sync_weights(pol.model)  # what an optimizer step does
+    [[moved]] = pol.generate([prompt], 1, greedy, seed=1)
+    assert gen.version == 1 and moved.completion_ids != base.completion_ids
+    names = ServedClient(served(vllm_server)).models()
+    assert gen.adapter_name(1) in names and gen.adapter_name(0) not in names  # the old version was unloaded
+
+
+def test_a_frozen_chat_role_sends_tools_and_reads_text_or_calls(vllm_server) -> None:  # noqa: ANN001
+    pytest.importorskip("tau2")
+    from synco.domains.registry import get_domain
+    from synco.domains.spec import DomainContext
+    from synco.domains.tau2.settings import Tau2Settings
+
+    domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock")))  # τ²'s own tools, solo
+    schemas = domain.tool_schemas()
+    cfg = PolicyConfig(model_path="unused", trainable=False, rollout_engine="served",
+                       served=served(vllm_server, endpoint="chat"), sampling=SamplingParams(max_new_tokens=48))
+    pol = build_policy(cfg, role="reasoner", frozen=True)
+    assert isinstance(pol, ServedPolicy) and pol.policy_version == 0
+    prompt = pol.format_prompt("Create a task 'buy milk' for user_1.",
+                               system=domain.reasoner_system_prompt(), tools=schemas)
+    [[turn]] = pol.generate([prompt], 1, SamplingParams(max_new_tokens=48, greedy=True))
+    assert isinstance(turn.text, str) and turn.text  # a message, or a call as {"name": ..., "arguments": ...}
+    env = domain.environment(domain.heldout_card(domain.heldout(1, seed=0)[0]), "[]")
+    step = env.step(turn.text)  # the environment parses the reply as hostile text: an observation, never a crash
+    assert isinstance(step.observation, str)
+
+
+def test_a_tau2_user_turn_on_the_served_chat_endpoint(vllm_server) -> None:  # noqa: ANN001
+    from synco.domains.tau2.served_user import ServedUserSim
+
+    user = ServedUserSim(served(vllm_server), max_new_tokens=16)
+    reply = user.reply("You are a customer who wants to cancel a flight.", [("agent", "Hello, how can I help?")])
+    assert isinstance(reply, str) and reply and vllm_server.base_url in user.model_name
+    assert user.reply("You are a customer who wants to cancel a flight.",
+                      [("agent", "Hello, how can I help?")]) == reply  # seeded by the conversation
