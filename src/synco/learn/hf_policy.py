@@ -637,6 +637,12 @@ class HFPolicy(TokenText):
         """What the loss is multiplied by before backward: the fp16 loss scaler's scale, else 1."""
         return 1.0 if self.scaler is None else self.scaler.scale
 
+    def close(self) -> None:
+        """Release what the sampling engine holds outside this process (a served adapter), if anything."""
+        close = getattr(self.generator, "close", None)
+        if callable(close):
+            close()
+
     @property
     def policy_version(self) -> int:
         """Optimizer steps taken (restored on resume): the version of the weights the policy samples from."""

@@ -139,6 +139,13 @@ class ServedGenerator:
         return out
 
     def close(self) -> None:
+        """Unload the adapter this run loaded (best effort: the server may be gone) and delete the local copies."""
+        if self.version is not None:
+            try:
+                self.client.post("/unload_lora_adapter", {"lora_name": self.adapter_name(self.version)})
+            except ServedError:
+                pass
+            self.version = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

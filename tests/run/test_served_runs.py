@@ -1,0 +1,98 @@
+"""Runs with served agents against a real ``vllm serve`` (tests/served.py): a frozen Synthesizer on the chat
+endpoint in the default world, a served Reasoner trained through its hot-loaded LoRA adapter (every attempt
+recording the version that sampled it), and a server that goes away mid-run: the run stops with one message, the
+pool stays at the last finished step, and ``--resume`` continues exactly once the server is back."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from synco.cli import main
+
+pytestmark = [pytest.mark.xdist_group("served"), pytest.mark.slow]
+
+TIMINGS = {"t_generate", "t_train", "t_other"}
+
+
+def served_synth(url: str) -> list[str]:
+    return ["mode=frozen", "synthesizer.rollout_engine=served", f"synthesizer.served.base_url={url}",
+            "synthesizer.served.model=smol", "synthesizer.served.endpoint=chat", "synthesizer.served.max_retries=1",
+            "synthesizer.served.backoff_s=0.05", "synthesizer.sampling.max_new_tokens=48"]
+
+
+def small(tmp: Path, run_id: str) -> list[str]:
+    return ["seed=0", "threads=1", "n_cards=4", "heldout_per_group=1", "heldout_samples=0", f"runs_dir={tmp}",
+            f"run_id={run_id}", "progress=false", "tensorboard=false"]
+
+
+def metrics(run: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(x).items() if k not in TIMINGS}
+            for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_frozen_served_synthesizer_runs_the_default_world(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
+    assert main(["train", "steps=2", *served_synth(vllm_server.base_url), *small(tmp_path, "frozen")]) == 0
+    run = tmp_path / "frozen"
+    assert len(metrics(run)) == 2
+    record = json.loads((run / "checkpoints" / "step_1" / "synthesizer" / "served.json").read_text())
+    assert record == {"base_url": vllm_server.base_url, "model": "smol", "endpoint": "chat"}  # who played the role
+    con = sqlite3.connect(run / "pool.sqlite")
+    assert con.execute("SELECT DISTINCT synth_version FROM tasks").fetchall() == [(0,)]
+
+
+def test_a_served_reasoner_trains_through_its_adapter_and_records_versions(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
+    url = vllm_server.base_url
+    code = main(["train", "--preset", "smollm2-arith", "steps=2", "k=8", "reasoner.lora.rank=8",
+                 "reasoner.lora.alpha=16", "reasoner.lora.target_modules=[q_proj,v_proj]", "reasoner.grpo.lr=1e-3",
+                 "reasoner.rollout_engine=served", f"reasoner.served.base_url={url}", "reasoner.served.model=smol",
+                 "reasoner.served.max_retries=1", *small(tmp_path, "reasoner"), "n_cards=6", "heldout_per_group=0"])
+    assert code == 0
+    run = tmp_path / "reasoner"
+    lines = metrics(run)
+    con = sqlite3.connect(run / "pool.sqlite")
+    got = con.execute("SELECT t.step, r.policy_version FROM rollouts r JOIN tasks t USING (task_id) "
+                      "GROUP BY t.step, r.policy_version ORDER BY t.step").fetchall()
+    updates, want = 0, []
+    for line in lines:
+        want.append((line["step"], updates))
+        updates += line["reasoner_loss"] is not None
+    assert got == want and updates >= 1  # step 1 sampled from the adapter step 0 trained
+
+
+def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
+        vllm_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
+    from urllib.parse import urlparse
+
+    from served import Relay
+
+    import synco.run.steps as steps
+
+    whole = ["steps=3", "save_every=1", *served_synth(vllm_server.base_url)]
+    assert main(["train", *whole, *small(tmp_path, "whole")]) == 0
+
+    relay = Relay(urlparse(vllm_server.base_url).port or 80).start()
+    real = steps.cotrain_step
+
+    def cut_at_step_2(state, step, plan=steps.ONLINE):  # noqa: ANN001, ANN202
+        if step == 2:
+            relay.cut()  # the server goes away while step 2 samples
+        return real(state, step, plan)
+
+    monkeypatch.setattr(steps, "cotrain_step", cut_at_step_2)
+    cut = ["steps=3", "save_every=1", *served_synth(relay.base_url)]
+    code = main(["train", *cut, *small(tmp_path, "cut")])
+    err = capsys.readouterr().err
+    assert code == 4 and "Traceback" not in err and relay.base_url in err and "--resume" in err
+    run = tmp_path / "cut"
+    con = sqlite3.connect(run / "pool.sqlite")
+    assert con.execute("SELECT MAX(step) FROM steps").fetchone() == (1,)  # the step in progress left nothing
+    con.close()
+    monkeypatch.setattr(steps, "cotrain_step", real)
+    relay.start()  # the server is back
+    assert main(["train", "--resume", str(run)]) == 0
+    relay.cut()
+    assert metrics(run) == metrics(tmp_path / "whole")  # continued exactly
