@@ -36,7 +36,8 @@ from synco.domains.tools import ToolsDomain
 from synco.domains.tools.syntax import format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task, is_heldout_task, raw_task
 from synco.learn.hf_policy import HFPolicy
-from synco.rollout.episodes import act, heldout_successes
+from synco.rollout.attempts import heldout_successes
+from synco.rollout.episodes import act
 
 LIMITS = EpisodeLimits(8, 400)  # the preset's max_turns and max_episode_tokens
 GREEDY = SamplingParams(greedy=True, max_new_tokens=24)
@@ -82,7 +83,7 @@ def card(domain: ToolsDomain, task: Task, family: str) -> TaskCard:
 
 def score(policy: HFPolicy, domain: ToolsDomain, held: dict[str, list[Task]]) -> dict[str, tuple[list[bool], float]]:
     """Per family: each task's greedy success, and the sampled success rate (4 episodes per task, seeded), through
-    the run's own held-out path (:func:`~synco.rollout.episodes.heldout_successes`)."""
+    the run's own held-out path (:func:`~synco.rollout.attempts.heldout_successes`)."""
     out = {}
     for family, tasks in held.items():
         items = [HeldoutItem(t.instruction, format_outputs(t.outputs), family) for t in tasks]

@@ -38,6 +38,8 @@ def test_a_cotrain_step_prompts_with_the_equation_and_grades_with_the_domain_rea
 class _Scripted:
     """Answers each held-out equation right when its first operand is even, else off by one (a test double)."""
 
+    policy_version = 0
+
     def __init__(self) -> None:
         self.prompts: list[str] = []
 

@@ -368,7 +368,7 @@ def test_consensus_reusing_the_reasoner_attempts(tmp_path: Path, checker: Answer
 
 def test_checker_is_built_only_when_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
     built = []
-    monkeypatch.setattr("synco.run.build.build_policy", lambda cfg, model_path=None: built.append(cfg) or "policy")
+    monkeypatch.setattr("synco.run.build.build_policy", lambda cfg, model_path=None, role="agent", frozen=None: built.append(cfg) or "policy")
     math_cfg = load_config("smollm2", overrides=["consensus_solver=checker", "consensus_m=3"])
     assert build_consensus_checker(load_config("smollm2"), MathDomain()) is None
     assert build_consensus_checker(load_config("arith", overrides=["consensus_solver=checker"]), ArithDomain()) is None
