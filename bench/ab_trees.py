@@ -1,11 +1,13 @@
 """A bench run against two versions of synco in one run: the code at a base commit and the working tree.
 
     python bench/ab_trees.py --base COMMIT [--runs 5] [--metric REGEX] -- bench/SCRIPT.py [ARGS ...]
+    python bench/ab_trees.py --base COMMIT --metric 'time per step: ([0-9.]+)s' -- -m synco.cli train steps=3
 
 Checks the base commit out into a scratch git worktree, then runs each tree's own copy of the bench script
 (``PYTHONPATH=<tree>/src``, the same interpreter), alternating base and head ``--runs`` times so that a load that
 comes and goes hits both alike. The number compared is the first group of ``--metric`` in the script's output (a
-regular expression, e.g. ``'total +([0-9.]+) ms'``), or the run's wall-clock seconds without one. Prints every
+regular expression, e.g. ``'total +([0-9.]+) ms'``), or the run's wall-clock seconds without one. ``-m MODULE``
+runs a module of each tree instead of a file (``-m synco.cli train ...``: a training run). Prints every
 run, the medians and the ratio head / base (below 1: the working tree is faster), and the load before and after.
 
 A refactor that must not slow a bench down is checked with this: the issue's bench, beside the code before it.
@@ -30,8 +32,8 @@ def run_once(tree: Path, script: list[str], metric: re.Pattern[str] | None) -> f
     """The metric of one run of ``script`` in ``tree`` (its own copy of the script, its own ``src``)."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(tree / script[0]), *script[1:]], cwd=tree, env=env,
-                          capture_output=True, text=True)
+    target = list(script) if script[0] == "-m" else [str(tree / script[0]), *script[1:]]  # a module, or a file
+    proc = subprocess.run([sys.executable, *target], cwd=tree, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"{script[0]} failed in {tree} (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
