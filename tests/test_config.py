@@ -240,3 +240,24 @@ def test_the_config_reference_lists_the_domains_sections():
     rows = {name: desc for name, _, desc in describe_fields()}
     assert rows["tools"].startswith("domain=tools: ") and rows["tau2"].startswith("domain=tau2: ")
     assert {"tools.db_variants", "tools.heldout_groups", "tau2.user_model"} <= set(rows)
+
+
+def test_served_roles_are_checked_when_the_config_loads() -> None:
+    """rollout_engine: served needs its section; training through a server needs LoRA and token ids; a chat
+    Reasoner cannot act; a frozen Synthesizer may be any chat endpoint (no local weights, model_path unread)."""
+    from synco.config import ConfigError, load_config
+
+    url = ["synthesizer.served.base_url=http://127.0.0.1:9/v1", "synthesizer.served.model=m"]
+    with pytest.raises(ConfigError, match="synthesizer.rollout_engine=served needs a synthesizer.served section"):
+        load_config("arith", overrides=["synthesizer.rollout_engine=served"])
+    with pytest.raises(ConfigError, match="synthesizer.lora"):  # cotrain: the Synthesizer trains
+        load_config("arith", overrides=["synthesizer.rollout_engine=served", *url])
+    cfg = load_config("arith", overrides=["mode=frozen", "synthesizer.rollout_engine=served", *url,
+                                          "synthesizer.served.endpoint=chat", "synthesizer.model_path=/no/such/dir"])
+    assert cfg.frozen("synthesizer") and not cfg.loads_weights("synthesizer")
+    chat = ["reasoner.rollout_engine=served", "reasoner.served.base_url=http://127.0.0.1:9/v1",
+            "reasoner.served.model=m", "reasoner.served.endpoint=chat", "reasoner.trainable=false"]
+    with pytest.raises(ConfigError, match="cannot act in domain='tools'"):
+        load_config("tools", overrides=chat)
+    with pytest.raises(ConfigError, match="endpoint=chat cannot train"):
+        load_config("arith", overrides=[*chat[:-1], "reasoner.lora.rank=8"])

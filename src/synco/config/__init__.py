@@ -280,6 +280,10 @@ class RunConfig(BaseModel):
                 problem = f"{role}.rollout_engine=served runs in process (backend=ray: not yet)"
             if problem is None and self.shared_base:
                 problem = f"{role}.rollout_engine=served cannot share a base (shared_base=true)"
+            if (problem is None and role == "reasoner" and policy.served is not None and policy.served.endpoint == "chat"
+                    and isinstance(get_domain(self.domain, domain_context(self)), HasEnvironment)):
+                problem = (f"reasoner.served.endpoint=chat cannot act in domain={self.domain!r}: its episodes run on "
+                           f"token ids (reasoner.served.endpoint=completions on a vLLM server)")
             if problem is not None:
                 problems.append(problem)
         if problems:
