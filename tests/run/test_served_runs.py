@@ -40,6 +40,10 @@ def test_a_frozen_served_synthesizer_runs_the_default_world(vllm_server, tmp_pat
     assert len(metrics(run)) == 2
     record = json.loads((run / "checkpoints" / "step_1" / "synthesizer" / "served.json").read_text())
     assert record == {"base_url": vllm_server.base_url, "model": "smol", "endpoint": "chat"}  # who played the role
+    roles = json.loads((run / "roles.json").read_text())
+    assert roles["synthesizer"] == {"engine": "served", "base_url": vllm_server.base_url, "model": "smol",
+                                    "endpoint": "chat"}  # no local weights: no model_path
+    assert roles["reasoner"] == {"engine": "hf", "model_path": "builtin:arith/reasoner"}
     con = sqlite3.connect(run / "pool.sqlite")
     assert con.execute("SELECT DISTINCT synth_version FROM tasks").fetchall() == [(0,)]
 

@@ -24,6 +24,7 @@ Run directory::
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,7 @@ from synco.grading.checker import AnswerChecker
 from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
 from synco.run.rng import seed_everything, set_rng_state
+from synco.run.files import write_atomic
 from synco.run.rundir import open_pool, open_run_dir
 from synco.run.state import Run
 
@@ -66,6 +68,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         check_models(cfg)  # before the run directory exists
     log(apply_threads(cfg.threads).describe())
     run_dir, ckpt = open_run_dir(cfg, resume, log)
+    write_atomic(run_dir / "roles.json", json.dumps(played_by(cfg), indent=1))  # who plays each role (no key)
     if resume is not None:
         check_endpoints(cfg)
         check_models(cfg, from_checkpoint=ckpt is not None)
@@ -131,6 +134,26 @@ def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str
     if isinstance(settings, LoadsModels):  # e.g. τ²'s simulated user
         models.update(settings.models(cfg.domain))
     return models
+
+
+def played_by(cfg: RunConfig) -> dict[str, dict[str, str]]:
+    """Which engine, endpoint and model play each role of the run (``roles.json``): a local model's path, or a served
+    endpoint's URL and model name (never its key)."""
+    out: dict[str, dict[str, str]] = {}
+    roles = ["synthesizer", "reasoner"] + (["checker"] if cfg.consensus and cfg.consensus_solver == "checker" else [])
+    for role in roles:
+        p = getattr(cfg, role) or cfg.reasoner
+        entry = {"engine": p.rollout_engine}
+        if cfg.loads_weights(role) or getattr(cfg, role) is None:
+            entry["model_path"] = p.model_path
+        if p.rollout_engine == "served" and p.served is not None:
+            entry.update(base_url=p.served.base_url, model=p.served.model, endpoint=p.served.endpoint)
+        out[role] = entry
+    for section, served in configured_endpoints(cfg).items():
+        if not section.startswith(tuple(roles)):  # a domain's own (τ²'s user)
+            out[section.rsplit(".", 1)[0] + ".user"] = {"engine": "served", "base_url": served.base_url,
+                                                        "model": served.model, "endpoint": served.endpoint}
+    return out
 
 
 def configured_endpoints(cfg: RunConfig) -> dict[str, ServedSettings]:
