@@ -93,3 +93,32 @@ def test_a_tau2_user_turn_on_the_served_chat_endpoint(vllm_server) -> None:  # n
     assert isinstance(reply, str) and reply and vllm_server.base_url in user.model_name
     assert user.reply("You are a customer who wants to cancel a flight.",
                       [("agent", "Hello, how can I help?")]) == reply  # seeded by the conversation
+
+
+def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in(vllm_server) -> None:  # noqa: ANN001
+    """On a served engine each episode takes its next turn as soon as its own response is in; the turn's seed is the
+    episode's and the turn's, so one request at a time and sixteen in flight give the same episodes."""
+    pytest.importorskip("tau2")
+    from synco.core.episodes import EpisodeLimits
+    from synco.domains.registry import get_domain
+    from synco.domains.spec import DomainContext
+    from synco.domains.tau2.settings import Tau2Settings
+    from synco.grading.checker import AnswerChecker
+    from synco.rollout.attempts import heldout_tasks, make_solver
+    from synco.rollout.episodes import row_sampler
+
+    domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", tool_choice="required")))
+    tasks = heldout_tasks(domain, domain.heldout(2, seed=0))
+    assert tasks
+    solver = make_solver(domain, AnswerChecker(use_math_verify=False), limits=EpisodeLimits(3, 300), group_size=8)
+    runs = []
+    for concurrency in (1, 16):
+        cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=False,
+                           rollout_engine="served", served=served(vllm_server, max_concurrency=concurrency))
+        pol = build_policy(cfg, role="reasoner", frozen=True)
+        assert row_sampler(pol) is pol.generator
+        groups = solver.attempts(pol, tasks, 2, SamplingParams(max_new_tokens=24, temperature=1.0), seed=11)
+        runs.append([[(a.completion_ids, [t.text for t in a.turns or []], a.reward) for a in g] for g in groups])
+    assert runs[0] == runs[1]
+    turns = [len(t) for g in runs[0] for _, t, _ in g]
+    assert max(turns) > 1  # agent and environment turns: the episodes did go on after their first response

@@ -160,6 +160,26 @@ class ServedClient:
 
         return self._gather([lambda c, s, p=p, seed=seed: one(c, s, p, seed) for p, seed in zip(prompts, seeds)])
 
+    def session(self) -> "ServedSession":
+        """An async session for callers that keep many requests in flight over time (episodes that each advance as
+        their own response arrives): one client and one ``max_concurrency`` bound for the whole session."""
+        return ServedSession(self)
+
+    async def complete_row(self, client: Any, sem: asyncio.Semaphore, ids: Sequence[int], sampling: Mapping[str, Any],
+                           seed: int | None, model: str | None = None) -> ServedSample:
+        """One token-id completion inside a session (:meth:`session`), bounded and checked like
+        :meth:`complete_ids`."""
+        body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": 1, "logprobs": 0,
+                **sampling}
+        if seed is not None:
+            body["seed"] = seed
+        async with sem:
+            resp = await self._retrying(lambda: client.completions.create(**body,
+                                                                          extra_body={"return_token_ids": True}),
+                                        "POST /completions")
+        [sample] = self._read_completion(resp, 1, int(sampling.get("max_tokens", 1 << 30)))
+        return sample
+
     def chat(self, requests: Sequence[ChatRequest], n: int, sampling: Mapping[str, Any],
              seeds: Sequence[int | None], model: str | None = None) -> list[list[ServedSample]]:
         """``n`` replies to each chat request (text, or the tool calls the server parsed), in request order."""
@@ -233,7 +253,11 @@ class ServedClient:
                           f"{self.field}.base_url") from None
 
     def _read_completion(self, resp: Any, n: int, max_tokens: int) -> list[ServedSample]:
-        choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
+        try:
+            choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
+        except (ValueError, TypeError, AttributeError) as err:
+            raise ServedError(f"{self.settings.base_url} sent a malformed response ({_short(str(err))})",
+                              self.field) from None
         if len(choices) != n:
             raise ServedError(f"{self.settings.base_url} returned {len(choices)} choices for n={n}", self.field)
         out = []
@@ -256,7 +280,11 @@ class ServedClient:
         return out
 
     def _read_chat(self, resp: Any, n: int) -> list[ServedSample]:
-        choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
+        try:
+            choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
+        except (ValueError, TypeError, AttributeError) as err:
+            raise ServedError(f"{self.settings.base_url} sent a malformed response ({_short(str(err))})",
+                              self.field) from None
         if len(choices) != n:
             raise ServedError(f"{self.settings.base_url} returned {len(choices)} choices for n={n}", self.field)
         out = []
@@ -267,6 +295,22 @@ class ServedClient:
             out.append(ServedSample(text=_text(msg.content or "", self), tool_calls=calls,
                                     finish_reason="length" if c.finish_reason == "length" else "stop"))
         return out
+
+
+class ServedSession:
+    """``async with client.session() as (openai_client, semaphore)``: one connection pool and one concurrency bound
+    for every request made inside it."""
+
+    def __init__(self, client: ServedClient) -> None:
+        self.client = client
+        self._openai: Any = None
+
+    async def __aenter__(self) -> tuple[Any, asyncio.Semaphore]:
+        self._openai = self.client._client()
+        return self._openai, asyncio.Semaphore(self.client.settings.max_concurrency)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._openai.close()
 
 
 def _field(obj: Any, name: str, kind: type) -> Any:

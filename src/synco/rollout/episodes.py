@@ -17,10 +17,11 @@ observations) ends that episode with reward 0 and the error recorded; the other 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from synco.core.episodes import EnvStep, Environment, Episode, EpisodeGrade, EpisodeLimits
 from synco.core.policy import Policy
@@ -31,7 +32,8 @@ from synco.domains.base import Domain, HasEnvironment, reasoner_prompts, respons
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EpisodeJob", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "run_episodes", "run_job", "turn_seed"]
+__all__ = ["EpisodeJob", "RowSampler", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "episode_turn_seed",
+           "row_sampler", "run_episodes", "run_job", "turn_seed"]
 
 
 @runtime_checkable
@@ -48,6 +50,31 @@ class TokenPolicy(Protocol):
 
     def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
                      seed: int | None = None) -> list[list[Completion]]: ...
+
+
+@runtime_checkable
+class RowSampler(Protocol):
+    """An engine that samples one row at a time inside a session (a served endpoint,
+    :class:`synco.rollout.served.ServedGenerator`): each episode then advances as its own response arrives instead of
+    in lockstep with the slowest episode of its job."""
+
+    def session(self) -> Any: ...
+
+    def base_seed(self, seed: int | None) -> int: ...
+
+    async def sample_row(self, conn: Any, ids: Sequence[int], params: SamplingParams, seed: int) -> Completion: ...
+
+
+def row_sampler(policy: object) -> RowSampler | None:
+    """The policy's engine when it samples row by row (a served endpoint), else None (lockstep turns)."""
+    generator = getattr(policy, "generator", None)
+    return generator if isinstance(generator, RowSampler) else None
+
+
+def episode_turn_seed(seed: int, episode: int, turn: int) -> int:
+    """The seed of one episode's ``turn``-th request when episodes advance on their own: it depends on the episode
+    and the turn only, never on the order responses arrive in."""
+    return derive_seed(seed, "episode", episode, "turn", turn)
 
 
 def turn_seed(seed: int | None, turn: int) -> int | None:
@@ -73,7 +100,10 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
             logger.exception("building the environment of episode %d failed", i)
             ep.finish, ep.grade = "done", _failed("env_error")
             envs.append(None)
-    for turn in range(limits.max_turns):
+    sampler = row_sampler(policy)
+    if sampler is not None:  # a served engine: each episode takes its next turn as soon as its response is in
+        asyncio.run(_run_each(policy, sampler, episodes, envs, params, limits, sampler.base_seed(seed), turn_prefix))
+    for turn in range(0 if sampler is None else limits.max_turns, limits.max_turns):
         active = [i for i, ep in enumerate(episodes) if not ep.done]
         if not active:
             break
@@ -92,6 +122,27 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
                 logger.exception("grading an episode failed")
                 ep.grade = _failed("env_error")
     return episodes
+
+
+async def _run_each(policy: TokenPolicy, sampler: RowSampler, episodes: Sequence[Episode],
+                    envs: Sequence[Environment | None], params: SamplingParams, limits: EpisodeLimits, seed: int,
+                    prefix: str) -> None:
+    """Every episode on its own: sample, step its environment, append the observation, sample again; up to the
+    engine's ``max_concurrency`` requests in flight. Turn ``t`` of episode ``i`` samples from
+    :func:`episode_turn_seed`, so the episodes do not depend on which response comes back first."""
+    async with sampler.session() as conn:
+        async def one(i: int) -> None:
+            ep = episodes[i]
+            for turn in range(limits.max_turns):
+                if ep.done:
+                    return
+                left = limits.max_tokens - len(ep.completion_ids)
+                turn_params = params.model_copy(update={"max_new_tokens": max(1, min(params.max_new_tokens, left))})
+                c = await sampler.sample_row(conn, ep.prompt_ids + ep.completion_ids, turn_params,
+                                             episode_turn_seed(seed, i, turn))
+                _advance(policy, ep, envs[i], c, limits, last_turn=turn == limits.max_turns - 1, prefix=prefix)
+
+        await asyncio.gather(*(one(i) for i, ep in enumerate(episodes) if not ep.done))
 
 
 def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Completion, limits: EpisodeLimits,

@@ -126,17 +126,32 @@ class ServedGenerator:
             self._push()
         got = self.client.complete_ids(prompt_ids, n, _sampling(params), request_seeds(_seed(seed), len(prompt_ids)),
                                        self.served_model)
-        out = []
-        for ids, group in zip(prompt_ids, got):
-            row = []
-            for s in group:
-                text = self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True)
-                stopped = bool(s.token_ids) and s.token_ids[-1] in self.eos_ids
-                row.append(Completion(text=text, prompt_ids=list(ids), completion_ids=list(s.token_ids),
-                                      logprobs=list(s.logprobs), truncated=not stopped and s.finish_reason == "length",
-                                      finish_reason="stop" if stopped or s.finish_reason == "stop" else "length"))
-            out.append(row)
-        return out
+        return [[self._completion(ids, s) for s in group] for ids, group in zip(prompt_ids, got)]
+
+    def session(self) -> Any:
+        """An async session for rows sampled one at a time (:meth:`sample_row`); the adapter goes up first."""
+        if self.pending is not None:
+            self._push()
+        return self.client.session()
+
+    def base_seed(self, seed: int | None) -> int:
+        """A request's seed (drawn from the run's torch RNG when the caller has none)."""
+        return _seed(seed)
+
+    async def sample_row(self, conn: Any, ids: Sequence[int], params: SamplingParams, seed: int) -> Completion:
+        """One completion of one token-id prompt inside a :meth:`session`: what an episode samples each turn as soon
+        as its previous observation is in (``seed``: the episode's own seed for this turn)."""
+        client, sem = conn
+        s = await self.client.complete_row(client, sem, ids, _sampling(params), derive_seed(seed, "served", 0) % 2 ** 31,
+                                           self.served_model)
+        return self._completion(ids, s)
+
+    def _completion(self, ids: Sequence[int], s: Any) -> Completion:
+        text = self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True)
+        stopped = bool(s.token_ids) and s.token_ids[-1] in self.eos_ids
+        return Completion(text=text, prompt_ids=list(ids), completion_ids=list(s.token_ids), logprobs=list(s.logprobs),
+                          truncated=not stopped and s.finish_reason == "length",
+                          finish_reason="stop" if stopped or s.finish_reason == "stop" else "length")
 
     def close(self) -> None:
         """Unload the adapter this run loaded (best effort: the server may be gone) and delete the local copies."""
