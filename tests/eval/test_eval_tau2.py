@@ -11,7 +11,7 @@ import pytest
 
 from synco.core.episodes import Turn
 from synco.eval.evaluation import configure_eval
-from synco.eval.tau2 import (SUMMARY_FILE, TASKS_FILE, TRIALS_FILE, GoldPolicy, ScriptedUser, Tau2Trial,
+from synco.eval.tau2 import (RESULTS_FILE, SUMMARY_FILE, TASKS_FILE, TRIALS_FILE, GoldPolicy, ScriptedUser, Tau2Trial,
                              add_tau2_arguments, gold_reasons, gold_turns, read_trials, run_tau2_eval, summarize,
                              task_result)
 
@@ -55,6 +55,15 @@ def test_gold_scores_one_on_airline_test_tasks_through_the_command(tmp_path: Pat
         assert len(t.mask) == len(t.completion_ids) and 0 in t.mask or t.tool_calls == 0
         assert t.messages[0]["content"] == "Hi! How can I help you today?"  # τ²'s transcript, greeting first
     assert "pass^1: 1.000" in capsys.readouterr().out
+    # the same trials in τ²'s own results format, read back by τ²'s own loader
+    from tau2.data_model.simulation import Results
+
+    res = Results.load(out / RESULTS_FILE)
+    assert [r.task_id for r in res.simulations] == test_ids and [t.id for t in res.tasks] == test_ids
+    assert all(r.reward_info is not None and r.reward_info.reward == 1.0 for r in res.simulations)
+    assert {r.termination_reason.value for r in res.simulations} == {"agent_stop"}
+    assert res.info.agent_info.llm == "gold" and res.info.environment_info.domain_name == "airline"
+    assert [len(r.messages) for r in res.simulations] == [len(t.messages) for t in trials]
 
 
 @pytest.mark.parametrize("mode,apart", [
@@ -290,6 +299,7 @@ def test_a_local_model_plays_the_user(tiny_model_dir: Path, letters_model_dir: P
     assert run(argv) == 0
     [t] = read_trials(out / TRIALS_FILE)
     assert t.user == str(letters_model_dir) and summary(out)["user"] == str(letters_model_dir)
+    assert json.loads((out / RESULTS_FILE).read_text())["info"]["user_info"]["llm"] == str(letters_model_dir)
     users = [m["content"] for m in t.messages if m["role"] == "user"]
     assert users and set(users[0]) <= {"a", "b"} and len(users[0]) > 1
     assert t.prompt.endswith(users[0])  # the simulated user's opening is the agent's first message

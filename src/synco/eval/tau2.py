@@ -13,6 +13,8 @@ template's tool format, the ticket or the simulated user's opening line as the f
 * ``tau2_summary.json``: pass^k for k = 1..K over the scored tasks with standard errors (:mod:`synco.eval.tau2_metrics`,
   τ²'s definition), the mean reward, how episodes ended, and the tasks reported apart with the reason.
 * ``tau2_config.json``: the settings that decide the episodes (checked when an eval is resumed).
+* ``tau2_results.json``: the trials in τ²'s own results format (``Results``: its tasks, one ``SimulationRun`` per trial
+  with τ²'s messages, and who played the agent and the user), so τ²'s tools read them.
 
 Resuming: a task's trials are appended (flushed, synced) as soon as they are graded; a rerun into the same
 ``--out`` skips the (task, trial) pairs already there, so ``--trials 4`` after ``--trials 2`` runs 2 more per task
@@ -72,6 +74,9 @@ TRIALS_FILE = "tau2_trials.jsonl"
 TASKS_FILE = "tau2_tasks.json"
 SUMMARY_FILE = "tau2_summary.json"
 CONFIG_FILE = "tau2_config.json"
+RESULTS_FILE = "tau2_results.json"
+"""The trials in τ²'s own results format (``tau2.data_model.simulation.Results``: what τ²'s runner writes, so τ²'s
+tools read it)."""
 
 GOLD = "gold"
 """``--model gold``: the built-in gold agent."""
@@ -612,6 +617,8 @@ def evaluate_tau2(agent: Agent, world: World, tasks: Sequence[Task], out: str | 
         summary = Tau2Summary(domain=world.name, split=settings.split, model=settings.model, user=user_name, solo=solo,
                               out=str(out), **fields)
         write_tau2_summaries(out, results, summary)
+        _write_json(out / RESULTS_FILE, tau2_results(world, tasks, read_trials(path), settings, user_name)
+                    .model_dump(mode="json"))
         return summary
 
     bar = tqdm(total=len(runnable) * settings.trials, desc=f"tau2 {world.name}", unit="trial", disable=not progress,
@@ -629,6 +636,40 @@ def evaluate_tau2(agent: Agent, world: World, tasks: Sequence[Task], out: str | 
         bar.close()
         summary = write()
     return summary
+
+
+_TAU2_TERMINATION = {"token_budget": "max_steps", "max_turns": "max_steps", "env_error": "agent_error"}
+"""synco's endings that τ²'s ``TerminationReason`` has no name for, as τ² would call them."""
+
+
+def tau2_results(world: World, tasks: Sequence[Task], trials: Sequence[Tau2Trial], settings: Tau2EvalSettings,
+                 user_name: str) -> Any:
+    """The trials as τ²'s ``Results``: τ²'s task objects, one ``SimulationRun`` per trial (its τ² messages, its
+    termination in τ²'s terms, the reward and τ²'s per-basis scores) and who played the agent and the user."""
+    from tau2.data_model.simulation import (AgentInfo, Info, Results, RewardInfo, SimulationRun, TerminationReason,
+                                            UserInfo)
+    from tau2.environment.environment import EnvironmentInfo
+
+    env_info = EnvironmentInfo(domain_name=world.name, policy=getattr(world, "policy", "") or "")
+    info = Info(git_commit=f"synco (tau2 {tau2_version()})", num_trials=settings.trials, max_steps=settings.max_turns,
+                max_errors=settings.max_turns, seed=settings.seed,
+                user_info=UserInfo(implementation="synco" if user_name != "solo" else "solo",
+                                   llm=None if user_name in ("solo", SCRIPTED) else user_name),
+                agent_info=AgentInfo(implementation="synco", llm=settings.model,
+                                     llm_args={"temperature": settings.temperature, "top_p": settings.top_p}),
+                environment_info=env_info)
+    ids = {t.id for t in tasks}
+    sims = []
+    for r in trials:
+        if r.task_id not in ids:
+            continue
+        reason = _TAU2_TERMINATION.get(r.termination, r.termination)
+        sims.append(SimulationRun(
+            id=f"{r.task_id}-{r.trial}", task_id=r.task_id, start_time="", end_time="", duration=0.0,
+            termination_reason=TerminationReason(reason), trial=r.trial, seed=settings.seed,
+            reward_info=RewardInfo(reward=r.reward, info={"synco_parts": r.parts}),
+            messages=r.messages))
+    return Results(info=info, tasks=list(tasks), simulations=sims)
 
 
 def format_tau2_summary(s: Tau2Summary) -> str:
@@ -665,8 +706,9 @@ def add_tau2_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype, --threads, --thinking, --batch-size, --overwrite, --no-progress (backend hf only).")
     g.add_argument("--tau2", metavar="DOMAIN", default=None, choices=("airline", "retail", "telecom", "mock"),
                    help="evaluate on this tau2-bench domain's own tasks instead of the math benchmarks: airline, "
-                        "retail, telecom or mock; writes tau2_trials.jsonl (full trajectories), tau2_tasks.json and "
-                        "tau2_summary.json (pass^k for k=1..trials, tau2's definition)")
+                        "retail, telecom or mock; writes tau2_trials.jsonl (full trajectories), tau2_tasks.json, "
+                        "tau2_summary.json (pass^k for k=1..trials, tau2's definition) and tau2_results.json "
+                        "(tau2's own results format)")
     g.add_argument("--split", default=None, help="tau2's task split (default: test, or base where there is none: mock)")
     g.add_argument("--trials", type=int, default=None, help="episodes per task: pass^k for k = 1..TRIALS (default: 1)")
     g.add_argument("--tau2-user", dest="tau2_user", choices=("auto", "solo", "simulated"), default="auto",
