@@ -56,3 +56,27 @@ def test_a_tau2_step_records_episodes_with_tau2_rewards(tmp_path: Path, tiny_age
     # a tool message (no chat template: a plain label), then the next call's prefilled opening (tool_choice: required)
     assert env_turns and all(t.text.startswith("\ntool: ") and t.text.endswith(CALL_PREFIX) for t in env_turns)
     assert all(ro.turns[0].tool_call is not None or ro.reward_parts.get("stop") == 0.0 for ro in rollouts)
+
+
+def test_a_tau2_cards_gold_episode_replays_and_passes_tau2s_grade(tmp_path: Path, tiny_agents: Path) -> None:
+    """τ² has replayable gold episodes (HasGoldTurns: τ²'s gold agent's script), so EvoSyn's SFT on verified
+    trajectories (rounds.target=reference) runs there: each verified task's gold episode passes τ²'s own evaluator,
+    its observations in the ids with mask 0."""
+    from synco.core.episodes import EpisodeLimits
+    from synco.domains.base import HasGoldTurns
+    from synco.rollout.gold import gold_episodes
+
+    cfg = load_config("tau2-smollm2", overrides=[
+        "mode=static", "n_cards=4", "k=1", "seed=0", f"runs_dir={tmp_path}", "run_id=g", "heldout_per_group=0",
+        "tensorboard=false", "progress=false", "threads=1", f"synthesizer.model_path={tiny_agents}",
+        f"reasoner.model_path={tiny_agents}", "reasoner.sampling.max_new_tokens=8", "max_turns=1",
+        "max_episode_tokens=64", "synth_decoding=free", "protocol=rft", "rounds.target=reference"])
+    run = setup_run(cfg)
+    assert isinstance(run.state.domain, HasGoldTurns)
+    cotrain_step(run.state, 0)
+    valid = [r for r in run.state.pool.by_step(0) if r.valid and r.card is not None]
+    assert valid
+    episodes = gold_episodes(run.state.reasoner, run.state.domain, [r.card for r in valid],  # type: ignore[misc]
+                             [r.verdict.reference or "" for r in valid], EpisodeLimits(12, 4000))
+    assert all(ep is not None and ep.grade is not None and ep.grade.correct for ep in episodes)
+    assert all(0 in ep.mask and 1 in ep.mask for ep in episodes if ep is not None)

@@ -12,11 +12,12 @@ import pytest
 from synco.core.episodes import Turn
 from synco.eval.evaluation import configure_eval
 from synco.eval.tau2 import (RESULTS_FILE, SUMMARY_FILE, TASKS_FILE, TRIALS_FILE, GoldPolicy, ScriptedUser, Tau2Trial,
-                             add_tau2_arguments, gold_reasons, gold_turns, read_trials, run_tau2_eval, summarize,
+                             add_tau2_arguments, gold_reasons, read_trials, run_tau2_eval, summarize,
                              task_result)
 
 pytest.importorskip("tau2")
 
+from synco.domains.tau2.gold import gold_turns  # noqa: E402
 from synco.domains.tau2.world import load_world  # noqa: E402  (after the skip: needs τ²)
 
 

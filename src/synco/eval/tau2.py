@@ -57,6 +57,7 @@ from synco.core.episodes import EpisodeLimits, Turn
 from synco.core.jsonl import read_jsonl
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
+from synco.domains.tau2.gold import final_message, gold_turns
 from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _trim_partial_tail, _write_json,
                                    append_records, parse_protocol_overrides)
 from synco.eval.tau2_metrics import Tau2Metrics, is_success, pass_hat_k, tau2_metrics
@@ -203,29 +204,6 @@ class Tau2Summary(BaseModel):
 
 
 # --------------------------------------------------------------------------- the gold agent and the scripted user
-
-
-def final_message(task: Task) -> str:
-    """The gold agent's last message: every piece of the task's ``communicate_info``, then the stop token."""
-    from synco.domains.tau2.env import AGENT_STOP
-
-    info = (task.evaluation_criteria.communicate_info or []) if task.evaluation_criteria is not None else []
-    return (f"To confirm: {'; '.join(info)}. " if info else "Your request is complete. ") + AGENT_STOP
-
-
-def gold_turns(task: Task, solo: bool) -> list[str]:
-    """The gold agent's turns: each gold action as a tool call (``format_call``, the text the parser reads), then the
-    final message -- or, solo with nothing to state, the ``done`` call. In user mode the user's own actions are left
-    out (the agent cannot make them)."""
-    from synco.domains.tau2.calls import format_call
-    from synco.domains.tau2.world import STOP_TOOL
-
-    criteria = task.evaluation_criteria
-    actions = (criteria.actions or []) if criteria is not None else []
-    calls = [format_call(a.name, dict(a.arguments)) for a in actions if solo or a.requestor == "assistant"]
-    info = (criteria.communicate_info or []) if criteria is not None else []
-    last = format_call(STOP_TOOL, {}) if solo and not info else final_message(task)
-    return [*calls, last]
 
 
 def _byte_ids(text: str) -> list[int]:

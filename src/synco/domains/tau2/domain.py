@@ -269,6 +269,14 @@ class Tau2Domain:
         """τ²'s tag of every tool: read, write, think or generic."""
         return dict(self.world.tool_kinds)
 
+    def gold_turns(self, card: TaskCard, reference: str, attempt: int = 0) -> list[str]:
+        """The gold agent's turns on the card's τ² task (``synco.domains.tau2.gold``): each gold action as the call
+        text the parser reads (the user's own actions left out in user mode), then the final message stating the
+        task's ``communicate_info``, or, solo with nothing to state, the ``done`` call."""
+        from synco.domains.tau2.gold import gold_turns
+
+        return gold_turns(self.verdict(card).task, self.solo)
+
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
         from synco.domains.tau2.tasks import parse_actions
 
