@@ -100,3 +100,23 @@ def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
     assert main(["train", "--resume", str(run)]) == 0
     relay.cut()
     assert metrics(run) == metrics(tmp_path / "whole")  # continued exactly
+
+
+def test_the_evosyn_served_preset_runs_a_step_on_the_cpu(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
+    """``--preset evosyn-served steps=1`` against the local server, shrunk to a CPU: τ²'s mock domain (solo, so no
+    user), SmolLM2 as the served frozen Synthesizer, the shipped tiny Reasoner; every role is recorded."""
+    pytest.importorskip("tau2")
+    url = vllm_server.base_url
+    code = main(["train", "--preset", "evosyn-served", "steps=1", "tau2.domain=mock", "tau2.user=solo",
+                 f"synthesizer.served.base_url={url}", "synthesizer.served.model=smol",
+                 "synthesizer.sampling.max_new_tokens=64", f"tau2.served.base_url={url}", "tau2.served.model=smol",
+                 "reasoner.model_path=builtin:arith/reasoner", "reasoner.rollout_engine=hf", "reasoner.dtype=float32",
+                 "reasoner.device=cpu", "reasoner.gradient_checkpointing=false", "reasoner.enable_thinking=null",
+                 "reasoner.sampling.max_new_tokens=8", "n_cards=2", "k=1", "max_turns=2", "max_episode_tokens=64",
+                 *small(tmp_path, "evosyn"), "n_cards=2", "heldout_per_group=0"])
+    assert code == 0
+    run = tmp_path / "evosyn"
+    [line] = metrics(run)
+    assert line["protocol"] == "rounds" and line["phase"] == "train" and line["n_cards"] == 2
+    roles = json.loads((run / "roles.json").read_text())
+    assert roles["synthesizer"]["engine"] == "served" and roles["tau2.user"]["base_url"] == url
