@@ -252,7 +252,8 @@ class ServedClient:
                           f"{_short(str(last))}); is the server up? ({self.field}.base_url, .timeout_s, .max_retries)",
                           f"{self.field}.base_url") from None
 
-    def _read_completion(self, resp: Any, n: int, max_tokens: int) -> list[ServedSample]:
+    def _choices(self, resp: Any, n: int) -> list[Any]:
+        """The response's ``n`` choices in index order (a ServedError for a malformed body or another count)."""
         try:
             choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
         except (ValueError, TypeError, AttributeError) as err:
@@ -260,6 +261,10 @@ class ServedClient:
                               self.field) from None
         if len(choices) != n:
             raise ServedError(f"{self.settings.base_url} returned {len(choices)} choices for n={n}", self.field)
+        return choices
+
+    def _read_completion(self, resp: Any, n: int, max_tokens: int) -> list[ServedSample]:
+        choices = self._choices(resp, n)
         out = []
         for c in choices:
             extra = getattr(c, "model_extra", None) or {}
@@ -280,13 +285,7 @@ class ServedClient:
         return out
 
     def _read_chat(self, resp: Any, n: int) -> list[ServedSample]:
-        try:
-            choices = sorted(_field(resp, "choices", list), key=lambda c: int(_field(c, "index", int)))
-        except (ValueError, TypeError, AttributeError) as err:
-            raise ServedError(f"{self.settings.base_url} sent a malformed response ({_short(str(err))})",
-                              self.field) from None
-        if len(choices) != n:
-            raise ServedError(f"{self.settings.base_url} returned {len(choices)} choices for n={n}", self.field)
+        choices = self._choices(resp, n)
         out = []
         for c in choices:
             msg = c.message
