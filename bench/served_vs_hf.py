@@ -1,7 +1,7 @@
 """The same rollouts through a served vLLM and through in-process transformers, SmolLM2-135M on the CPU.
 
     python bench/served_vs_hf.py --base-url http://127.0.0.1:8000/v1 [--model smol] [--prompts 32] [--tokens 64]
-        [--steps 2] [--threads 1]
+        [--steps 2] [--threads 1] [--tau2]
 
 Start the server first (its own environment, `make serve-venv`; see docs/SERVED.md for the command). Prints, in one
 run:
@@ -10,7 +10,8 @@ run:
    own transformers ``generate`` and by the served engine (``rollout_engine: served``, token ids in and out),
    tokens per second each and the ratio;
 2. the ``smollm2-arith`` step (the SmolLM2 Reasoner on arithmetic, LoRA rank 8 on q/v so the served run can
-   hot-load its adapter; the same settings both ways): seconds per step, generation seconds, and the ratios.
+   hot-load its adapter; the same settings both ways): seconds per step, generation seconds, and the ratios;
+3. with ``--tau2``, the ``tau2-smollm2`` step the same way (τ² mock episodes, the Reasoner on the server; minutes).
 
 The server and the learner share the machine's cores, as on a laptop: the ratio says what serving buys there. Time
 on an idle machine (the load is printed before and after).
@@ -58,10 +59,11 @@ def throughput(base_url: str, model: str, n_prompts: int, tokens: int) -> dict[s
     return out
 
 
-def step(base_url: str, model: str, served: bool, steps: int, threads: int, work: Path) -> dict[str, float]:
-    """Median seconds per step and generation seconds of ``--preset smollm2-arith``, in process or served."""
-    run_id = "served" if served else "hf"
-    cmd = ["synco", "train", "--preset", "smollm2-arith", f"steps={steps}", "seed=0", f"threads={threads}",
+def step(base_url: str, model: str, served: bool, steps: int, threads: int, work: Path,
+         preset: str = "smollm2-arith", extra: tuple[str, ...] = ()) -> dict[str, float]:
+    """Median seconds per step and generation seconds of ``--preset PRESET``, in process or served."""
+    run_id = f"{preset}-{'served' if served else 'hf'}"
+    cmd = ["synco", "train", "--preset", preset, f"steps={steps}", "seed=0", f"threads={threads}", *extra,
            "heldout_per_group=0", "reasoner.lora.rank=8", "reasoner.lora.alpha=16",
            "reasoner.lora.target_modules=[q_proj,v_proj]", f"runs_dir={work}", f"run_id={run_id}", "progress=false",
            "tensorboard=false"]
@@ -82,6 +84,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="the learner's torch threads")
+    ap.add_argument("--tau2", action="store_true", help="also the tau2-smollm2 step (τ² mock, episodes; minutes)")
     a = ap.parse_args()
     import torch
 
@@ -98,6 +101,15 @@ def main() -> None:
         print(f"  {name:>6}: {r['step']:.2f} s/step, generation {r['generate']:.2f} s")
     print(f"  ratio hf / served (s/step): {hf['step'] / served['step']:.2f}x; generation "
           f"{hf['generate'] / served['generate']:.2f}x")
+    if a.tau2:
+        print("3. --preset tau2-smollm2, 1 step (the Reasoner's episodes; LoRA q/v rank 8 both ways):")
+        with tempfile.TemporaryDirectory() as d:
+            hf = step(a.base_url, a.model, False, 1, a.threads, Path(d), "tau2-smollm2")
+            served = step(a.base_url, a.model, True, 1, a.threads, Path(d), "tau2-smollm2")
+        for name, r in (("hf", hf), ("served", served)):
+            print(f"  {name:>6}: {r['step']:.2f} s/step, generation {r['generate']:.2f} s")
+        print(f"  ratio hf / served (s/step): {hf['step'] / served['step']:.2f}x; generation "
+              f"{hf['generate'] / served['generate']:.2f}x")
     print(f"load after: {load()}")
 
 

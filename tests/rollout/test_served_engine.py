@@ -112,13 +112,14 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     assert tasks
     solver = make_solver(domain, AnswerChecker(use_math_verify=False), limits=EpisodeLimits(3, 300), group_size=8)
     runs = []
-    for concurrency in (1, 16):
-        cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=False,
+    for concurrency, lora in ((1, None), (16, None), (16, LoraSettings(rank=8, alpha=16, target_modules=["q_proj"]))):
+        cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=lora is not None, lora=lora,
                            rollout_engine="served", served=served(vllm_server, max_concurrency=concurrency))
-        pol = build_policy(cfg, role="reasoner", frozen=True)
+        pol = build_policy(cfg, role="reasoner", frozen=lora is None)
         assert row_sampler(pol) is pol.generator
         groups = solver.attempts(pol, tasks, 2, SamplingParams(max_new_tokens=24, temperature=1.0), seed=11)
         runs.append([[(a.completion_ids, [t.text for t in a.turns or []], a.reward) for a in g] for g in groups])
     assert runs[0] == runs[1]
+    assert runs[2] == runs[0]  # a fresh adapter (B = 0), pushed before the episodes start, samples as the base does
     turns = [len(t) for g in runs[0] for _, t, _ in g]
     assert max(turns) > 1  # agent and environment turns: the episodes did go on after their first response

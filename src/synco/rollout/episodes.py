@@ -58,7 +58,9 @@ class RowSampler(Protocol):
     :class:`synco.rollout.served.ServedGenerator`): each episode then advances as its own response arrives instead of
     in lockstep with the slowest episode of its job."""
 
-    def session(self) -> Any: ...
+    def session(self) -> Any:
+        """An async context manager for one batch of rows (called outside the event loop: it may block first)."""
+        ...
 
     def base_seed(self, seed: int | None) -> int: ...
 
@@ -102,7 +104,9 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
             envs.append(None)
     sampler = row_sampler(policy)
     if sampler is not None:  # a served engine: each episode takes its next turn as soon as its response is in
-        asyncio.run(_run_each(policy, sampler, episodes, envs, params, limits, sampler.base_seed(seed), turn_prefix))
+        session = sampler.session()  # before the event loop: the engine may first push its weights (a blocking call)
+        asyncio.run(_run_each(policy, sampler, session, episodes, envs, params, limits, sampler.base_seed(seed),
+                              turn_prefix))
     for turn in range(0 if sampler is None else limits.max_turns, limits.max_turns):
         active = [i for i, ep in enumerate(episodes) if not ep.done]
         if not active:
@@ -124,13 +128,13 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
     return episodes
 
 
-async def _run_each(policy: TokenPolicy, sampler: RowSampler, episodes: Sequence[Episode],
+async def _run_each(policy: TokenPolicy, sampler: RowSampler, session: Any, episodes: Sequence[Episode],
                     envs: Sequence[Environment | None], params: SamplingParams, limits: EpisodeLimits, seed: int,
                     prefix: str) -> None:
     """Every episode on its own: sample, step its environment, append the observation, sample again; up to the
     engine's ``max_concurrency`` requests in flight. Turn ``t`` of episode ``i`` samples from
     :func:`episode_turn_seed`, so the episodes do not depend on which response comes back first."""
-    async with sampler.session() as conn:
+    async with session as conn:
         async def one(i: int) -> None:
             ep = episodes[i]
             for turn in range(limits.max_turns):
