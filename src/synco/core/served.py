@@ -147,18 +147,8 @@ class ServedClient:
         if len(seeds) != len(prompts):
             raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
 
-        async def one(client: Any, sem: asyncio.Semaphore, ids: Sequence[int], seed: int | None) -> list[ServedSample]:
-            body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": n, "logprobs": 0,
-                    **sampling}
-            extra: dict[str, Any] = {"return_token_ids": True}
-            if seed is not None:
-                body["seed"] = seed
-            async with sem:
-                resp = await self._retrying(lambda: client.completions.create(**body, extra_body=extra),
-                                            "POST /completions")
-            return self._read_completion(resp, n, int(sampling.get("max_tokens", 1 << 30)))
-
-        return self._gather([lambda c, s, p=p, seed=seed: one(c, s, p, seed) for p, seed in zip(prompts, seeds)])
+        return self._gather([lambda c, s, p=p, seed=seed: self._complete(c, s, p, n, sampling, seed, model)
+                             for p, seed in zip(prompts, seeds)])
 
     def session(self) -> "ServedSession":
         """An async session for callers that keep many requests in flight over time (episodes that each advance as
@@ -169,7 +159,13 @@ class ServedClient:
                            seed: int | None, model: str | None = None) -> ServedSample:
         """One token-id completion inside a session (:meth:`session`), bounded and checked like
         :meth:`complete_ids`."""
-        body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": 1, "logprobs": 0,
+        [sample] = await self._complete(client, sem, ids, 1, sampling, seed, model)
+        return sample
+
+    async def _complete(self, client: Any, sem: asyncio.Semaphore, ids: Sequence[int], n: int,
+                        sampling: Mapping[str, Any], seed: int | None, model: str | None) -> list[ServedSample]:
+        """``n`` completions of one token-id prompt: the one completions request (bounded, retried, checked)."""
+        body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": n, "logprobs": 0,
                 **sampling}
         if seed is not None:
             body["seed"] = seed
@@ -177,8 +173,7 @@ class ServedClient:
             resp = await self._retrying(lambda: client.completions.create(**body,
                                                                           extra_body={"return_token_ids": True}),
                                         "POST /completions")
-        [sample] = self._read_completion(resp, 1, int(sampling.get("max_tokens", 1 << 30)))
-        return sample
+        return self._read_completion(resp, n, int(sampling.get("max_tokens", 1 << 30)))
 
     def chat(self, requests: Sequence[ChatRequest], n: int, sampling: Mapping[str, Any],
              seeds: Sequence[int | None], model: str | None = None) -> list[list[ServedSample]]:

@@ -26,6 +26,16 @@ class LoadsModels(Protocol):
         ...
 
 
+@runtime_checkable
+class ServesEndpoints(Protocol):
+    """A domain's settings that name served endpoints the run samples from (τ²'s user on ``tau2.served``), checked at
+    startup (``synco.run.setup.check_endpoints``)."""
+
+    def endpoints(self, section: str) -> dict[str, Any]:
+        """``{config section: ServedSettings}`` of every endpoint these settings use (``section``: their config key)."""
+        ...
+
+
 class DomainError(ValueError):
     """A domain name is unknown, malformed or taken, or a factory did not build a domain."""
 

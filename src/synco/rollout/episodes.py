@@ -107,17 +107,8 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
         session = sampler.session()  # before the event loop: the engine may first push its weights (a blocking call)
         asyncio.run(_run_each(policy, sampler, session, episodes, envs, params, limits, sampler.base_seed(seed),
                               turn_prefix))
-    for turn in range(0 if sampler is None else limits.max_turns, limits.max_turns):
-        active = [i for i, ep in enumerate(episodes) if not ep.done]
-        if not active:
-            break
-        budget = max(limits.max_tokens - len(episodes[i].completion_ids) for i in active)
-        turn_params = params.model_copy(update={"max_new_tokens": max(1, min(params.max_new_tokens, budget))})
-        sampled = policy.generate_ids([episodes[i].prompt_ids + episodes[i].completion_ids for i in active], 1,
-                                      turn_params, seed=turn_seed(seed, turn))
-        for i, [c] in zip(active, sampled):
-            _advance(policy, episodes[i], envs[i], c, limits, last_turn=turn == limits.max_turns - 1,
-                     prefix=turn_prefix)
+    else:
+        _run_lockstep(policy, episodes, envs, params, limits, seed, turn_prefix)
     for ep, env in zip(episodes, envs):
         if ep.grade is None and env is not None:
             try:
@@ -126,6 +117,22 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
                 logger.exception("grading an episode failed")
                 ep.grade = _failed("env_error")
     return episodes
+
+
+def _run_lockstep(policy: TokenPolicy, episodes: Sequence[Episode], envs: Sequence[Environment | None],
+                  params: SamplingParams, limits: EpisodeLimits, seed: int | None, prefix: str) -> None:
+    """The active episodes' turn ``t`` in one ``generate_ids`` call (seeded by :func:`turn_seed`), then each
+    sampled turn to its own environment."""
+    for turn in range(limits.max_turns):
+        active = [i for i, ep in enumerate(episodes) if not ep.done]
+        if not active:
+            break
+        budget = max(limits.max_tokens - len(episodes[i].completion_ids) for i in active)
+        turn_params = params.model_copy(update={"max_new_tokens": max(1, min(params.max_new_tokens, budget))})
+        sampled = policy.generate_ids([episodes[i].prompt_ids + episodes[i].completion_ids for i in active], 1,
+                                      turn_params, seed=turn_seed(seed, turn))
+        for i, [c] in zip(active, sampled):
+            _advance(policy, episodes[i], envs[i], c, limits, last_turn=turn == limits.max_turns - 1, prefix=prefix)
 
 
 async def _run_each(policy: TokenPolicy, sampler: RowSampler, session: Any, episodes: Sequence[Episode],

@@ -34,7 +34,7 @@ from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.domains.base import Domain, HasTrajectories, export_fields
-from synco.domains.spec import LoadsModels
+from synco.domains.spec import LoadsModels, ServesEndpoints
 from synco.core.served import ServedSettings
 from synco.evosyn.run import build_evo_state, check_factor_names, write_space
 from synco.evosyn.trajectory import DistinctSequences
@@ -163,7 +163,7 @@ def configured_endpoints(cfg: RunConfig) -> dict[str, ServedSettings]:
     if not (cfg.consensus and cfg.consensus_solver == "checker"):
         out.pop("checker.served", None)
     settings = cfg.domain_settings()
-    if settings is not None and hasattr(settings, "endpoints"):  # e.g. τ²'s served user
+    if isinstance(settings, ServesEndpoints):  # e.g. τ²'s served user
         out.update(settings.endpoints(cfg.domain))
     return out
 
