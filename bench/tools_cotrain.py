@@ -8,6 +8,8 @@ only on the seed). The arms:
 
 =================  ==================================================================================
 evosyn             co-training + EvoSyn (Designer + Reflector + learner feedback): the preset
+evosyn-effect      evosyn with learning-effect feedback: the Designer's need and the Synthesizer's reward
+                   (learnability=progress) scaled by each cell's measured learning effect
 frozen             the paper's control: the Synthesizer frozen, no Designer, no Reflector
 frozen-designer    the frozen Synthesizer steered by the Designer: what the Synthesizer's own RL adds
                    is evosyn - frozen-designer
@@ -19,7 +21,11 @@ groups: one per task family, ``tools.heldout_groups``), sampled gain, Learn / Re
 tasks first -> last 10 % of steps, Reasoner episodes per step, and the structural metrics of the
 synthesized tasks (interaction coverage, pattern diversity and contrastive support averaged over the
 run, distinct gold action sequences at the end); then success per held-out group and each arm's paired
-difference to ``frozen`` and ``static``. ``--out DIR`` keeps the runs and writes ``tools.json``.
+difference to ``frozen`` and ``static``; then per arm the learning effect as EvoSyn's Table 5 sums it up
+(learning_effect.jsonl: targeted cells improved, allocation-gain rho, share-weighted gain per transition) and the
+figures behind the causes issue 39 names: verified tasks per run, the share of the verified tasks in cells whose
+training did not move the learner (pooled gain <= 0 over the run) and the share of the ``rw+`` pattern in the
+last quarter's verified tasks. ``--out DIR`` keeps the runs and writes ``tools.json``.
 
 ``KEY=VALUE`` overrides reach every run of every arm (after the arm's own settings, so they win) and the
 per-task held-out scoring before and after it, e.g. database variants and another warm start::
@@ -42,6 +48,8 @@ from synco.config import load_config
 
 ARMS: dict[str, list[str]] = {
     "evosyn": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=true"],
+    "evosyn-effect": ["mode=cotrain", "evosyn.designer=true", "evosyn.reflector=true", "evosyn.feedback=true",
+                      "evosyn.designer_settings.effect=true", "synth_rewards.learnability=progress"],
     "frozen": ["mode=frozen", "evosyn.designer=false", "evosyn.reflector=false"],
     "frozen-designer": ["mode=frozen", "evosyn.designer=true", "evosyn.reflector=true"],
     "static": ["mode=static", "evosyn.designer=false", "evosyn.reflector=false"],
@@ -70,6 +78,11 @@ def main() -> None:
                               ("s/step", "sec_per_step", 1)])
     print_levels(results, gain=False)
     print_paired(results, tuple(b for b in ("frozen", "static") if b in results), width=max(map(len, results)))
+    print("\nlearning effect and the causes (mean ± std over seeds)")
+    print_arm_table(results, [("verified tasks", "verified", 0), ("share in unmoved cells", "unmoved_share", 2),
+                              ("rw+ share (last quarter)", "rw_plus_last", 2),
+                              ("targeted improved", "targeted_rate", 2), ("alloc-gain rho", "alloc_gain_rho", 2),
+                              ("gain by share / transition", "effect_gain", 3)])
     (root / "tools.json").write_text(json.dumps(results, indent=2))
 
 
@@ -94,6 +107,34 @@ def _run(job: tuple[str, int, list[str]]) -> dict:
         "contrast": avg("contrastive_support"), "turns": avg("mean_turns"),
         "sequences": lines[-1].get("distinct_action_sequences") if lines else None,
         "sec_per_step": s.sec_per_step,
+        **effect_figures(Path(s.run_dir), cfg.steps),
+    }
+
+
+def effect_figures(run_dir: Path, steps: int) -> dict:
+    """What a run's learning_effect.jsonl and pool say of the causes (see the module docstring)."""
+    from synco.core.pool import TaskPool
+    from synco.evosyn.effect import pooled_gain, summarize
+    from synco.evosyn.run import read_effects
+
+    effects = read_effects(run_dir)
+    summary = summarize(effects)
+    gains: dict[str, list[tuple[float, float]]] = {}
+    for t in effects:
+        for c in t.cells:
+            gains.setdefault(c.cell, []).append((c.gain, c.gain_se))
+    unmoved = {k for k, v in gains.items() if pooled_gain(v)[0] <= 0}
+    with TaskPool(run_dir / "pool.sqlite") as pool:
+        valid = [r for s in range(steps) for r in pool.by_step(s) if r.valid and r.card is not None]
+    last = [r for r in valid if r.step >= steps - steps // 4]
+    shares = [c.share for t in effects for c in t.cells]
+    return {
+        "verified": len(valid),
+        "unmoved_share": (sum(c.share for t in effects for c in t.cells if c.cell in unmoved) / sum(shares)
+                          if shares else None),
+        "rw_plus_last": sum(r.card.factors.get("pattern") == "rw+" for r in last) / len(last) if last else None,
+        "targeted_rate": summary.targeted_rate, "alloc_gain_rho": summary.allocation_gain_rho,
+        "effect_gain": summary.mean_gain_weighted,
     }
 
 

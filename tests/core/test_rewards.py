@@ -45,6 +45,21 @@ def test_gated_reward_uses_the_configured_learner_term():
     assert synthesizer_reward(True, 1.0, 1.0, 0.0).total == 0.0
 
 
+def test_progress_reward_scales_the_gap_by_the_cells_effect():
+    """Success 1/4, gates 0.5 and 1: gap 0.75 times the cell's learning-effect weight 0.4 -> 0.3, gated 0.15; the
+    weight is ignored by the other learner terms and must be a probability-like weight."""
+    cfg = SynthesizerRewardConfig(learnability="progress")
+    r = synthesizer_reward(True, 0.75, 1.0, 0.25, config=cfg, progress=0.4)
+    assert (r.total, r.teachability) == (pytest.approx(0.15), pytest.approx(0.3))
+    assert synthesizer_reward(True, 0.75, 1.0, 0.25, config=cfg).total == pytest.approx(0.375)  # unmeasured: 1
+    assert synthesizer_reward(True, 0.75, 1.0, 0.25, progress=0.4).total == pytest.approx(0.25)  # teachability
+    assert synthesizer_reward(False, 0.75, 1.0, None, config=cfg, progress=0.4).total == cfg.invalid_penalty
+    with pytest.raises(ValueError, match="progress"):
+        synthesizer_reward(True, 0.75, 1.0, 0.25, config=cfg, progress=1.5)
+    with pytest.raises(ValueError, match="gated"):
+        SynthesizerRewardConfig(learnability="progress", mode="additive")
+
+
 @pytest.mark.parametrize("x,t,expected", [(0.5, 0.5, 0.0), (0.4, 0.5, 0.0), (0.75, 0.5, 0.5), (1.0, 0.5, 1.0), (0.9, 0.8, 0.5), (0.3, 0.0, 0.3)])
 def test_gate_hand_values(x, t, expected):
     assert gate(x, t) == pytest.approx(expected)

@@ -269,3 +269,18 @@ def test_parent_backoff_by_hand() -> None:
     assert needs[fresh] == 1.0  # no parent evidence at all: explore
     assert cell_needs([new], stats, DesignerConfig())[new] == 1.0  # coverage: full (the default) keeps need 1
     assert cell_needs([new], stats, cfg, feedback=False)[new] == 1.0
+
+
+def test_learning_effect_scales_each_need() -> None:
+    """Four cells at need 1 (success 0.5, no floor, no retention): weights 1, 0.5, 0.25, 0.25 of 2 -> 4, 2, 1, 1 of
+    8 slots; a cell without a weight keeps its need."""
+    cfg = DesignerConfig(floor=0.0, retention=0.0, min_tasks=0, prior=0.0, min_group=1)
+    stats = {c: CellStats(n_tasks=2, n_attempts=4, n_correct=2) for c in CELLS}
+    effect = {L1: 1.0, L2: 0.5, L3: 0.25, L4: 0.25}
+    assert shares(CELLS, stats, 8, cfg, effect=effect) == {L1: 4.0, L2: 2.0, L3: 1.0, L4: 1.0}
+    assert allocate(CELLS, stats, 8, cfg, effect=effect) == {L1: 4, L2: 2, L3: 1, L4: 1}
+    # L1 at 0.5, the rest unweighted: shares 8/7 and 16/7 each; systematic rounding at offset 0.5 -> 1, 2, 3, 2
+    assert allocate(CELLS, stats, 8, cfg, effect={L1: 0.5}) == {L1: 1, L2: 2, L3: 3, L4: 2}
+    # the exploration floor still reaches a cell whose training never moved the learner
+    floored = shares(CELLS, stats, 8, cfg.model_copy(update={"floor": 0.5}), effect={L1: 1.0, L2: 1.0, L3: 1.0, L4: 0.0})
+    assert floored[L4] == pytest.approx(1.0) and sum(floored.values()) == pytest.approx(8.0)

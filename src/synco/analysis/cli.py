@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from synco.analysis.compare import compare, format_comparison, read_eval_dir
-from synco.analysis.evosyn import format_evosyn
+from synco.analysis.evosyn import format_evosyn, format_learning_effect
 from synco.analysis.rundata import AnalysisError, RunData, load_run
 from synco.analysis.run import AnalyzeOptions, RunAnalysis, analyze_run
 from synco.analysis.trajectory import format_trajectory
@@ -188,6 +188,9 @@ def run_analyze(args: argparse.Namespace) -> int:
         print(_headline(a))
         if a.evosyn is not None:
             print(format_evosyn(a.evosyn, a.label))
+            table5 = format_learning_effect(a.evosyn, a.label)
+            if table5 is not None:
+                print(table5)
         if a.trajectory is not None:
             print(format_trajectory(a.trajectory, a.label))
     print(f"wrote {out / 'report.html'} and {out / 'summary.json'}")

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from synco.analysis.rundata import MetricsLine, ReflectionLine, RunData, TaskRow
 from synco.analysis.stats import mean, natural_key
 from synco.evosyn.designer import need
+from synco.evosyn.effect import EffectSummary, Transition, summarize
 from synco.evosyn.metrics import spearman
 from synco.evosyn.space import FactorChange, parse_cell_key
 
@@ -77,6 +78,8 @@ class EvoSynAnalysis(BaseModel):
     n_observed: int  # promoted factors the control check took out of the cells (observe)
     active_factors: list[str]  # factors in use at the end (from factor_space.json); "name (observed)" when not steered
     n_cells: int | None
+    learning_effect: EffectSummary | None = None  # EvoSyn's Table 5 over learning_effect.jsonl (None: no transition)
+    transitions: list[Transition] = []  # its rows
 
 
 def evosyn_analysis(data: RunData) -> EvoSynAnalysis | None:
@@ -117,6 +120,8 @@ def evosyn_analysis(data: RunData) -> EvoSynAnalysis | None:
             (m.space_version for m in reversed(rows) if m.space_version is not None), None),
         active_factors=[f.name if f.steered else f"{f.name} (observed)" for f in space.active()] if space is not None else [],
         n_cells=files.n_cells if files is not None else None,
+        learning_effect=summarize(files.effects) if files is not None and files.effects else None,
+        transitions=list(files.effects) if files is not None else [],
     )
 
 
@@ -229,3 +234,29 @@ def format_evosyn(e: EvoSynAnalysis, label: str) -> str:
             f"allocation-gap rho {_num(e.allocation_gap_spearman_mean)} (gap -> next allocation "
             f"{_num(e.gap_next_spearman)}), {e.n_promotions} promotions, {e.n_confirmations} confirmations, "
             f"{e.n_retirements} retirements, {e.n_observed} observed only")
+
+
+def format_learning_effect(e: EvoSynAnalysis, label: str, max_rows: int = 12) -> str | None:
+    """EvoSyn's Table 5 in ``synco analyze``'s text: per transition its targeted cells (allocation raised into the
+    training) with the pre gap, the change in allocation and the post gain, then the summary; None without
+    transitions."""
+    s = e.learning_effect
+    if s is None:
+        return None
+    lines = [f"{label} learning effect (EvoSyn Table 5; learning_effect.jsonl): {s.transitions} transitions, "
+             f"targeted cells improved {s.targeted_improved}/{s.targeted} ({_num(s.targeted_rate)}), "
+             f"rho(gap, d alloc) {_num(s.gap_allocation_rho)}, rho(d alloc, gain) {_num(s.allocation_gain_rho)}, "
+             f"mean gain {_signed(s.mean_gain)} (by share {_signed(s.mean_gain_weighted)})",
+             f"  {'steps':>11}  {'targeted cell':<28} {'gap':>5} {'d alloc':>8} {'gain':>7} {'s.e.':>5}"]
+    rows = [(t, c) for t in e.transitions for c in t.cells if c.targeted]
+    for t, c in rows[-max_rows:]:
+        steps = f"{t.pre_steps[0]}-{t.pre_steps[1]}>{t.post_steps[1]}"
+        lines.append(f"  {steps:>11}  {c.cell[:28]:<28} {c.gap:5.2f} {c.delta_share or 0.0:+8.3f} {c.gain:+7.3f} "
+                     f"{c.gain_se:5.3f}")
+    if len(rows) > max_rows:
+        lines.append(f"  ({len(rows) - max_rows} earlier targeted rows in summary.json)")
+    return "\n".join(lines)
+
+
+def _signed(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.3f}"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from synco.evosyn.effect import Transition
 from synco.evosyn.space import FactorChange, FactorEvidence, FactorSpace
 from synco.core.jsonl import read_jsonl, validation_message
 from synco.core.pool import SCHEMA_VERSION
@@ -128,6 +129,7 @@ class EvoSynFiles:
     space: FactorSpace | None = None  # factor_space.json
     n_cells: int | None = None  # feasible cells of that space, as the trainer counted them
     designer_target: float | None = None  # evosyn.designer_settings.target of config.yaml, when readable
+    effects: list[Transition] = field(default_factory=list)  # learning_effect.jsonl, in file order
 
 
 class HeldoutPoint(BaseModel):
@@ -179,12 +181,12 @@ def load_run(path: str | Path, label: str | None = None) -> RunData:
                    latest_report=latest, n_reports=n_reports, heldout=read_heldout(run), evosyn=read_evosyn(run))
 
 
-EVOSYN_FILES: tuple[str, ...] = ("factors.jsonl", "reflector.jsonl", "factor_space.json")
+EVOSYN_FILES: tuple[str, ...] = ("factors.jsonl", "reflector.jsonl", "factor_space.json", "learning_effect.jsonl")
 """EvoSyn's files in a run directory (see ``synco.evosyn.run``); runs before EvoSyn have none."""
 
 
 def read_evosyn(run: Path) -> EvoSynFiles | None:
-    """factors.jsonl, reflector.jsonl and factor_space.json; None when the run has none of them.
+    """factors.jsonl, reflector.jsonl, factor_space.json and learning_effect.jsonl; None when the run has none.
 
     A broken line or file is an AnalysisError naming it (and the line number).
     """
@@ -192,7 +194,9 @@ def read_evosyn(run: Path) -> EvoSynFiles | None:
         return None
     out = EvoSynFiles(changes=read_jsonl(run / "factors.jsonl", FactorChange, "factor-space change", error=AnalysisError),
                       reflections=read_jsonl(run / "reflector.jsonl", ReflectionLine, "reflection", error=AnalysisError),
-                      designer_target=read_designer_target(run / "config.yaml"))
+                      designer_target=read_designer_target(run / "config.yaml"),
+                      effects=read_jsonl(run / "learning_effect.jsonl", Transition, "learning-effect transition",
+                                         error=AnalysisError))
     path = run / "factor_space.json"
     if path.is_file():
         try:

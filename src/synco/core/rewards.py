@@ -94,10 +94,12 @@ class SynthesizerRewardConfig(BaseModel):
     mode: Literal["gated", "additive"] = Field("gated", description="gated: gate(q)*gate(r)*teach(p); additive: weighted sum.")
     invalid_penalty: float = Field(-0.5, description="Reward of a card the verifier rejects.")
     duplicate_penalty: float = Field(-0.5, description="Reward of a card rejected as a duplicate (within the step or of a recent pool task).")
-    learnability: Literal["teachability", "gap"] = Field(
+    learnability: Literal["teachability", "gap", "progress"] = Field(
         "teachability",
-        description="Gated mode's learner term: teachability (2p, or 2(1-p) above 0.5: the group-relative RL signal) "
-                    "or gap (1-p: what supervised fine-tuning on the gold solution can still teach, EvoSyn's gap).")
+        description="Gated mode's learner term: teachability (2p, or 2(1-p) above 0.5: the group-relative RL signal), "
+                    "gap (1-p: what supervised fine-tuning on the gold solution can still teach, EvoSyn's gap) or "
+                    "progress (the gap times the card's cell's learning-effect weight, in [effect_floor, 1]: what "
+                    "training on that cell measurably changed; synco.evosyn.effect, needs a factor space).")
     quality_threshold: float = Field(0.5, description="Gate threshold for quality.")
     reliability_threshold: float = Field(0.5, description="Gate threshold for reliability.")
     w_quality: float = Field(0.30, description="Additive mode: weight of quality.")
@@ -129,6 +131,7 @@ def synthesizer_reward(
     alignment: float | None = None,
     reason_codes: Sequence[str] = (),
     config: SynthesizerRewardConfig = SynthesizerRewardConfig(),
+    progress: float = 1.0,
 ) -> SynthReward:
     """The Synthesizer's reward for one card, with every component kept.
 
@@ -136,8 +139,11 @@ def synthesizer_reward(
     rejection is a duplicate). A valid card without rollouts (``success_rate``
     None) scores as p = 0. ``alignment`` (:func:`card_alignment`, in [0, 1]) is
     recorded when given and needed by the additive mode, which raises without it
-    rather than score every card 0 on that term.
+    rather than score every card 0 on that term. ``progress`` (in [0, 1]): the card's cell's learning-effect
+    weight, the factor of ``learnability=progress`` on the gap.
     """
+    if not 0.0 <= progress <= 1.0:
+        raise ValueError(f"progress must be in [0, 1], got {progress!r}")
     if alignment is not None and not 0.0 <= alignment <= 1.0:
         raise ValueError(f"alignment must be in [0, 1], got {alignment!r}")
     if not valid:
@@ -145,7 +151,8 @@ def synthesizer_reward(
         return SynthReward(total=penalty, quality=quality, reliability=reliability, novelty=novelty,
                            success_rate=success_rate, penalty=penalty, mode=config.mode)
     p = 0.0 if success_rate is None else success_rate
-    teach = supervised_gap(p) if config.learnability == "gap" else teachability(p)
+    teach = (teachability(p) if config.learnability == "teachability"
+             else supervised_gap(p) * (progress if config.learnability == "progress" else 1.0))
     if config.mode == "gated":
         total = gate(quality, config.quality_threshold) * gate(reliability, config.reliability_threshold) * teach
     else:

@@ -86,7 +86,9 @@ class SynthesizerCards:
         if self.designer and evo is not None and evo.cells:
             cfg = s.evosyn.designer_settings
             stats = cell_stats(state.pool.recent(s.window), evo.space) if s.evosyn.feedback else {}
-            slots = allocate(evo.cells, stats, s.n_cards, cfg, feedback=s.evosyn.feedback, offset=state.rng.random())
+            effect = evo.cell_effects(cfg) if cfg.effect and s.evosyn.feedback else None  # learning-effect feedback
+            slots = allocate(evo.cells, stats, s.n_cards, cfg, feedback=s.evosyn.feedback, offset=state.rng.random(),
+                             effect=effect)
             gaps = cell_needs(evo.cells, stats, cfg, s.evosyn.feedback)
             return [ContextPlan(c or None, n) for c, n in slots.items() if n > 0], Design(slots, gaps)  # () = no target
         n_ctx = min(s.n_contexts, s.n_cards)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from synco.core.policy import Policy
 from synco.core.pool import TaskPool
@@ -214,17 +214,34 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
     s = state.settings
     # alignment: the target cell hit, or (no target) a factor value the report the Synthesizer saw asks for
     focus = report_focus(state.report) if s.evosyn.feedback and s.mode not in ("static", "uniform") else frozenset()
+    progress = progress_of(state) if s.synth_rewards.learnability == "progress" else None
     for rec in records:
         v, target = rec.verdict, rec.target_cell
         p = sum(a.correct for a in rec.rollouts) / len(rec.rollouts) if rec.rollouts else None
         sr = synthesizer_reward(v.valid, v.quality, v.reliability, p, novelty=v.scores.get("novelty", 1.0),
                                 alignment=card_alignment(rec.card, target, focus) if v.valid else None,
-                                reason_codes=v.reason_codes, config=s.synth_rewards)
+                                reason_codes=v.reason_codes, config=s.synth_rewards,
+                                progress=progress(rec.card) if progress is not None and v.valid else 1.0)
         if target is not None and v.valid and rec.card is not None:
             rec.on_target = controlled(target, rec.card.factors)
             if not rec.on_target:
                 sr = off_target(sr, s.evosyn.control_penalty, s.synth_rewards.invalid_penalty, s.evosyn.control_gate)
         rec.success_rate, rec.synth_reward = p, sr
+
+
+def progress_of(state: CoTrainState) -> Callable[[TaskCard | None], float]:
+    """``learnability=progress``: a card's learning-effect weight, that of the cell it realised (the measured
+    transitions so far, :mod:`synco.evosyn.effect`; a card outside every cell gets the unmeasured weight)."""
+    if state.evo is None:
+        raise ValueError("synth_rewards.learnability=progress needs a domain with a factor space (its cells' "
+                         f"learning effect); domain {state.domain.name!r} has none")
+    evo, weights = state.evo, state.evo.effect_weights(state.settings.evosyn.designer_settings)
+
+    def of(card: TaskCard | None) -> float:
+        cell = evo.space.cell_of(card.factors) if card is not None else None
+        return weights.of(cell_key(cell) if cell is not None else None)
+
+    return of
 
 
 def _step_tags(plan: StepPlan) -> dict[str, Any] | None:

@@ -28,6 +28,9 @@ class DesignerConfig(BaseModel):
     prior: float = Field(1.0, ge=0, description="Beta prior pseudo-count on each side when smoothing a cell's success rate (Laplace at 1).")
     sharpness: float = Field(1.0, gt=0, description="need ** sharpness sets the need-driven shares (1: proportional; larger: more focus on the most teachable cells). Proportional by default: in the arith world practice on one level costs the others (bench/transfer_probe.py), so the Designer spreads the budget over every learnable cell instead of piling it on the most teachable.")
     min_group: int = Field(2, ge=1, description="A cell that gets any slots gets at least this many (a Synthesizer GRPO group of one card has no advantage).")
+    effect: bool = Field(False, description="Learning-effect feedback: each cell's need is scaled by effect_floor + (1 - effect_floor) * P(training on it raises its success), from its gains over the last effect_memory transitions (learning_effect.jsonl; synco.evosyn.effect), so a cell that was targeted and did not move yields budget to cells that do. Off: the need is the gap alone.")
+    effect_floor: float = Field(0.25, ge=0, le=1, description="Learning-effect feedback: the smallest weight a cell's measured effect can give its need (and the Synthesizer's learnability=progress reward), so a cell that did not move can come back.")
+    effect_memory: int = Field(3, ge=1, description="Learning-effect feedback: a cell's effect is its gains over this many most recent transitions, pooled by inverse variance.")
 
     @model_validator(mode="after")
     def _shares(self) -> "DesignerConfig":
@@ -74,6 +77,7 @@ class EvoSynConfig(BaseModel):
     reflector: bool = Field(True, description="Reflector on: every reflector.every steps, promote a candidate factor that explains Reasoner failure beyond the current cells (and retire ones that stopped).")
     feedback: bool = Field(True, description="Learner feedback on. Off: no learner information reaches the Synthesizer or the Designer (empty report; the Designer sees coverage only, never success; the Reflector has nothing to measure and makes no change).")
     factors: list[str] | None = Field(None, description="The factors the space starts with (its first cells), e.g. [pattern, family] in the tools world; null: the domain's built-in ones (tools and tau2: pattern, arith: level, math: topic). Every other factor the domain computes stays a Reflector candidate. A run that starts on a factor the Synthesizer cannot follow is steered by it anyway (the control check judges promoted factors only).")
+    effect_every: int = Field(10, ge=1, description="Learning effect (learning_effect.jsonl): steps per measuring period in protocols without rounds; with rounds (protocol=rounds / rft) a period is a round, in which the Reasoner does not change. Each period's new tasks probe the learner trained before it.")
     control_penalty: float = Field(0.3, ge=0, description="Subtracted from the Synthesizer reward of a valid card whose realised cell (recomputed by the domain) differs from the requested one.")
     control_gate: bool = Field(False, description="Instead of the penalty, a card that misses its cell gets the invalid penalty (strict).")
     designer_settings: DesignerConfig = Field(default_factory=DesignerConfig, description="Designer knobs.")

@@ -19,8 +19,13 @@ the sum of three shares, then rounded to whole slots:
   level is not paid for as if it were maximally teachable.
 
 With learner feedback off, success is not seen: every cell has need 1, i.e. the
-allocation only balances coverage. Rounding is systematic sampling with a given
-offset, so each cell's expected slots equal its share and the total is exact.
+allocation only balances coverage. With learning-effect feedback (``effect``, from
+:func:`synco.evosyn.effect.effect_weights`) each need is scaled by its cell's weight:
+a cell whose training measurably moved the learner keeps its need, one that did not
+keeps at least ``effect_floor`` of it.
+
+Rounding is systematic sampling with a given offset, so each cell's expected slots equal
+its share and the total is exact.
 """
 
 from __future__ import annotations
@@ -132,8 +137,9 @@ def mastered_cells(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], cfg: 
 
 
 def shares(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], n_slots: int, cfg: DesignerConfig,
-           feedback: bool = True) -> dict[Cell, float]:
-    """Fractional slots per cell (they sum to ``n_slots``): floor + retention + need shares."""
+           feedback: bool = True, effect: Mapping[Cell, float] | None = None) -> dict[Cell, float]:
+    """Fractional slots per cell (they sum to ``n_slots``): floor + retention + need shares, each need scaled by
+    the cell's learning-effect weight in ``effect`` (absent: 1)."""
     if not cells:
         raise ValueError("the Designer needs at least one cell")
     needs = cell_needs(cells, stats, cfg, feedback)
@@ -141,7 +147,8 @@ def shares(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], n_slots: int,
     floor = cfg.floor * n_slots
     retention = cfg.retention * n_slots if mastered else 0.0
     rest = n_slots - floor - retention
-    weights = {c: (0.0 if c in mastered else needs[c] ** cfg.sharpness) for c in cells}
+    effect = effect or {}
+    weights = {c: (0.0 if c in mastered else needs[c] ** cfg.sharpness * effect.get(c, 1.0)) for c in cells}
     total_w = sum(weights.values())
     if total_w <= 0:  # every cell mastered or at need 0: spread the rest evenly
         weights, total_w = {c: 1.0 for c in cells}, float(len(cells))
@@ -167,8 +174,10 @@ def round_systematic(share: Sequence[float], offset: float) -> list[int]:
 
 
 def allocate(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], n_slots: int, cfg: DesignerConfig,
-             feedback: bool = True, offset: float = 0.5) -> dict[Cell, int]:
-    """Card slots per cell (summing to ``n_slots``; cells with 0 slots are included).
+             feedback: bool = True, offset: float = 0.5,
+             effect: Mapping[Cell, float] | None = None) -> dict[Cell, int]:
+    """Card slots per cell (summing to ``n_slots``; cells with 0 slots are included); ``effect``: the cells'
+    learning-effect weights (see :func:`shares`).
 
     After rounding, a cell left with fewer than ``min_group`` (but some) slots is raised to
     ``min_group`` with slots taken from the largest allocations, so every Synthesizer group has
@@ -176,7 +185,7 @@ def allocate(cells: Sequence[Cell], stats: Mapping[Cell, CellStats], n_slots: in
     """
     if n_slots < 0:
         raise ValueError(f"n_slots must be >= 0, got {n_slots}")
-    sh = shares(cells, stats, n_slots, cfg, feedback)
+    sh = shares(cells, stats, n_slots, cfg, feedback, effect)
     slots = dict(zip(cells, round_systematic([sh[c] for c in cells], offset)))
     small = sorted((c for c in cells if 0 < slots[c] < cfg.min_group), key=lambda c: -sh[c])
     for c in small:

@@ -7,22 +7,27 @@ Run-directory files::
                         and the control check's steer / observe with its control evidence; with the LLM
                         proposer also propose (a new candidate) / reject (an unusable proposal)
     reflector.jsonl     one line per reflection: every candidate's evidence, promoted or not
+    learning_effect.jsonl  one line per training transition: each cell's success before and after it, on new
+                        tasks, and its share of what the training received (:mod:`synco.evosyn.effect`)
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 import random
 from collections.abc import Callable, Sequence
 
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import check_control, pending
+from synco.evosyn.config import DesignerConfig
+from synco.evosyn.effect import EffectWeights, Transition, effect_weights, measure, transition
 from synco.evosyn.proposed import RAW_CHARS, ProposedFactor
 from synco.evosyn.proposer import parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
-from synco.evosyn.space import Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, feasible_cells
+from synco.evosyn.space import (Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, cell_key,
+                                feasible_cells)
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord
 
 
@@ -35,6 +40,7 @@ class EvoState:
     builtin: list[str]
     cells: list[Cell]  # feasible cells of the current space (recomputed when it changes)
     sample: Callable[[random.Random], str] | None = None  # the domain's problem generator, for feasibility
+    effects: list[Transition] = field(default_factory=list)  # learning_effect.jsonl so far: the measured transitions
 
     def refresh_cells(self) -> None:
         """Recompute the feasible cells after the space changed."""
@@ -43,6 +49,15 @@ class EvoState:
     def feasible(self, space: FactorSpace) -> list[Cell]:
         """Feasible cells of ``space`` (this space or a trial one) under the domain's generator."""
         return feasible_cells(space, self.defs, self.sample) if self.sample is not None else []
+
+    def effect_weights(self, cfg: DesignerConfig) -> EffectWeights:
+        """The cells' learning-effect weights from the measured transitions (:func:`~synco.evosyn.effect.effect_weights`)."""
+        return effect_weights(self.effects, cfg.effect_memory, cfg.effect_floor)
+
+    def cell_effects(self, cfg: DesignerConfig) -> dict[Cell, float]:
+        """The Designer's view of :meth:`effect_weights`: one weight per feasible cell."""
+        w = self.effect_weights(cfg)
+        return {c: w.of(cell_key(c)) for c in self.cells}
 
     def add_proposal(self, p: ProposedFactor, max_candidates: int) -> list[ProposedFactor]:
         """Keep ``p`` in the space and its extractor in ``defs`` (dropping the oldest idle proposals beyond
@@ -124,6 +139,49 @@ def control_and_log(evo: EvoState, recent: Callable[[], list[TaskRecord]], cfg: 
     if changes:
         write_space(evo, run_dir)
     return changes
+
+
+EFFECT_FILE = "learning_effect.jsonl"
+
+
+def measure_and_log(evo: EvoState, pre: Sequence[TaskRecord], post: Sequence[TaskRecord],
+                    before: Sequence[TaskRecord] | None, step: int, period: int, run_dir: Path) -> Transition:
+    """One training transition (the pre period's records, the post period's, and the period before the pre one
+    for the change in allocation), measured on the current space; appended to ``learning_effect.jsonl`` and to
+    ``evo.effects``."""
+    t = Transition(step=step, period=period, pre_steps=_span(pre), post_steps=_span(post),
+                   pre_version=_mean_version(pre), post_version=_mean_version(post),
+                   cells=transition(measure(pre, evo.space), measure(post, evo.space),
+                                    measure(before, evo.space) if before is not None else None))
+    with open(run_dir / EFFECT_FILE, "a") as f:
+        f.write(t.model_dump_json() + "\n")
+    evo.effects.append(t)
+    return t
+
+
+def _span(records: Sequence[TaskRecord]) -> tuple[int, int]:
+    steps = [r.step for r in records]
+    return (min(steps), max(steps)) if steps else (-1, -1)
+
+
+def _mean_version(records: Sequence[TaskRecord]) -> float | None:
+    """The mean policy version of the records' attempts (None when none recorded one)."""
+    v = [a.policy_version for r in records for a in r.rollouts if a.policy_version is not None]
+    return sum(v) / len(v) if v else None
+
+
+def read_effects(run_dir: Path) -> list[Transition]:
+    """The transitions ``learning_effect.jsonl`` holds (a resumed run's, already truncated; torn lines skipped)."""
+    path = run_dir / EFFECT_FILE
+    if not path.exists():
+        return []
+    out = []
+    for ln in path.read_text().splitlines():
+        try:
+            out.append(Transition.model_validate_json(ln))
+        except ValueError:
+            continue
+    return out
 
 
 def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskRecord]:
@@ -213,11 +271,12 @@ def write_space(evo: EvoState, run_dir: Path) -> None:
 
 
 def truncate_logs(run_dir: Path, last_step: int) -> None:
-    """Drop factors.jsonl / reflector.jsonl lines of reflections after ``last_step`` (a resumed run redoes them).
+    """Drop factors.jsonl / reflector.jsonl / learning_effect.jsonl lines after ``last_step`` (a resumed run redoes
+    them).
 
     A torn last line (a kill while writing) is dropped too.
     """
-    for name in ("factors.jsonl", "reflector.jsonl"):
+    for name in ("factors.jsonl", "reflector.jsonl", EFFECT_FILE):
         path = run_dir / name
         if not path.exists():
             continue

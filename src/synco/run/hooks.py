@@ -5,7 +5,8 @@ Each hook says itself whether it is due after a step (``due``, from its own cade
 the run's numbers (the report the proposer and Reflector read, the weights the held-out curve measures, the
 checkpoint that must hold everything up to its step):
 
-    health -> report refresh -> control check -> proposer -> reflector -> held-out curve -> checkpoint
+    health -> report refresh -> learning effect -> control check -> proposer -> reflector -> held-out curve
+           -> checkpoint
 
 A hook may ask the run to stop after the step by returning alerts (the health hook returns those whose action
 is ``stop``); the checkpoint hook then saves the step and the loop raises ``RunInterrupted``. A feature that is
@@ -21,17 +22,18 @@ from typing import Callable, Protocol, Sequence
 
 from synco.config import RunConfig
 from synco.core.policy import SamplingParams, generate_seeded
+from synco.core.records import TaskRecord
 from synco.core.report import build_report
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert, HealthMonitor, trim_history
 from synco.evosyn.reflector import python_seed
-from synco.evosyn.run import control_and_log, propose_and_log, reflect_and_log
+from synco.evosyn.run import control_and_log, measure_and_log, propose_and_log, reflect_and_log
 from synco.run.checkpoints import checkpoint_due, save_checkpoint
 from synco.run.files import jsonl_rows
 from synco.run.heldout import evaluate_heldout_greedy
 from synco.run.logs import Loggers
 from synco.run.state import Run
-from synco.run.steps import closes_round
+from synco.run.steps import closes_effect_period, closes_round, effect_period, effect_period_steps
 from synco.run.stopping import StopSignals
 
 
@@ -125,6 +127,29 @@ class ReportRefreshHook:
 
 
 @dataclass
+class LearningEffectHook:
+    """At each learning-effect period's end (a round, or ``evosyn.effect_every`` steps), from the second on: each
+    cell's success on the period's new tasks against the period before, across the training between them, a line
+    of ``learning_effect.jsonl`` (:mod:`synco.evosyn.effect`); the Designer's and the Synthesizer's feedback read
+    it. Measured on the space as it stands, before the Reflector may change it."""
+
+    cfg: RunConfig
+
+    def due(self, ctx: StepContext) -> bool:
+        return closes_effect_period(self.cfg, ctx.step) and effect_period(self.cfg, ctx.step) > 0
+
+    def after_step(self, ctx: StepContext) -> None:
+        st, cfg, period = ctx.run.state, self.cfg, effect_period(self.cfg, ctx.step)
+        assert st.evo is not None
+
+        def records(p: int) -> list[TaskRecord]:
+            return [r for s in effect_period_steps(cfg, p) for r in st.pool.by_step(s)]
+
+        measure_and_log(st.evo, records(period - 1), records(period), records(period - 2) if period > 1 else None,
+                        ctx.step, period, ctx.run.dir)
+
+
+@dataclass
 class ControlCheckHook:
     """Every step (EvoSyn with the Reflector): a promoted factor the Synthesizer cannot follow leaves the cells
     (``control_and_log``; it reads the pool only while a promoted factor awaits its check)."""
@@ -210,6 +235,8 @@ def build_hooks(run: Run, loggers: Loggers, monitor: HealthMonitor) -> list[Step
     """The run's hooks, in the order they run; a feature that is off is absent."""
     cfg = run.cfg
     hooks: list[StepHook] = [HealthHook(monitor, loggers), ReportRefreshHook(cfg)]
+    if run.state.evo is not None:
+        hooks.append(LearningEffectHook(cfg))
     if reflects(cfg) and run.state.evo is not None:
         hooks.append(ControlCheckHook(cfg))
         if cfg.evosyn.proposer:

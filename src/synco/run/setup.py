@@ -36,7 +36,8 @@ from synco.cotrain.engine import CoTrainState
 from synco.domains.base import Domain, HasTrajectories, export_fields
 from synco.domains.spec import LoadsModels, ServesEndpoints
 from synco.core.served import ServedSettings
-from synco.evosyn.run import build_evo_state, check_factor_names, write_space
+from synco.evosyn.space import HasFactorSpace
+from synco.evosyn.run import build_evo_state, check_factor_names, read_effects, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
@@ -79,6 +80,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     domain = build_domain(cfg)
     try:  # before any model loads
         check_factor_names(domain, cfg.evosyn.factors)
+        check_effect_feedback(domain, cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     checker = AnswerChecker()
@@ -99,6 +101,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     evo = build_evo_state(domain, point.space, cfg.evosyn.factors)
     if evo is not None:
         write_space(evo, run_dir)
+        evo.effects = read_effects(run_dir)  # a resumed run's transitions (rewound with its other logs)
     # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
     corpus = (domain.static_cards(random.Random(f"static-corpus:{cfg.seed}"), cfg.static_corpus_size)
               if cfg.mode == "static" else None)
@@ -107,6 +110,18 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
                          consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus,
                          sequences=run_sequences(domain, pool))
     return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout)
+
+
+def check_effect_feedback(domain: object, cfg: RunConfig) -> None:
+    """Learning-effect feedback is measured per factor cell: a domain without a factor space cannot give it."""
+    if isinstance(domain, HasFactorSpace):
+        return
+    if cfg.synth_rewards.learnability == "progress":
+        raise ValueError(f"synth_rewards.learnability=progress needs a domain with a factor space (its cells' "
+                         f"learning effect); domain {cfg.domain!r} has none: use teachability or gap")
+    if cfg.evosyn.designer and cfg.evosyn.designer_settings.effect:
+        raise ValueError(f"evosyn.designer_settings.effect=true needs a domain with a factor space; domain "
+                         f"{cfg.domain!r} has none")
 
 
 def configured_models(cfg: RunConfig, from_checkpoint: bool = False) -> dict[str, str]:

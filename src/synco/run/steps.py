@@ -44,6 +44,25 @@ def closes_round(cfg: RunConfig, step: int) -> bool:
     return cfg.protocol in ("rounds", "rft") and rounds.round_ends(step, cfg.rounds, cfg.steps)
 
 
+def effect_period(cfg: RunConfig, step: int) -> int:
+    """The learning-effect period ``step`` belongs to (:mod:`synco.evosyn.effect`): its round under a protocol
+    with rounds, in which the Reasoner does not change, else its window of ``evosyn.effect_every`` steps."""
+    if cfg.protocol in ("rounds", "rft"):
+        return rounds.round_of(step, cfg.rounds)
+    return step // cfg.evosyn.effect_every
+
+
+def effect_period_steps(cfg: RunConfig, period: int) -> range:
+    """The steps of a learning-effect period (the run's last period may be cut short by ``steps``)."""
+    n = cfg.rounds.steps_per_round if cfg.protocol in ("rounds", "rft") else cfg.evosyn.effect_every
+    return range(period * n, min((period + 1) * n, cfg.steps))
+
+
+def closes_effect_period(cfg: RunConfig, step: int) -> bool:
+    """Whether ``step`` is its learning-effect period's last."""
+    return step + 1 == cfg.steps or effect_period(cfg, step + 1) != effect_period(cfg, step)
+
+
 def _settings(cfg: RunConfig) -> dict[str, Any]:
     """The section that lays out a protocol's steps (a resumed run must keep it)."""
     if cfg.protocol in ("rounds", "rft"):
