@@ -17,6 +17,7 @@ from synco.run.hooks import (
     ControlCheckHook,
     HealthHook,
     HeldoutCurveHook,
+    LearningEffectHook,
     ProposerHook,
     ReflectorHook,
     ReportRefreshHook,
@@ -77,6 +78,13 @@ def test_reflector_and_proposer_cadences(tmp_path):
     rounds = make_run(tmp_path, "steps=45", "evosyn.reflector_settings.every=10", "protocol=rft",
                       "rounds.steps_per_round=15")
     assert due_steps(ReflectorHook(rounds.cfg), rounds) == [9, 14, 19, 29, 39, 44]
+
+
+def test_learning_effect_at_each_period_end_from_the_second(tmp_path):
+    run = make_run(tmp_path, "steps=25", "evosyn.effect_every=10")
+    assert due_steps(LearningEffectHook(run.cfg), run) == [19, 24]  # periods 0-9, 10-19, 20-24 (cut short)
+    rounds = make_run(tmp_path, "steps=12", "protocol=rounds", "rounds.steps_per_round=4", "evosyn.effect_every=10")
+    assert due_steps(LearningEffectHook(rounds.cfg), rounds) == [7, 11]  # a period is a round
 
 
 def test_control_check_runs_after_every_step(tmp_path):
@@ -143,19 +151,23 @@ def test_the_default_run_builds_its_hooks_in_the_order_that_keeps_its_numbers(tm
         hooks = build_hooks(run, loggers, health_monitor(run))
     finally:
         loggers.close()
-    assert kinds(hooks) == ["HealthHook", "ReportRefreshHook", "ControlCheckHook", "ReflectorHook",
-                            "HeldoutCurveHook", "CheckpointHook"]
+    assert kinds(hooks) == ["HealthHook", "ReportRefreshHook", "LearningEffectHook", "ControlCheckHook",
+                            "ReflectorHook", "HeldoutCurveHook", "CheckpointHook"]
 
 
 @pytest.mark.parametrize(("overrides", "evo", "heldout", "expected"), [
     (["domain=math", "evosyn.proposer=true"], object(), True,
-     ["Health", "ReportRefresh", "ControlCheck", "Proposer", "Reflector", "HeldoutCurve", "Checkpoint"]),
-    (["evosyn.reflector=false"], object(), True, ["Health", "ReportRefresh", "HeldoutCurve", "Checkpoint"]),
-    (["evosyn.feedback=false"], object(), True, ["Health", "ReportRefresh", "HeldoutCurve", "Checkpoint"]),
-    (["mode=static"], object(), True, ["Health", "ReportRefresh", "HeldoutCurve", "Checkpoint"]),
+     ["Health", "ReportRefresh", "LearningEffect", "ControlCheck", "Proposer", "Reflector", "HeldoutCurve",
+      "Checkpoint"]),
+    (["evosyn.reflector=false"], object(), True, ["Health", "ReportRefresh", "LearningEffect", "HeldoutCurve",
+                                                 "Checkpoint"]),
+    (["evosyn.feedback=false"], object(), True, ["Health", "ReportRefresh", "LearningEffect", "HeldoutCurve",
+                                                "Checkpoint"]),
+    (["mode=static"], object(), True, ["Health", "ReportRefresh", "LearningEffect", "HeldoutCurve", "Checkpoint"]),
     ([], None, True, ["Health", "ReportRefresh", "HeldoutCurve", "Checkpoint"]),  # a domain without factors
-    (["heldout_every=0"], object(), True, ["Health", "ReportRefresh", "ControlCheck", "Reflector", "Checkpoint"]),
-    ([], object(), False, ["Health", "ReportRefresh", "ControlCheck", "Reflector", "Checkpoint"]),
+    (["heldout_every=0"], object(), True, ["Health", "ReportRefresh", "LearningEffect", "ControlCheck", "Reflector",
+                                           "Checkpoint"]),
+    ([], object(), False, ["Health", "ReportRefresh", "LearningEffect", "ControlCheck", "Reflector", "Checkpoint"]),
 ], ids=["proposer", "no-reflector", "no-feedback", "static", "no-evo", "no-curve", "no-heldout-set"])
 def test_a_feature_that_is_off_has_no_hook(tmp_path, overrides, evo, heldout, expected):
     run = make_run(tmp_path, "heldout_every=25", *overrides, evo=evo, heldout=heldout)

@@ -121,3 +121,34 @@ def test_rounds_resume_exactly_mid_round(tmp_path, capsys, one_thread) -> None: 
     assert main(["analyze", str(full)]) == 0
     analysis = json.loads((full / "analysis" / "summary.json").read_text())
     assert (analysis["mode"], analysis["n_steps"]) == ("rounds/cotrain", 5)
+
+
+@pytest.mark.slow
+def test_learning_effect_is_measured_fed_back_and_resumed_exactly(tmp_path, capsys, one_thread) -> None:  # noqa: ANN001
+    """Rounds of 2 steps: a learning_effect.jsonl line after rounds 1 and 2, the pre round measured by the Reasoner
+    before the round's training and the post round after it; with the feedback on (the Designer and
+    learnability=progress) a resume from mid round 1 writes the same lines and metrics; analyze shows Table 5."""
+    overrides = [*TINY, "steps=6", "protocol=rounds", "rounds.steps_per_round=2", "rounds.batch_size=4",
+                 "rounds.sft_lr=0.001", "save_every=1", "keep_checkpoints=10", "evosyn.designer_settings.effect=true",
+                 "synth_rewards.learnability=progress", f"runs_dir={tmp_path}", "run_id=full"]
+    train(load_config("arith", overrides=overrides))
+    full = tmp_path / "full"
+    lines = [json.loads(ln) for ln in (full / "learning_effect.jsonl").read_text().splitlines()]
+    assert [(ln["step"], ln["pre_steps"], ln["post_steps"]) for ln in lines] == [(3, [0, 1], [2, 3]),
+                                                                              (5, [2, 3], [4, 5])]
+    assert lines[0]["pre_version"] == 0 < lines[0]["post_version"] < lines[1]["post_version"]
+    cells = [c for ln in lines for c in ln["cells"]]
+    assert cells and all(c["gain"] == pytest.approx(c["post"] - c["pre"]) for c in cells)
+    assert all(c["prev_share"] is None for c in lines[0]["cells"])
+    assert all(c["prev_share"] is not None for c in lines[1]["cells"])
+
+    copy = tmp_path / "resumed"
+    assert _resume_from(full, copy, 4) == 0  # after the first line, before the second
+    assert (copy / "learning_effect.jsonl").read_text() == (full / "learning_effect.jsonl").read_text()
+    assert comparable(copy) == comparable(full)
+
+    capsys.readouterr()
+    assert main(["analyze", str(full)]) == 0
+    assert "learning effect (EvoSyn Table 5" in capsys.readouterr().out
+    summary = json.loads((full / "analysis" / "summary.json").read_text())
+    assert summary["evosyn"]["learning_effect"]["transitions"] == 2
