@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from synco.core.policy import Policy
+from synco.core.policy import Policy, UpdateStats
 from synco.core.pool import TaskPool
 from synco.core.records import TaskCard, TaskRecord, Verdict
 from synco.core.report import CapabilityReport
@@ -48,7 +48,7 @@ from synco.cotrain.batches import reasoner_batch, synth_batch
 from synco.cotrain.cards import CardSource, Draft, card_source
 from synco.cotrain.labels import LabelTrust, label_trust
 from synco.cotrain.settings import ONLINE, StepPlan, StepSettings, request_seed
-from synco.cotrain.stats import StepMetric, StepStats, core_stats, step_metrics
+from synco.cotrain.stats import Design, StepMetric, StepStats, core_stats, step_metrics
 from synco.domains.base import Domain, HasEnvironment
 from synco.evosyn.metrics import controlled
 from synco.evosyn.run import EvoState
@@ -94,14 +94,6 @@ class CoTrainState:
         self.metrics = step_metrics(self.domain, isinstance(self.domain, HasEnvironment), self.evo, self.sequences)
 
 
-class _Timer:
-    def __init__(self) -> None:
-        self.t = {"generate": 0.0, "train": 0.0}
-
-    def add(self, key: str, start: float) -> None:
-        self.t[key] += time.perf_counter() - start
-
-
 def screen_card(domain: Domain, defs: Sequence[FactorDef] | None, card: TaskCard | None,
                 verdict: Verdict) -> Verdict:
     """The domain's part of verifying one card the verifier passed: stamp its factors, apply ``reject_reason``.
@@ -126,25 +118,57 @@ def screen_card(domain: Domain, defs: Sequence[FactorDef] | None, card: TaskCard
     return verdict.model_copy(update={"valid": False, "reasons": [reason, *verdict.reasons]})
 
 
+@dataclass
+class Collected:
+    """A step's stages 1-6, before any agent learns from it: the records (cards, verdicts, graded attempts,
+    rewards), the Designer's decision and the seconds spent sampling. What the asynchronous pipeline
+    (:mod:`synco.cotrain.pipeline`) collects ahead while the learners update on an earlier step."""
+
+    step: int
+    plan: StepPlan
+    records: list[TaskRecord]
+    design: Design
+    t_generate: float
+    t_other: float
+
+
+@dataclass
+class Updates:
+    """Stage 7's outcome: each agent's update (None: none taken), the groups left out of the batches and the
+    seconds spent training."""
+
+    reasoner: UpdateStats | None = None
+    synthesizer: UpdateStats | None = None
+    reasoner_groups_skipped: int = 0
+    synth_groups_skipped: int = 0
+    t_train: float = 0.0
+
+
 def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> StepStats:
     """Run one co-training step and record it; never raises on bad model output.
 
     ``plan``: which agents update and the protocol's round and phase of the step (online co-training by default).
     Each card slot is one :class:`~synco.core.records.TaskRecord` from verification on; each Reasoner attempt one
-    :class:`~synco.core.records.Attempt`, carried by its task's record into the pool and the batch.
+    :class:`~synco.core.records.Attempt`, carried by its task's record into the pool and the batch. The three
+    phases are separate functions so the asynchronous pipeline can run them overlapped; here they run in order.
     """
-    s, timer, t0 = state.settings, _Timer(), time.perf_counter()
+    collected = collect(state, step, plan)
+    return finish(state, collected, update_agents(state, collected))
+
+
+def collect(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Collected:
+    """Stages 1-6: the step's cards, verified, solved and graded, with both agents' rewards; nothing learns."""
+    s, t0, t_gen = state.settings, time.perf_counter(), 0.0
 
     # 1. Cards: the Synthesizer (in one context per Designer cell, or report-only contexts), or a corpus.
-    drafts, design, t_synth = state.cards.draw(state)
-    timer.t["generate"] += t_synth
+    drafts, design, t_gen = state.cards.draw(state)
 
     # 2. Verify: parse, checks, novelty against the pool and the rest of this step, oracle; the domain's part.
     records = verify(state, step, drafts)
 
     # 3. Labels a checker model judges before solving (consensus by a separate model; a rejected card gets no
     #    attempts).
-    timer.t["generate"] += state.labels.before_solving(state, records)
+    t_gen += state.labels.before_solving(state, records)
 
     # 4. Solve through the rollout seam: K graded attempts per valid card (one-turn answers graded by the answer
     #    checker in one batch, or episodes graded by their environments), each stamped with the Reasoner's version.
@@ -153,7 +177,7 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     groups = state.solver.attempts(state.reasoner, [Task.of(r.card, r.verdict.reference or r.card.final_answer)
                                                     for r in solved if r.card is not None],
                                    s.k, s.reasoner_sampling, request_seed(state)) if solved else []
-    timer.add("generate", t)
+    t_gen += time.perf_counter() - t
     for rec, attempts in zip(solved, groups, strict=True):
         rec.rollouts = attempts
 
@@ -163,34 +187,43 @@ def cotrain_step(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Ste
     # 6. Rewards: the Synthesizer's per card (a valid card that missed its requested cell is penalised, so RL
     #    teaches the Synthesizer to follow the Designer); the Reasoner's were given by the seam.
     reward_cards(state, records)
+    return Collected(step, plan, records, design, t_gen, time.perf_counter() - t0 - t_gen)
 
-    # 7. GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's cards.
-    stats = StepStats(step=step, mode=s.mode, protocol=plan.protocol, round=plan.round, phase=plan.phase)
-    r_update = s_update = None
-    r_batch, stats.reasoner_groups_skipped = reasoner_batch(records, s.reasoner_scale_by_std)
-    if r_batch and plan.update_reasoner:
-        t = time.perf_counter()
-        r_update = state.reasoner.update(r_batch)
-        timer.add("train", t)
-    if s.mode == "cotrain" and plan.update_synthesizer:
-        s_batch, stats.synth_groups_skipped = synth_batch(records, s.synth_scale_by_std)
+
+def update_agents(state: CoTrainState, c: Collected,
+                  keep: Callable[[Sequence[TaskRecord]], list[TaskRecord]] | None = None) -> Updates:
+    """Stage 7, the GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's
+    cards. ``keep``: the records the learners may train on (the pipeline leaves out too stale ones; None: all).
+    Touches only the learners' weights, so it may run beside the next step's :func:`collect`."""
+    s, out, t = state.settings, Updates(), time.perf_counter()
+    records = c.records if keep is None else keep(c.records)
+    r_batch, out.reasoner_groups_skipped = reasoner_batch(records, s.reasoner_scale_by_std)
+    if r_batch and c.plan.update_reasoner:
+        out.reasoner = state.reasoner.update(r_batch)
+    if s.mode == "cotrain" and c.plan.update_synthesizer:
+        s_batch, out.synth_groups_skipped = synth_batch(records, s.synth_scale_by_std)
         if s_batch:
-            t = time.perf_counter()
-            s_update = state.synthesizer.update(s_batch)
-            timer.add("train", t)
+            out.synthesizer = state.synthesizer.update(s_batch)
+    out.t_train = time.perf_counter() - t
+    return out
 
-    # 8. Measure and record the whole step in one transaction, then admit its valid problems to the novelty index.
-    core_stats(stats, records, r_update, s_update, s.group_factor)
+
+def finish(state: CoTrainState, c: Collected, updates: Updates) -> StepStats:
+    """Stage 8: measure the step and record it in the pool, one transaction, then admit its valid problems to the
+    novelty index."""
+    s, t0, records, plan = state.settings, time.perf_counter(), c.records, c.plan
+    stats = StepStats(step=c.step, mode=s.mode, protocol=plan.protocol, round=plan.round, phase=plan.phase)
+    stats.reasoner_groups_skipped, stats.synth_groups_skipped = updates.reasoner_groups_skipped, updates.synth_groups_skipped
+    core_stats(stats, records, updates.reasoner, updates.synthesizer, s.group_factor)
     for metric in state.metrics:
-        metric.fill(stats, records, design)
-    state.pool.record_step(step, records, metrics=_step_tags(plan))
+        metric.fill(stats, records, c.design)
+    state.pool.record_step(c.step, records, metrics=_step_tags(plan))
     if s.mode != "static":  # a fixed corpus is revisited on purpose
         for rec in records:
             if rec.valid and rec.card is not None:
                 state.verifier.admit(rec.task_id, rec.card.problem)
-
-    stats.t_generate, stats.t_train = timer.t["generate"], timer.t["train"]
-    stats.t_other = time.perf_counter() - t0 - stats.t_generate - stats.t_train
+    stats.t_generate, stats.t_train = c.t_generate, updates.t_train
+    stats.t_other = c.t_other + time.perf_counter() - t0
     return stats
 
 
