@@ -33,16 +33,31 @@ def one_thread():  # noqa: ANN201 - a fixture
     torch.set_num_threads(before)
 
 
+def _served(tmp_path_factory: pytest.TempPathFactory, url_env: str, what: str):  # noqa: ANN202 - a generator
+    """One real ``vllm serve`` of ``what`` (a ``served.ServedModel`` name) for the session, or the one already
+    running at ``$<url_env>``."""
+    import served
+
+    model = getattr(served, what)
+    url = os.environ.get(url_env)
+    if url:
+        yield served.attach_server(url, model)
+        return
+    server = served.start_server(tmp_path_factory.mktemp(f"vllm-{model.name}") / "server.log", model)
+    yield server
+    served.stop_server(server)
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a fixture
     """One real ``vllm serve`` (SmolLM2, CPU) per test run (the served tests share the ``served`` xdist group);
     ``$SYNCO_TEST_VLLM_URL``: one already running, started as tests/served.py starts it."""
-    from served import attach_server, start_server, stop_server
+    yield from _served(tmp_path_factory, "SYNCO_TEST_VLLM_URL", "SMOL")
 
-    url = os.environ.get("SYNCO_TEST_VLLM_URL")
-    if url:
-        yield attach_server(url)
-        return
-    server = start_server(tmp_path_factory.mktemp("vllm") / "server.log")
-    yield server
-    stop_server(server)
+
+@pytest.fixture(scope="session")
+def vllm_tiny_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a fixture
+    """One real ``vllm serve`` of the default world's tiny Reasoner (``builtin:arith/reasoner``, CPU) per test run,
+    its tests in their own ``served-tiny`` xdist group (under ``--dist loadgroup`` it starts on the other worker
+    while the SmolLM2 server starts); ``$SYNCO_TEST_VLLM_TINY_URL``: one already running."""
+    yield from _served(tmp_path_factory, "SYNCO_TEST_VLLM_TINY_URL", "TINY")
