@@ -190,18 +190,21 @@ def collect(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Collecte
     return Collected(step, plan, records, design, t_gen, time.perf_counter() - t0 - t_gen)
 
 
-def update_agents(state: CoTrainState, c: Collected,
-                  keep: Callable[[Sequence[TaskRecord]], list[TaskRecord]] | None = None) -> Updates:
+Select = Callable[[Sequence[TaskRecord]], tuple[list[TaskRecord], list[TaskRecord]]]
+"""What each learner may train on of a step's records: ``(for the Reasoner, for the Synthesizer)``."""
+
+
+def update_agents(state: CoTrainState, c: Collected, select: Select | None = None) -> Updates:
     """Stage 7, the GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's
-    cards. ``keep``: the records the learners may train on (the pipeline leaves out too stale ones; None: all).
-    Touches only the learners' weights, so it may run beside the next step's :func:`collect`."""
+    cards. ``select``: the records each learner may train on (the asynchronous pipeline leaves out too stale
+    ones; None: all). Touches only the learners' weights, so it may run beside the next step's :func:`collect`."""
     s, out, t = state.settings, Updates(), time.perf_counter()
-    records = c.records if keep is None else keep(c.records)
-    r_batch, out.reasoner_groups_skipped = reasoner_batch(records, s.reasoner_scale_by_std)
+    for_r, for_s = (c.records, c.records) if select is None else select(c.records)
+    r_batch, out.reasoner_groups_skipped = reasoner_batch(for_r, s.reasoner_scale_by_std)
     if r_batch and c.plan.update_reasoner:
         out.reasoner = state.reasoner.update(r_batch)
     if s.mode == "cotrain" and c.plan.update_synthesizer:
-        s_batch, out.synth_groups_skipped = synth_batch(records, s.synth_scale_by_std)
+        s_batch, out.synth_groups_skipped = synth_batch(for_s, s.synth_scale_by_std)
         if s_batch:
             out.synthesizer = state.synthesizer.update(s_batch)
     out.t_train = time.perf_counter() - t

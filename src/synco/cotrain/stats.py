@@ -2,7 +2,8 @@
 
 The core fields every step has; then one small record per feature, filled by the feature that the run chose at
 setup (:class:`StepMetric`): EvoSyn's factor space (:class:`EvoSynStats`), episodes (:class:`EpisodeStats`),
-gold trajectories (:class:`TrajectoryStats`), a round's training (:class:`RoundStats`). A metrics line is flat:
+gold trajectories (:class:`TrajectoryStats`), a round's training (:class:`RoundStats`), the asynchronous pipeline
+(:class:`PipelineStats`). A metrics line is flat:
 the feature records' fields sit beside the core ones (EvoSyn's always, as None when the run has no factor space;
 the others only when their feature ran), and :meth:`StepStats.model_validate` reads such a line back.
 """
@@ -72,8 +73,20 @@ class RoundStats(BaseModel):
     round_retokenized: int | None = None  # SFT attempts without stored sampled ids (an old pool's): text re-tokenised
 
 
+class PipelineStats(BaseModel):
+    """Asynchronous co-training (``max_staleness`` >= 1, :mod:`synco.cotrain.pipeline`): how far behind the step's
+    attempts were, what was left out as too stale and how much of the update ran beside the next collection."""
+
+    max_staleness: int | None = None
+    collected_ahead: int | None = None  # steps collected and not yet trained after this one
+    staleness: float | None = None  # mean published versions the step's attempts were behind the Reasoner
+    stale_attempts_dropped: int | None = None  # attempts too stale to train the Reasoner on
+    stale_cards_dropped: int | None = None  # cards too stale to train the Synthesizer on
+    t_overlap: float | None = None  # seconds the update ran beside the next step's collection
+
+
 _PARTS: dict[str, type[BaseModel]] = {"evosyn": EvoSynStats, "episodes": EpisodeStats, "trajectory": TrajectoryStats,
-                                      "training": RoundStats}
+                                      "training": RoundStats, "pipeline": PipelineStats}
 _ALWAYS = ("evosyn",)  # flattened into every line (None values included), as lines have always carried them
 
 
@@ -113,6 +126,7 @@ class StepStats(BaseModel):
     episodes: EpisodeStats | None = None
     trajectory: TrajectoryStats | None = None
     training: RoundStats | None = None
+    pipeline: PipelineStats | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -645,8 +645,10 @@ class HFPolicy(TokenText):
 
     @property
     def policy_version(self) -> int:
-        """Optimizer steps taken (restored on resume): the version of the weights the policy samples from."""
-        return self.step
+        """The version of the weights the policy samples from: its optimizer steps (restored on resume), or, when it
+        samples from a snapshot (asynchronous co-training, :mod:`synco.learn.snapshot`), the snapshot's."""
+        snapshot = getattr(self.generator, "weights_version", None)
+        return self.step if snapshot is None else int(snapshot)
 
     def _optimizer_step(self, loss: float, stats: UpdateStats, lr: float | None = None) -> bool:
         """Clip and apply the gradients now in ``.grad`` (through the fp32 masters), tick the scheduler, sync the

@@ -1,0 +1,162 @@
+"""Asynchronous co-training (``max_staleness: N`` >= 1): the next steps' synthesis and rollouts overlap the update.
+
+One step ``t`` at staleness N, in the steady state::
+
+    learner thread   update_agents(t) ........................┐
+    main thread      collect(t + N), on the engines' weights ─┴ join ─ finish(t): the pool, one transaction ─ publish
+
+The engines sample from a snapshot of each learner's weights (:mod:`synco.learn.snapshot`), copied in only at
+``publish``, after a step is finished. So the attempts of step ``t + N`` were sampled by the weights after update
+``t - 1`` and are trained by update ``t + N``: N published versions behind the learner. An attempt more than
+``max_staleness`` versions behind (:func:`staleness`) is not trained on (:func:`fresh`; counted per step) -- with
+one update per step this never happens, it guards every other schedule. The update corrects for the lag with
+the decoupled objective (behaviour log-probs recorded at sampling, the learner at the update's start as the
+proximal policy, truncated importance weights: ``grpo.decoupled``).
+
+Determinism: a collection reads the pool, the capability report, the Designer's window and the novelty index as
+recorded after the last finished step, and the run's rng is drawn by collections in step order; nothing the
+learner thread does touches them. So a run repeats exactly whatever the threads' timing, and a checkpoint that
+holds the collected steps not yet trained (:attr:`Pipeline.pending`) lets ``--resume`` continue exactly.
+
+The pipeline never collects past a step after which the Reasoner is trained by something other than the
+step's own update (``boundary``: a round's training): the next step must see that training, as it does
+synchronously. With ``max_staleness: 0`` none of this exists: the step is :func:`~synco.cotrain.engine.cotrain_step`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from synco.core.records import TaskRecord
+from synco.cotrain.engine import Collected, CoTrainState, Updates, collect, finish, update_agents
+from synco.cotrain.settings import StepPlan
+from synco.cotrain.stats import PipelineStats, StepStats
+
+
+def staleness(sampled: int | None, published: Iterable[int]) -> int:
+    """Published versions newer than ``sampled``, the version an attempt (or card) was sampled by: how far
+    behind the learner it is when the learner, at its newest published version, trains on it. None (not
+    recorded) counts as current."""
+    if sampled is None:
+        return 0
+    return len({v for v in published if v > sampled})
+
+
+def fresh(records: Sequence[TaskRecord], max_staleness: int, reasoner: Sequence[int],
+          synthesizer: Sequence[int]) -> tuple[list[TaskRecord], list[TaskRecord], int, int]:
+    """What each learner may train on: ``(for the Reasoner, for the Synthesizer, attempts dropped, cards dropped)``.
+
+    A task whose attempts are more than ``max_staleness`` published versions behind the Reasoner keeps its
+    record but loses its attempts for the Reasoner's batch (a task's K attempts share a version: the group goes
+    whole); a card sampled that far behind the Synthesizer is left out of the Synthesizer's batch.
+    """
+    for_r: list[TaskRecord] = []
+    dropped_attempts = 0
+    for rec in records:
+        stale = [a for a in rec.rollouts if staleness(a.policy_version, reasoner) > max_staleness]
+        if stale:
+            dropped_attempts += len(rec.rollouts)
+            rec = rec.model_copy(update={"rollouts": []})
+        for_r.append(rec)
+    for_s = [r for r in records if staleness(r.synth_version, synthesizer) <= max_staleness]
+    return for_r, for_s, dropped_attempts, len(records) - len(for_s)
+
+
+def mean_staleness(records: Sequence[TaskRecord], published: Sequence[int]) -> float | None:
+    """Mean staleness of the attempts of ``records`` (None without any)."""
+    lags = [staleness(a.policy_version, published) for r in records for a in r.rollouts]
+    return sum(lags) / len(lags) if lags else None
+
+
+@dataclass
+class Pipeline:
+    """The asynchronous step loop of one run: collections ahead of the learners, at most ``max_staleness``.
+
+    ``plan``: the protocol's plan of a step; ``after``: what the protocol does once a step is finished (a round's
+    training; identity for online); ``boundary``: whether the Reasoner is trained after a step by ``after``;
+    ``publish``: copy both learners' weights into their engines. ``pending``: collected steps not yet trained
+    (restored from a checkpoint on resume).
+    """
+
+    state: CoTrainState
+    max_staleness: int
+    steps: int
+    plan: Callable[[int], StepPlan]
+    after: Callable[[CoTrainState, int, StepStats], StepStats]
+    boundary: Callable[[int], bool]
+    publish: Callable[[], None]
+    pending: deque[Collected] = field(default_factory=deque)
+    published: dict[str, list[int]] = field(default_factory=lambda: {"reasoner": [], "synthesizer": []})
+    _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="learner"))
+
+    def __post_init__(self) -> None:
+        if self.max_staleness < 1:
+            raise ValueError(f"the pipeline runs at max_staleness >= 1, got {self.max_staleness}")
+        if not self.published["reasoner"]:
+            self._note_versions()
+
+    def step(self, step: int) -> StepStats:
+        """Train on step ``step`` (collected earlier, or now when nothing is pending), collecting ahead meanwhile."""
+        c = self.pending.popleft() if self.pending else collect(self.state, step, self.plan(step))
+        if c.step != step:
+            raise RuntimeError(f"the pipeline holds step {c.step} where step {step} was due (a resume out of order)")
+        dropped: list[int] = [0, 0]
+        lag = mean_staleness(c.records, self.published["reasoner"])
+
+        def select(records: Sequence[TaskRecord]) -> tuple[list[TaskRecord], list[TaskRecord]]:
+            for_r, for_s, dropped[0], dropped[1] = fresh(records, self.max_staleness, self.published["reasoner"],
+                                                         self.published["synthesizer"])
+            return for_r, for_s
+
+        t0 = time.perf_counter()
+        job = self._pool.submit(update_agents, self.state, c, select)
+        ahead = self._next_to_collect(step)
+        if ahead is not None:
+            self.pending.append(collect(self.state, ahead, self.plan(ahead)))
+        t_collect = time.perf_counter() - t0
+        updates: Updates = job.result()
+        stats = self.after(self.state, step, finish(self.state, c, updates))
+        self.publish()
+        self._note_versions()
+        stats.pipeline = PipelineStats(max_staleness=self.max_staleness, collected_ahead=len(self.pending),
+                                       staleness=lag, stale_attempts_dropped=dropped[0],
+                                       stale_cards_dropped=dropped[1],
+                                       t_overlap=min(t_collect, updates.t_train) if ahead is not None else 0.0)
+        return stats
+
+    def _next_to_collect(self, step: int) -> int | None:
+        """The step to collect while ``step`` trains: the one after the pending ones, unless the run ends first,
+        N are already pending, or a Reasoner-training boundary lies between."""
+        nxt = step + len(self.pending) + 1
+        if nxt >= self.steps or len(self.pending) >= self.max_staleness:
+            return None
+        if any(self.boundary(s) for s in range(step, nxt)):
+            return None
+        return nxt
+
+    def _note_versions(self) -> None:
+        for role in ("reasoner", "synthesizer"):
+            self.published[role].append(int(getattr(self.state, role).policy_version))
+
+    def checkpoint(self) -> dict:
+        """What a checkpoint keeps of the pipeline: the collected steps not yet trained and the recent published
+        versions (those a pending step's staleness is counted against)."""
+        keep = self.max_staleness + 1
+        return {"pending": list(self.pending), "published": {k: v[-keep:] for k, v in self.published.items()},
+                "max_staleness": self.max_staleness}
+
+    def restore(self, saved: dict) -> None:
+        """Continue from :meth:`checkpoint`'s dict."""
+        self.pending = deque(saved["pending"])
+        self.published = {k: list(v) for k, v in saved["published"].items()}
+
+    def close(self) -> None:
+        """Stop the learner thread (after the update it may be running)."""
+        self._pool.shutdown(wait=True)
+
+
+__all__ = ["Pipeline", "fresh", "mean_staleness", "staleness"]
