@@ -41,7 +41,7 @@ def test_rank_0_holds_the_rendezvous_port_from_the_moment_it_is_picked() -> None
     assert client.get("from rank 0") == b"hello" and store.get("from rank 1") == b"hi"
 
 
-def _policy(dtype: str = "float32"):
+def _policy(dtype: str = "float32", decoupled: bool = False):
     """A tiny Llama policy; ``bfloat16`` keeps the weights in bf16 and trains through fp32 masters."""
     from synco.core.policy import GRPOConfig
     from synco.learn.hf_policy import HFPolicy
@@ -51,16 +51,18 @@ def _policy(dtype: str = "float32"):
     tok = char_tokenizer()
     model = tiny_llama(tok, seed=0, hidden_size=32, num_layers=2).to(getattr(torch, dtype))
     cfg = PolicyConfig(model_path="tiny", device="cpu", dtype=dtype,
-                       grpo=GRPOConfig(lr=1e-2, micro_batch_size=2, max_grad_norm=0.5))
+                       grpo=GRPOConfig(lr=1e-2, micro_batch_size=2, max_grad_norm=0.5, decoupled=decoupled))
     return HFPolicy(model, tok, cfg)
 
 
-def _batches(pol):
+def _batches(pol, behaviour: bool = False):
+    """Two GRPO batches; ``behaviour``: with made-up sampling log-probs (-6 and -3 in turn), for the decoupled loss."""
     from synco.core.policy import Experience
 
     def row(prompt: str, completion: str, adv: float) -> Experience:
         ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]
-        return Experience(prompt_ids=pol.encode_prompt(prompt), completion_ids=ids, advantage=adv)
+        old = [(-6.0, -3.0)[t % 2] for t in range(len(ids))] if behaviour else None
+        return Experience(prompt_ids=pol.encode_prompt(prompt), completion_ids=ids, advantage=adv, old_logprobs=old)
 
     first = [row("12+7=", "19", 1.0), row("12+7=", "21", -1.0), row("x", "zero", 0.0), row("30-4=", "26", 0.5),
              row("30-4=", "a longer one", -0.5)]  # 4 active rows over 2 ranks x micro-batches of 2, one skipped
@@ -68,18 +70,23 @@ def _batches(pol):
     return first, second
 
 
-def _worker(rank: int, world: int, init_method: str, out: str, dtype: str = "float32") -> None:
+def _worker(rank: int, world: int, init_method: str, out: str, dtype: str = "float32", decoupled: bool = False) -> None:
     from synco.learn.fsdp import full_state_dict, full_tensors, shard_policy
 
     with rank_group(rank, world, init_method):
         torch.set_num_threads(1)
-        pol = shard_policy(_policy(dtype))
-        stats = [pol.update(b) for b in _batches(pol)]
+        pol = shard_policy(_policy(dtype, decoupled))
+        stats = [pol.update(b) for b in _batches(pol, decoupled)]
         state = full_state_dict(pol.model)
         masters = full_tensors(pol.masters.state_dict())
         if rank == 0:
             torch.save({"state": state, "masters": masters,
-                        "stats": [(s.loss, s.grad_norm, s.clip_frac, s.stepped) for s in stats]}, out)
+                        "stats": [(s.loss, s.grad_norm, s.clip_frac, s.stepped) for s in stats],
+                        "weights": [_weights(s) for s in stats]}, out)
+
+
+def _weights(s) -> tuple:
+    return (s.is_weight_mean, s.is_weight_std, s.is_weight_max, s.is_truncated_frac)
 
 
 def test_two_processes_give_the_same_update_as_one(tmp_path: Path) -> None:
@@ -131,3 +138,20 @@ def test_bf16_with_fp32_masters_sharded_equals_one_process(tmp_path: Path) -> No
         assert torch.allclose(value.float(), ref[name].float(), atol=1e-2), name
     init = _policy("bfloat16").model.state_dict()
     assert all(not torch.equal(init[n], ref[n]) for n in ref)
+
+
+def test_decoupled_sharded_equals_one_process(tmp_path: Path) -> None:
+    """The off-policy correction's importance-weight numbers (sums and the max) are reduced over the ranks."""
+    torch.set_num_threads(1)
+    one = _policy(decoupled=True)
+    stats = [one.update(b) for b in _batches(one, behaviour=True)]
+    out = tmp_path / "sharded.pt"
+    spawn_ranks(_worker, str(out), "float32", True, world=2, folder=tmp_path)
+    got = torch.load(out, weights_only=False)
+    for (loss, norm, _, stepped), weights, s in zip(got["stats"], got["weights"], stats, strict=True):
+        assert stepped and s.stepped and s.is_truncated_frac is not None and 0 < s.is_truncated_frac < 1
+        assert loss == pytest.approx(s.loss, rel=1e-5, abs=1e-7) and norm == pytest.approx(s.grad_norm, rel=1e-5)
+        assert weights == pytest.approx(_weights(s), rel=1e-5)
+    ref = one.model.state_dict()
+    for name, value in got["state"].items():
+        assert torch.allclose(value, ref[name], atol=1e-6), name

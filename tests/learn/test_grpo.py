@@ -9,7 +9,7 @@ import torch
 from pydantic import ValidationError
 
 from synco.core.policy import GRPOConfig
-from synco.learn.grpo import group_advantages, k3_kl, policy_loss
+from synco.learn.grpo import group_advantages, importance_weights, k3_kl, policy_loss
 from synco.core.rewards import is_gradient_bearing
 
 # --------------------------------------------------------------------------- advantages
@@ -180,11 +180,96 @@ def test_shape_checks() -> None:
         policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1), torch.ones(1, 1), loss_agg="sum")  # type: ignore[arg-type]
 
 
+# --------------------------------------------------------------------------- decoupled (off-policy) loss
+
+
+def test_decoupled_loss_by_hand() -> None:
+    # One row, A=+1, two tokens, is_cap 2.
+    # Token 1: ratio current/proximal 1.1 (inside the trust region), w = proximal/behaviour 1.5 -> 1.5 * -1.1 = -1.65.
+    # Token 2: ratio 0.5 (max(-0.5, -0.8) = -0.5), w = 3 truncated to 2 -> 2 * -0.5 = -1.0.
+    # Token mean: (-1.65 - 1.0) / 2 = -1.325. Raw weights 1.5 and 3: mean 2.25, population std 0.75, max 3,
+    # one of two above the cap. Gradient per token: -w * ratio * A / N = -0.825 and -0.5.
+    prox = torch.tensor([[-1.0, -0.5]])
+    behav = (prox - torch.log(torch.tensor([[1.5, 3.0]]))).requires_grad_(True)
+    logp = (prox + torch.log(torch.tensor([[1.1, 0.5]]))).requires_grad_(True)
+    loss, st = policy_loss(logp, prox, torch.tensor([1.0]), torch.ones(1, 2), behaviour_logprobs=behav, is_cap=2.0)
+    assert loss.item() == pytest.approx(-1.325, abs=1e-6)
+    assert st.is_weight_mean == pytest.approx(2.25, abs=1e-6) and st.is_weight_std == pytest.approx(0.75, abs=1e-6)
+    assert st.is_weight_max == pytest.approx(3.0, abs=1e-6) and st.is_truncated_frac == 0.5
+    assert st.ratio_mean == pytest.approx(0.8, abs=1e-6) and st.clip_frac == 0.0  # still current / proximal
+    loss.backward()
+    assert logp.grad is not None and torch.allclose(logp.grad, torch.tensor([[-0.825, -0.5]]), atol=1e-6)
+    assert behav.grad is None  # the weight is detached
+
+
+def test_decoupled_identity_when_behaviour_is_proximal() -> None:
+    logp, old = _logps()
+    for agg in ("token-mean", "seq-mean-token-mean"):
+        plain, st0 = policy_loss(logp, old, ADV, MASK, loss_agg=agg)  # type: ignore[arg-type]
+        dec, st = policy_loss(logp, old, ADV, MASK, loss_agg=agg, behaviour_logprobs=old.clone())  # type: ignore[arg-type]
+        assert torch.equal(plain, dec)  # w = exp(0) = 1 exactly
+        assert (st.is_weight_mean, st.is_weight_std, st.is_weight_max, st.is_truncated_frac) == (1.0, 0.0, 1.0, 0.0)
+        assert (st.clip_frac, st.ratio_mean, st.n_tokens) == (st0.clip_frac, st0.ratio_mean, st0.n_tokens)
+
+
+def test_no_behaviour_is_the_plain_loss() -> None:
+    logp, old = _logps()
+    a_in, b_in = logp.clone().requires_grad_(True), logp.clone().requires_grad_(True)
+    a, sa = policy_loss(a_in, old, ADV, MASK)
+    b, sb = policy_loss(b_in, old, ADV, MASK, behaviour_logprobs=None, is_cap=5.0)
+    a.backward()
+    b.backward()
+    assert torch.equal(a, b) and a_in.grad is not None and b_in.grad is not None and torch.equal(a_in.grad, b_in.grad)
+    assert sa == sb and sb.is_weight_mean is None and sb.is_truncated_frac is None
+    assert a.item() == pytest.approx((ROW0 + ROW1) / 5, abs=1e-6)
+
+
+def test_truncation_counted_and_masked_tokens_ignored() -> None:
+    logp, old = _logps()
+    # raw weights; the padded slot (row 1, token 2) holds a huge one and a NaN is no better: both must be ignored
+    w = torch.tensor([[1.0, 2.5, 0.5], [4.0, 1.0, 1e6]])
+    behav = old - torch.log(w)
+    for pad in (behav[1, 2].item(), float("nan")):
+        behav[1, 2] = pad
+        logp_in = logp.clone().requires_grad_(True)
+        loss, st = policy_loss(logp_in, old, ADV, MASK, behaviour_logprobs=behav, is_cap=2.0)
+        # per token (see ROW0/ROW1): row 0 -1.28*1, -0.5*2 (2.5 cut), -1.1*0.5; row 1 0.8*2 (4 cut), 1.5*1
+        assert loss.item() == pytest.approx((-1.28 - 1.0 - 0.55 + 1.6 + 1.5) / 5, abs=1e-6)
+        assert st.is_truncated_frac == pytest.approx(2 / 5) and st.is_weight_max == pytest.approx(4.0)
+        assert st.is_weight_mean == pytest.approx((1.0 + 2.5 + 0.5 + 4.0 + 1.0) / 5, abs=1e-6)
+        loss.backward()
+        assert logp_in.grad is not None and torch.isfinite(logp_in.grad).all() and logp_in.grad[1, 2] == 0.0
+    raw, capped = importance_weights(old, behav, MASK, 2.0)
+    assert raw[1, 2] == 1.0 and capped.max() == 2.0
+
+
+def test_decoupled_halves_sum_to_whole() -> None:
+    logp, old = _logps()
+    behav = old - torch.log(torch.tensor([[1.0, 2.5, 0.5], [4.0, 1.0, 1.0]]))
+    whole, _ = policy_loss(logp, old, ADV, MASK, behaviour_logprobs=behav)
+    parts = [policy_loss(logp[r : r + 1], old[r : r + 1], ADV[r : r + 1], MASK[r : r + 1], normalizer=5.0,
+                         behaviour_logprobs=behav[r : r + 1])[0] for r in (0, 1)]  # fmt: skip
+    assert (parts[0] + parts[1]).item() == pytest.approx(whole.item(), abs=1e-6)
+
+
+def test_decoupled_checks() -> None:
+    z, one = torch.zeros(2, 3), torch.ones(2, 3)
+    with pytest.raises(ValueError, match=r"behaviour_logprobs \(2, 2\), logprobs \(2, 3\)"):
+        policy_loss(z, z, torch.zeros(2), one, behaviour_logprobs=torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="is_cap must be >= 1, got 0.5"):
+        policy_loss(z, z, torch.zeros(2), one, behaviour_logprobs=z, is_cap=0.5)
+    _, st = policy_loss(z, z, torch.zeros(2), one, behaviour_logprobs=z - 1.0, is_cap=1.0)  # w = e > 1 = cap
+    assert st.is_truncated_frac == 1.0
+
+
 def test_grpo_config_defaults_and_validation() -> None:
     cfg = GRPOConfig()
     assert (cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef) == (0.2, 0.28, "token-mean", 0.0)
     assert cfg.micro_batch_size == 16 and cfg.epochs == 1 and cfg.max_grad_norm == 1.0
     assert cfg.scale_adv_by_std is True
+    assert cfg.decoupled is False and cfg.is_cap == 2.0
+    with pytest.raises(ValidationError, match=r"is_cap[\s\S]*input_value=0.5"):
+        GRPOConfig(is_cap=0.5)
     with pytest.raises(ValidationError):
         GRPOConfig(loss_agg="sum")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,75 @@ def test_given_old_logprobs_are_used() -> None:
     assert stats.clip_frac == 1.0 and stats.ratio_mean == pytest.approx(2.71828, rel=1e-4)
     with pytest.raises(ValueError):
         pol.update([Experience(prompt_ids=[1], completion_ids=[5, 6], advantage=1.0, old_logprobs=[0.0])])
+
+
+# --------------------------------------------------------------------------- decoupled (off-policy) updates
+
+
+def sampled(policy: HFPolicy, shift: Sequence[float] = ()) -> list[Experience]:
+    """``mixed_batch`` with its sampling log-probs: the current weights' (unpadded forwards), minus ``shift``
+    token by token (cycled), i.e. as if drawn by other, older weights."""
+    batch = mixed_batch(policy)
+    for e in batch:
+        lp = seq_logprob(policy.model, e.prompt_ids, e.completion_ids)
+        e.old_logprobs = [x - (shift[t % len(shift)] if shift else 0.0) for t, x in enumerate(lp.tolist())]
+    return batch
+
+
+def test_decoupled_on_policy_is_the_plain_update() -> None:
+    plain = make_policy()
+    ps = plain.update(mixed_batch(plain))
+    assert ps.is_weight_mean is None and ps.is_truncated_frac is None
+    # behaviour == the current weights' log-probs: every weight is 1 (up to float noise of padded vs unpadded forwards)
+    dec = make_policy(decoupled=True)
+    ds = dec.update(sampled(dec))
+    assert ds.stepped and ds.is_truncated_frac == 0.0
+    assert ds.is_weight_mean == pytest.approx(1.0, abs=1e-5) and ds.is_weight_std == pytest.approx(0.0, abs=1e-5)
+    assert ds.is_weight_max == pytest.approx(1.0, abs=1e-5) and ds.ratio_mean == pytest.approx(1.0, abs=1e-5)
+    after = dict(plain.model.named_parameters())
+    for n, p in dec.model.named_parameters():
+        assert torch.allclose(p, after[n], atol=1e-6, rtol=0.0), n
+    # rows without sampling log-probs: behaviour = proximal, weight exactly 1, bit for bit the plain update
+    bare = make_policy(decoupled=True)
+    bs = bare.update(mixed_batch(bare))
+    assert (bs.is_weight_mean, bs.is_weight_std, bs.is_weight_max, bs.is_truncated_frac) == (1.0, 0.0, 1.0, 0.0)
+    assert (bs.loss, bs.grad_norm) == (ps.loss, ps.grad_norm)
+    assert all(torch.equal(p, after[n]) for n, p in bare.model.named_parameters())
+
+
+def test_decoupled_stale_behaviour_is_reweighted_and_truncated() -> None:
+    # behaviour log-probs 1 nat lower (w = e, cut to 2) or 0.5 higher (w = e^-0.5) than the current weights'
+    shift = [1.0, -0.5]
+    plain = make_policy()
+    plain.update(mixed_batch(plain))
+    dec = make_policy(decoupled=True, is_cap=2.0)
+    batch = sampled(dec, shift)
+    n = sum(len(e.completion_ids) for e in batch if e.advantage != 0.0)
+    n_cut = sum((len(e.completion_ids) + 1) // 2 for e in batch if e.advantage != 0.0)  # even positions: w = e
+    st = dec.update(batch)
+    assert st.stepped and st.is_truncated_frac == pytest.approx(n_cut / n)
+    assert st.is_weight_max == pytest.approx(math.e, rel=1e-4) and st.is_weight_std > 0.5
+    assert st.is_weight_mean == pytest.approx((n_cut * math.e + (n - n_cut) * math.exp(-0.5)) / n, rel=1e-4)
+    assert st.clip_frac == 0.0 and st.ratio_mean == pytest.approx(1.0, abs=1e-5)  # the clip is to the proximal
+    after = dict(plain.model.named_parameters())
+    assert any(not torch.allclose(p, after[n_], atol=1e-6) for n_, p in dec.model.named_parameters())
+
+
+def test_decoupled_keeps_a_recomputing_samplers_logprobs_and_reuses_the_proximal() -> None:
+    shift = [1.0, -0.5]
+    plain = make_policy()
+    plain.generator.recompute_old_logprobs = True  # type: ignore[attr-defined]  # as vLLM's generator sets it
+    assert plain.update(sampled(plain, shift)).clip_frac == 0.0  # dropped: recomputed, on-policy
+    dec = make_policy(decoupled=True)
+    dec.generator.recompute_old_logprobs = True  # type: ignore[attr-defined]
+    one = dec.update(sampled(dec, shift))
+    assert one.is_truncated_frac is not None and one.is_truncated_frac > 0  # kept as the behaviour log-probs
+    two_pol = make_policy(decoupled=True, epochs=2)
+    two = two_pol.update(sampled(two_pol, shift))
+    assert two_pol.step == 2 and two.ratio_mean != pytest.approx(1.0, abs=1e-5)  # second pass: current / proximal
+    # the proximal log-probs of the first pass are reused, so the weights are the same both epochs
+    for f in ("is_weight_mean", "is_weight_std", "is_weight_max", "is_truncated_frac"):
+        assert getattr(two, f) == pytest.approx(getattr(one, f), abs=1e-9), f
 
 
 def test_warmup_schedule() -> None:

@@ -59,6 +59,11 @@ class UpdateStats:
     ``nan_skipped`` is True; or, in float16 with loss scaling, gradients that overflowed
     at the current scale: ``overflow_skipped``, the scale is halved and training goes on). ``clip_frac``, ``ratio_mean`` and ``kl`` are
     token-weighted means over the rows that were forwarded.
+
+    With ``grpo.decoupled`` (the off-policy correction), the ``is_*`` fields describe
+    the importance weights ``pi_prox / pi_behav`` over the forwarded tokens, before
+    truncation: token-weighted mean, population std, max, and ``is_truncated_frac``,
+    the share above ``grpo.is_cap`` (cut to it). They are None when not decoupled.
     """
 
     loss: float
@@ -73,6 +78,10 @@ class UpdateStats:
     stepped: bool = False
     ratio_mean: float = 1.0
     overflow_skipped: bool = False  # float16 only: gradients overflowed at the loss scale, which was halved
+    is_weight_mean: float | None = None
+    is_weight_std: float | None = None
+    is_weight_max: float | None = None
+    is_truncated_frac: float | None = None
 
 
 # --------------------------------------------------------------------------- config
@@ -96,6 +105,8 @@ class GRPOConfig(BaseModel):
     scale_adv_by_std: bool = Field(True, description="GRPO advantages (r-mean)/std when True; Dr. GRPO (r-mean) when False.")
     micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward pass; gradients are accumulated, so it changes memory, not the result.")
     epochs: int = Field(1, ge=1, description="Optimizer steps one update() takes over the same batch; old log-probs stay fixed from before the first, so clipping matters from the second on.")
+    decoupled: bool = Field(False, description="Off-policy correction (AReaL's decoupled PPO) for attempts sampled by weights some optimizer steps older than the learner's: behaviour log-probs are the sampling ones (each Experience's old_logprobs, kept even from an engine whose numbers are otherwise recomputed), the proximal policy is the learner at the update's start (recomputed, the clip's reference), and each token's surrogate is weighted by min(pi_prox / pi_behav, is_cap). Rows without sampling log-probs get weight 1. False: the plain on-policy loss.")
+    is_cap: float = Field(2.0, ge=1.0, description="decoupled only: the importance weight pi_prox / pi_behav is truncated at this value (>= 1), bounding the variance a stale, unlikely token adds.")
 
 
 

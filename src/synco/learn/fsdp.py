@@ -136,6 +136,15 @@ def all_reduce_sum(values: Sequence[float], shard: DataShard) -> list[float]:
     return [float(x) for x in t]
 
 
+def all_reduce_max(values: Sequence[float], shard: DataShard) -> list[float]:
+    """The largest of each number over the ranks of ``shard``'s group (a diagnostic's maximum)."""
+    import torch.distributed as dist
+
+    t = torch.tensor(list(values), dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=shard.group)
+    return [float(x) for x in t]
+
+
 def full_state_dict(model: torch.nn.Module, cpu: bool = False) -> dict[str, torch.Tensor]:
     """The unsharded state dict (every rank must call it; every rank gets the full tensors).
 

@@ -8,6 +8,12 @@ Loss aggregation is designed for gradient accumulation: the caller passes the
 *global* normalizer (completion tokens, or sequences, of the whole GRPO batch),
 so splitting a batch into micro-batches, or dropping rows whose advantage is
 zero, gives exactly the gradient of one big batch.
+
+Off-policy correction (asynchronous co-training, attempts sampled by weights a few
+optimizer steps old): the decoupled PPO objective of AReaL. The trust region is
+measured against the *proximal* policy (the learner at the start of the update),
+and each token's surrogate is reweighted by the truncated importance weight
+``min(pi_prox / pi_behav, is_cap)`` of the *behaviour* policy that sampled it.
 """
 
 from __future__ import annotations
@@ -56,12 +62,23 @@ class LossStats:
     ``ratio_mean``: mean of ``exp(logp - old_logp)``. ``kl``: mean k3 KL to the
     reference (0.0 without one). ``n_tokens``: number of masked tokens, so
     callers can weight stats of several micro-batches.
+
+    With behaviour log-probs (the decoupled loss), the importance weights
+    ``w = exp(proximal - behaviour)`` *before* truncation, so they show how far the
+    sampler drifted: ``is_weight_mean``, ``is_weight_std`` (population std, so
+    micro-batches combine exactly from ``n_tokens``, mean and std),
+    ``is_weight_max``, and ``is_truncated_frac``, the share of tokens with
+    ``w > is_cap`` (their weight was cut to the cap). All None without them.
     """
 
     clip_frac: float
     ratio_mean: float
     kl: float
     n_tokens: int
+    is_weight_mean: float | None = None
+    is_weight_std: float | None = None
+    is_weight_max: float | None = None
+    is_truncated_frac: float | None = None
 
 
 def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
@@ -85,16 +102,27 @@ def policy_loss(
     normalizer: float | None = None,
     ref_logprobs: Tensor | None = None,
     kl_coef: float = 0.0,
+    behaviour_logprobs: Tensor | None = None,
+    is_cap: float = 2.0,
 ) -> tuple[Tensor, LossStats]:
-    """Token-level clipped surrogate loss of GRPO/DAPO, with an optional k3 KL penalty.
+    """Token-level clipped surrogate loss of GRPO/DAPO, with an optional k3 KL penalty and off-policy correction.
 
     Per token: ``max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))``
     (i.e. ``-min(ratio*A, clip(ratio)*A)``) plus ``kl_coef * k3_kl`` when a
     reference is given. ``clip_high > clip_low`` is DAPO's "clip-higher".
 
+    With ``behaviour_logprobs`` (AReaL's decoupled PPO), ``old_logprobs`` are the
+    *proximal* policy's and the surrogate is multiplied by the detached weight
+    ``min(exp(old - behaviour), is_cap)``: the ratio still keeps each step near
+    the learner's own recent weights, while the weight corrects for the tokens
+    having been sampled by older ones; the cap bounds the variance a stale,
+    unlikely token can add. The KL term is not reweighted. Without
+    ``behaviour_logprobs`` the loss is exactly the plain one.
+
     Args:
         logprobs: ``(B, T)`` log-probs of the sampled tokens under the current policy (carries grad).
-        old_logprobs: ``(B, T)`` log-probs under the policy that sampled them (no grad).
+        old_logprobs: ``(B, T)`` log-probs under the policy that sampled them (no grad); with
+            ``behaviour_logprobs``, under the proximal policy (the learner at the update's start).
         advantages: ``(B,)`` one advantage per sequence, broadcast over its tokens.
         mask: ``(B, T)`` 1 on completion tokens, 0 on padding (bool or float).
         clip_low, clip_high: the trust region ``[1 - clip_low, 1 + clip_high]`` of the ratio.
@@ -109,6 +137,10 @@ def policy_loss(
             (and gradients) of micro-batches simply add up to the whole-batch ones.
         ref_logprobs: ``(B, T)`` reference-policy log-probs, or None for no KL term.
         kl_coef: weight of the KL term (ignored without ``ref_logprobs``).
+        behaviour_logprobs: ``(B, T)`` log-probs under the policy that sampled the tokens
+            (possibly several optimizer steps old), or None for the plain on-policy loss.
+        is_cap: the importance weight is truncated at this value (``>= 1``, so an
+            on-policy token's weight 1 is never cut).
 
     Returns:
         ``(loss, stats)``: a scalar tensor and detached :class:`LossStats`.
@@ -121,6 +153,12 @@ def policy_loss(
         raise ValueError(f"advantages must be (B,)={tuple(logprobs.shape[:1])}, got {tuple(advantages.shape)}")
     if normalizer is not None and normalizer <= 0:
         raise ValueError(f"normalizer must be positive, got {normalizer}")
+    if behaviour_logprobs is not None and behaviour_logprobs.shape != logprobs.shape:
+        raise ValueError(
+            f"shape mismatch: behaviour_logprobs {tuple(behaviour_logprobs.shape)}, logprobs {tuple(logprobs.shape)}"
+        )
+    if not is_cap >= 1.0:
+        raise ValueError(f"is_cap must be >= 1, got {is_cap}")
 
     m = mask.to(logprobs.dtype)
     adv = advantages.to(logprobs.dtype).unsqueeze(-1)
@@ -128,6 +166,10 @@ def policy_loss(
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    raw_w: Tensor | None = None
+    if behaviour_logprobs is not None:
+        raw_w, capped_w = importance_weights(old_logprobs, behaviour_logprobs, m, is_cap)
+        per_token = capped_w * per_token
 
     kl_tok: Tensor | None = None
     if ref_logprobs is not None:
@@ -156,5 +198,33 @@ def policy_loss(
             ratio_mean=float((torch.where(m > 0, ratio, torch.zeros_like(ratio))).sum().item()) / safe,
             kl=float(torch.where(m > 0, kl_tok, torch.zeros_like(kl_tok)).sum().item()) / safe if kl_tok is not None else 0.0,
             n_tokens=int(n),
+            **({} if raw_w is None else importance_stats(raw_w, m, is_cap)),
         )
     return loss, stats
+
+
+def importance_weights(proximal: Tensor, behaviour: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor]:
+    """Detached per-token weights ``exp(proximal - behaviour)``: raw and truncated at ``is_cap``.
+
+    Padding gets weight 1 (never NaN/inf, so nothing leaks into the loss or its
+    gradient through a masked slot). Shapes: ``(B, T)`` in and out.
+    """
+    with torch.no_grad():
+        w = torch.exp(proximal.detach() - behaviour.detach()).to(mask.dtype)
+        w = torch.where(mask > 0, w, torch.ones_like(w))
+        return w, torch.clamp(w, max=is_cap)
+
+
+def importance_stats(weights: Tensor, mask: Tensor, is_cap: float) -> dict[str, float]:
+    """Mean, population std and max of the raw weights over masked tokens, and the share above ``is_cap``."""
+    with torch.no_grad():
+        on = mask > 0
+        w = weights[on].to(torch.float64)
+        if w.numel() == 0:
+            return {"is_weight_mean": 1.0, "is_weight_std": 0.0, "is_weight_max": 1.0, "is_truncated_frac": 0.0}
+        return {
+            "is_weight_mean": float(w.mean().item()),
+            "is_weight_std": float(w.std(unbiased=False).item()),
+            "is_weight_max": float(w.max().item()),
+            "is_truncated_frac": float((w > is_cap).to(torch.float64).mean().item()),
+        }

@@ -22,7 +22,7 @@ import torch
 
 from synco.learn.grpo import policy_loss
 from synco.core.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
-from synco.learn.fsdp import DataShard, all_reduce_sum, rank_micro_batches
+from synco.learn.fsdp import DataShard, all_reduce_max, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.sft import IGNORE, SFTExample, completion_loss
@@ -36,7 +36,11 @@ DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bf
 
 @dataclass
 class GradientStats:
-    """Result of :meth:`HFPolicy.compute_gradients`: the whole-batch loss and token-weighted diagnostics."""
+    """Result of :meth:`HFPolicy.compute_gradients`: the whole-batch loss and token-weighted diagnostics.
+
+    The ``is_*`` numbers (``grpo.decoupled`` only, else None) describe the importance weights as
+    :class:`~synco.core.policy.UpdateStats` does.
+    """
 
     loss: float
     n_forwarded: int
@@ -44,6 +48,10 @@ class GradientStats:
     clip_frac: float
     ratio_mean: float
     kl: float
+    is_weight_mean: float | None = None
+    is_weight_std: float | None = None
+    is_weight_max: float | None = None
+    is_truncated_frac: float | None = None
     old_logprobs: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
@@ -534,6 +542,11 @@ class HFPolicy(TokenText):
         forwarded when ``kl_coef == 0`` (they would contribute exactly 0). Old
         log-probs are the rows' own, else ``old_cache[row]``, else the current
         detached ones (returned in ``GradientStats.old_logprobs`` for reuse).
+
+        With ``grpo.decoupled`` the rows' own log-probs are the *behaviour* policy's
+        (the sampler's, possibly some steps stale) and the old (proximal) ones are
+        always ``old_cache[row]`` or the current detached ones; a row without its
+        own gets behaviour = proximal (importance weight 1).
         """
         g = self.config.grpo
         self._check_batch(batch)
@@ -543,6 +556,7 @@ class HFPolicy(TokenText):
         normalizer = float(n_tokens if g.loss_agg == "token-mean" else n_seqs)
         active = [i for i, e in enumerate(batch) if e.n_trainable and (g.kl_coef > 0 or e.advantage != 0.0)]
         total_loss, w_clip, w_ratio, w_kl, n_fwd_tok = 0.0, 0.0, 0.0, 0.0, 0
+        w_is, w_is_sq, w_trunc, is_max = 0.0, 0.0, 0.0, 0.0  # decoupled: sums of n*mean, n*E[w^2], n*share; max
         new_old: dict[int, torch.Tensor] = {}
         self.model.train()
         if self.shard is None:
@@ -556,20 +570,25 @@ class HFPolicy(TokenText):
             rows = [batch[i] for i in idx]
             logp, mask = self._completion_logprobs(self.model, rows)
             old = logp.detach().clone()
+            behav = old.clone() if g.decoupled else None
             for r, i in enumerate(idx):
                 e, c = batch[i], len(batch[i].completion_ids)
-                if e.old_logprobs is not None:
+                if e.old_logprobs is not None and behav is None:
                     old[r, :c] = torch.tensor(e.old_logprobs, dtype=old.dtype, device=old.device)
                 elif i in old_cache:
                     old[r, :c] = old_cache[i].to(old.device)
                 elif not padding:
                     new_old[i] = old[r, :c].cpu()
+                if behav is not None:  # the sampler's log-probs, else the proximal ones (weight 1)
+                    behav[r, :c] = (old[r, :c] if e.old_logprobs is None
+                                    else torch.tensor(e.old_logprobs, dtype=old.dtype, device=old.device))
             ref = self._reference_logprobs(rows) if g.kl_coef > 0 else None
             adv = torch.tensor([batch[i].advantage for i in idx], dtype=torch.float32, device=logp.device)
             loss, st = policy_loss(
                 logp, old, adv, mask,
                 clip_low=g.clip_low, clip_high=g.clip_high, loss_agg=g.loss_agg,
                 normalizer=normalizer, ref_logprobs=ref, kl_coef=g.kl_coef,
+                behaviour_logprobs=behav, is_cap=g.is_cap,
             )  # fmt: skip
             (loss * (0.0 if padding else scale * self._loss_scale())).backward()
             if padding:
@@ -579,11 +598,24 @@ class HFPolicy(TokenText):
             w_ratio += st.ratio_mean * st.n_tokens
             w_kl += st.kl * st.n_tokens
             n_fwd_tok += st.n_tokens
+            if st.is_weight_mean is not None:
+                assert st.is_weight_std is not None and st.is_weight_max is not None and st.is_truncated_frac is not None
+                w_is += st.is_weight_mean * st.n_tokens
+                w_is_sq += (st.is_weight_std**2 + st.is_weight_mean**2) * st.n_tokens
+                w_trunc += st.is_truncated_frac * st.n_tokens
+                is_max = max(is_max, st.is_weight_max)
         if self.shard is not None:
-            total_loss, w_clip, w_ratio, w_kl, n_tok = all_reduce_sum([total_loss, w_clip, w_ratio, w_kl, n_fwd_tok],
-                                                                      self.shard)
+            total_loss, w_clip, w_ratio, w_kl, n_tok, w_is, w_is_sq, w_trunc = all_reduce_sum(
+                [total_loss, w_clip, w_ratio, w_kl, n_fwd_tok, w_is, w_is_sq, w_trunc], self.shard)
             n_fwd_tok = int(n_tok)
+            if g.decoupled:
+                is_max = all_reduce_max([is_max], self.shard)[0]
         d = max(n_fwd_tok, 1)
+        weights: dict[str, float] = {}
+        if g.decoupled and n_fwd_tok:
+            mean = w_is / d
+            weights = {"is_weight_mean": mean, "is_weight_std": math.sqrt(max(w_is_sq / d - mean**2, 0.0)),
+                       "is_weight_max": is_max, "is_truncated_frac": w_trunc / d}
         return GradientStats(
             loss=total_loss,
             n_forwarded=len(active),
@@ -592,6 +624,7 @@ class HFPolicy(TokenText):
             ratio_mean=w_ratio / d if n_fwd_tok else 1.0,
             kl=w_kl / d,
             old_logprobs=new_old,
+            **weights,
         )
 
     def update(self, batch: Sequence[Experience]) -> UpdateStats:
@@ -599,13 +632,18 @@ class HFPolicy(TokenText):
 
         Never raises on bad numbers: a non-finite loss or gradient norm zeroes the
         gradients, skips the step and reports ``nan_skipped=True``.
+
+        ``grpo.decoupled``: the rows' sampling log-probs are the behaviour policy's and the
+        proximal ones are the weights' at the start of this update, computed once and reused
+        across ``grpo.epochs`` (see :meth:`compute_gradients`); a sampler whose numbers are
+        not the trainer's (``recompute_old_logprobs``) keeps them as the behaviour log-probs.
         """
         opt, _ = self._require_trainable()
-        if getattr(self.generator, "recompute_old_logprobs", False):  # vLLM's numbers are not the trainer's: recompute
-            from dataclasses import replace
+        g = self.config.grpo
+        if getattr(self.generator, "recompute_old_logprobs", False) and not g.decoupled:
+            from dataclasses import replace  # vLLM's numbers are not the trainer's: recompute
 
             batch = [replace(e, old_logprobs=None) for e in batch]
-        g = self.config.grpo
         n_tokens = sum(e.n_trainable for e in batch)
         skipped = 0 if g.kl_coef > 0 else sum(1 for e in batch if e.n_trainable and e.advantage == 0.0)
         stats = UpdateStats(
@@ -631,6 +669,13 @@ class HFPolicy(TokenText):
             stats.clip_frac = sum(x.clip_frac for x in losses) / k
             stats.ratio_mean = sum(x.ratio_mean for x in losses) / k
             stats.kl = sum(x.kl for x in losses) / k
+            weighed = [x for x in losses if x.is_weight_mean is not None]
+            if weighed:  # decoupled: the same weights every epoch (proximal and behaviour stay fixed)
+                j = len(weighed)
+                stats.is_weight_mean = sum(x.is_weight_mean or 0.0 for x in weighed) / j
+                stats.is_weight_std = sum(x.is_weight_std or 0.0 for x in weighed) / j
+                stats.is_weight_max = max(x.is_weight_max or 0.0 for x in weighed)
+                stats.is_truncated_frac = sum(x.is_truncated_frac or 0.0 for x in weighed) / j
         return stats
 
     def _loss_scale(self) -> float:

@@ -25,7 +25,8 @@ How it fits the learner (:class:`~synco.learn.hf_policy.HFPolicy` with ``rollout
   generator sets ``recompute_old_logprobs = True`` and ``HFPolicy.update`` drops
   the rows' old log-probs: the trainer recomputes them with its own forward pass
   before the first optimizer step (verl's choice), and the PPO ratio compares the
-  training model with itself.
+  training model with itself. With ``grpo.decoupled`` they are kept instead, as the
+  behaviour log-probs of the off-policy correction (the mismatch is then weighted).
 * **Weight sync.** ``sync_weights(model)`` (called by the policy after every
   optimizer step) marks the engine stale; the weights are pushed right before
   the next sampling call. So the engine always samples from the weights current
