@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from synco.core.policy import UpdateStats
 from synco.core.records import TaskRecord
 from synco.cotrain.engine import Collected, CoTrainState, Updates, collect, finish, update_agents
 from synco.cotrain.settings import StepPlan
@@ -70,6 +71,14 @@ def mean_staleness(records: Sequence[TaskRecord], published: Sequence[int]) -> f
     """Mean staleness of the attempts of ``records`` (None without any)."""
     lags = [staleness(a.policy_version, published) for r in records for a in r.rollouts]
     return sum(lags) / len(lags) if lags else None
+
+
+def importance(prefix: str, update: UpdateStats | None) -> dict[str, float | None]:
+    """An update's importance-weight numbers as :class:`PipelineStats` fields (None: no update taken)."""
+    if update is None:
+        return {}
+    return {f"{prefix}_is_weight_mean": update.is_weight_mean, f"{prefix}_is_weight_std": update.is_weight_std,
+            f"{prefix}_is_truncated": update.is_truncated_frac}
 
 
 @dataclass
@@ -125,7 +134,9 @@ class Pipeline:
         stats.pipeline = PipelineStats(max_staleness=self.max_staleness, collected_ahead=len(self.pending),
                                        staleness=lag, stale_attempts_dropped=dropped[0],
                                        stale_cards_dropped=dropped[1],
-                                       t_overlap=min(t_collect, updates.t_train) if ahead is not None else 0.0)
+                                       t_overlap=min(t_collect, updates.t_train) if ahead is not None else 0.0,
+                                       **importance("reasoner", updates.reasoner), **importance("synth",
+                                                                                               updates.synthesizer))
         return stats
 
     def _next_to_collect(self, step: int) -> int | None:
@@ -159,4 +170,4 @@ class Pipeline:
         self._pool.shutdown(wait=True)
 
 
-__all__ = ["Pipeline", "fresh", "mean_staleness", "staleness"]
+__all__ = ["Pipeline", "fresh", "importance", "mean_staleness", "staleness"]

@@ -83,6 +83,12 @@ class PipelineStats(BaseModel):
     stale_attempts_dropped: int | None = None  # attempts too stale to train the Reasoner on
     stale_cards_dropped: int | None = None  # cards too stale to train the Synthesizer on
     t_overlap: float | None = None  # seconds the update ran beside the next step's collection
+    reasoner_is_weight_mean: float | None = None  # the Reasoner update's importance weights (before truncation)
+    reasoner_is_weight_std: float | None = None  # ... their spread
+    reasoner_is_truncated: float | None = None  # ... the share truncated at grpo.is_cap
+    synth_is_weight_mean: float | None = None  # the same for the Synthesizer's update
+    synth_is_weight_std: float | None = None
+    synth_is_truncated: float | None = None
 
 
 _PARTS: dict[str, type[BaseModel]] = {"evosyn": EvoSynStats, "episodes": EpisodeStats, "trajectory": TrajectoryStats,

@@ -7,7 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
-from synco.config import RunConfig, domain_context
+from synco.config import ConfigError, RunConfig, domain_context
 from synco.cotrain.settings import StepSettings
 from synco.domains.base import Domain
 from synco.domains.registry import get_domain
@@ -110,6 +110,23 @@ def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tu
         synthesizer.load_state(ckpt / "synthesizer_state")
         reasoner.load_state(ckpt / "reasoner_state")
     return synthesizer, reasoner
+
+
+def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> None:
+    """``max_staleness`` >= 1: every trained agent samples from a snapshot of its weights beside its update
+    (:mod:`synco.learn.snapshot`) and corrects for the lag with the decoupled objective (``grpo.decoupled``).
+    A ConfigError naming the agent when one cannot."""
+    from synco.learn.snapshot import snapshot_problem, use_snapshot
+
+    trained = [("reasoner", reasoner)] + ([("synthesizer", synthesizer)] if cfg.mode == "cotrain" else [])
+    for role, policy in trained:
+        problem = snapshot_problem(policy)
+        if problem is not None:
+            raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: {problem}")
+    for _, policy in trained:
+        use_snapshot(policy)  # type: ignore[arg-type]
+        grpo = policy.config.grpo.model_copy(update={"decoupled": True})  # type: ignore[attr-defined]
+        policy.config = policy.config.model_copy(update={"grpo": grpo})  # type: ignore[attr-defined]
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:

@@ -45,7 +45,8 @@ def save_checkpoint(run: Run, step: int) -> Path:
     evo = run.state.evo
     torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json(),
                 "factor_space": evo.space.model_dump_json() if evo is not None else None,
-                "threads": torch.get_num_threads(), "protocol": protocol_state(run.cfg, step)},
+                "threads": torch.get_num_threads(), "protocol": protocol_state(run.cfg, step),
+                "pipeline": run.pipeline.checkpoint() if run.pipeline is not None else None},
                tmp / "trainer_state.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)  # a checkpoint is either whole or absent

@@ -48,6 +48,8 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
         try:
             return _train(run)
         finally:
+            if run.pipeline is not None:
+                run.pipeline.close()
             run.state.pool.close()
             close_policies(run.state)
     except RunInterrupted:
@@ -101,7 +103,7 @@ def _run_steps(run: Run, bar: Any, hooks: list[StepHook], loggers: Loggers, moni
     """Each step of ``bar``: the protocol's step, its valid tasks and metrics line, the hooks, and the stop
     (``RunInterrupted`` after a signal or a stop alert; the checkpoint hook has saved the step)."""
     cfg, st = run.cfg, run.state
-    run_step = protocol_step(cfg)  # cotrain_step itself for online
+    run_step = protocol_step(cfg) if run.pipeline is None else (lambda _, step: run.pipeline.step(step))
     for step in bar:
         stats = run_step(st, step)
         st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step, export_fields(st.domain))

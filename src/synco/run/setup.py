@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,7 @@ from synco.config import ConfigError, RunConfig, check_runnable
 from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
+from synco.cotrain.pipeline import Pipeline
 from synco.domains.base import Domain, HasTrajectories, export_fields
 from synco.domains.spec import LoadsModels, ServesEndpoints
 from synco.core.served import ServedSettings
@@ -40,12 +42,15 @@ from synco.evosyn.space import HasFactorSpace
 from synco.evosyn.run import build_evo_state, check_factor_names, read_effects, write_space
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
-from synco.run.build import build_agents, build_consensus_checker, build_domain, build_verifier, step_settings
+from synco.run.build import (build_agents, build_consensus_checker, build_domain, build_verifier, detach_samplers,
+                             step_settings)
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
 from synco.run.rng import seed_everything, set_rng_state
 from synco.run.files import write_atomic
 from synco.run.rundir import open_pool, open_run_dir
 from synco.run.state import Run
+from synco.run.steps import closes_round, protocol_after, step_plan
+from synco.run.stopping import RunError
 
 
 def heldout_seed(seed: int) -> int:
@@ -87,6 +92,8 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     heldout = domain.heldout(cfg.heldout_per_group, seed=heldout_seed(cfg.seed)) if cfg.heldout_per_group else []
     trainer_state = load_trainer_state(cfg, ckpt, log)
     synthesizer, reasoner = build_agents(cfg, domain, ckpt)
+    if cfg.max_staleness:
+        detach_samplers(cfg, synthesizer, reasoner)
     checker, verifier = build_verifier(cfg, domain, checker)
 
     point = ResumePoint(start_step=0, report=build_report([], cfg.report, step=0))
@@ -109,7 +116,26 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
                          verifier=verifier, checker=checker, pool=pool, report=point.report, rng=rng,
                          consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus,
                          sequences=run_sequences(domain, pool))
-    return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout)
+    return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout,
+               pipeline=build_pipeline(cfg, state, trainer_state.get("pipeline")) if cfg.max_staleness else None)
+
+
+def build_pipeline(cfg: RunConfig, state: CoTrainState, saved: dict | None) -> Pipeline:
+    """The asynchronous step loop of a ``max_staleness`` >= 1 run, continuing a checkpoint's collected steps.
+
+    A checkpoint whose collected steps were made at another staleness is refused: they are not in the pool, and
+    another schedule would collect other steps with the run's random stream."""
+    from synco.learn.snapshot import publish
+
+    if saved is not None and saved["pending"] and saved["max_staleness"] != cfg.max_staleness:
+        raise RunError(f"max_staleness={cfg.max_staleness}: the checkpoint holds {len(saved['pending'])} steps "
+                       f"collected at max_staleness={saved['max_staleness']}; resume with that setting")
+    pipeline = Pipeline(state, cfg.max_staleness, cfg.steps, plan=partial(step_plan, cfg), after=protocol_after(cfg),
+                        boundary=partial(closes_round, cfg),
+                        publish=lambda: (publish(state.synthesizer), publish(state.reasoner)))
+    if saved is not None:
+        pipeline.restore(saved)
+    return pipeline
 
 
 def check_effect_feedback(domain: object, cfg: RunConfig) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 from pathlib import Path
 
 from synco.config import RunConfig
 from synco.cotrain.engine import CoTrainState
 from synco.domains.base import HeldoutItem
+
+if TYPE_CHECKING:
+    from synco.cotrain.pipeline import Pipeline
 
 
 @dataclass
@@ -20,6 +24,7 @@ class Run:
     state: CoTrainState
     start_step: int
     heldout: list[HeldoutItem]
+    pipeline: "Pipeline | None" = None  # max_staleness >= 1: the asynchronous step loop
 
     @property
     def ckpt_dir(self) -> Path:

@@ -30,6 +30,18 @@ def protocol_step(cfg: RunConfig) -> StepFn:
     return partial(rounds.rounds_step, cfg=cfg.rounds, total_steps=cfg.steps, seed=cfg.seed, protocol=cfg.protocol)
 
 
+def protocol_after(cfg: RunConfig) -> Callable[[CoTrainState, int, StepStats], StepStats]:
+    """What the protocol does once a step is recorded (the asynchronous pipeline calls it): a round's training at
+    the round's last step; nothing for the others."""
+    if cfg.protocol in ("rounds", "rft"):
+        return partial(_after_round, cfg=cfg)
+    return lambda state, step, stats: stats
+
+
+def _after_round(state: CoTrainState, step: int, stats: StepStats, cfg: RunConfig) -> StepStats:
+    return rounds.after_round_step(state, step, stats, cfg.rounds, cfg.steps, cfg.seed)
+
+
 def step_plan(cfg: RunConfig, step: int) -> StepPlan:
     """What the protocol changes in the co-training step ``step``: who updates, its round and phase."""
     if cfg.protocol in ("rounds", "rft"):

@@ -259,9 +259,14 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
 def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
                 protocol: str = "rounds") -> StepStats:
     """One step of a round: collect (the Reasoner solves, nothing trains it); the round's last step then trains it."""
-    plan = round_plan(step, cfg, total_steps, protocol)
-    stats = cotrain_step(state, step, plan)
-    if plan.phase != "train":
+    stats = cotrain_step(state, step, round_plan(step, cfg, total_steps, protocol))
+    return after_round_step(state, step, stats, cfg, total_steps, seed)
+
+
+def after_round_step(state: CoTrainState, step: int, stats: StepStats, cfg: RoundsConfig, total_steps: int,
+                     seed: int) -> StepStats:
+    """Once a step of a round is recorded: at the round's last step, train the Reasoner on the round's data."""
+    if not round_ends(step, cfg, total_steps):
         return stats
     t = time.perf_counter()
     done = train_round(state, step, cfg, seed)
