@@ -9,6 +9,7 @@ without recording half a step. The rest checks the pieces without a cluster.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -304,3 +305,30 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
         rr.state.pool.close()
         ref.state.pool.close()
         close_policies(rr.state)
+
+
+@pytest.mark.slow
+def test_asynchronous_ray_run_records_the_in_process_asynchronous_run(tmp_path, local_ray, one_thread):
+    """max_staleness=1 on Ray: the rollout workers sample the next step on the weights of the last publish while
+    the learner actors update, and the run records what the in-process pipeline records (seeds per request)."""
+    from synco.run.loop import train
+
+    def run(run_id: str, *extra: str) -> list[dict]:
+        train(load_config("arith", overrides=[*TINY, "steps=2", "max_staleness=1", f"runs_dir={tmp_path}",
+                                              f"run_id={run_id}", *extra]), log=lambda *a, **k: None)
+        lines = (tmp_path / run_id / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(ln).items() if not k.startswith("t_")} for ln in lines]
+
+    ref = run("inprocess", "seed_per_request=true")
+    got = run("ray", "backend=ray", "ray.synthesizer.rollout_workers=1", "ray.reasoner.rollout_workers=1",
+              "ray.synthesizer.learner.num_cpus=0.25", "ray.synthesizer.worker.num_cpus=0.25",
+              "ray.reasoner.learner.num_cpus=0.25", "ray.reasoner.worker.num_cpus=0.25", "ray.checks.workers=0")
+    assert [m["staleness"] for m in got] == [0.0, 1.0]
+    # the same samples, rewards and decisions; the update's floats to 1e-4 (the behaviour log-probs come from the
+    # workers' forward passes, the in-process snapshot's from its own: equal weights, float-level differences)
+    assert [{k: v for k, v in m.items() if not isinstance(v, float)} for m in got] == [
+        {k: v for k, v in m.items() if not isinstance(v, float)} for m in ref]
+    for g, r in zip(got, ref):
+        assert {k: v for k, v in g.items() if isinstance(v, float)} == pytest.approx(
+            {k: v for k, v in r.items() if isinstance(v, float)}, rel=1e-4, abs=1e-6)
+    assert pool_rows(tmp_path / "ray" / "pool.sqlite") == pool_rows(tmp_path / "inprocess" / "pool.sqlite")

@@ -114,9 +114,10 @@ def test_a_rounds_run_collects_ahead_within_a_round_only(tmp_path, one_thread):
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    (["backend=ray"], "backend=ray"),
+    (["backend=ray", "ray.synthesizer.rollout_workers=0"], "ray.synthesizer.rollout_workers=0"),
     (["reasoner.rollout_engine=vllm"], "reasoner.rollout_engine=vllm"),
     (["shared_base=true", "reasoner.lora.rank=4", "synthesizer.lora.rank=4"], "shared_base=true"),
+    (["protocol=rounds", "rounds.update=grpo"], "rounds.update=grpo"),
 ])
 def test_settings_it_cannot_run_are_refused_naming_them(extra, named):
     with pytest.raises((ConfigError, ValueError), match=named):

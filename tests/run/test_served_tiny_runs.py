@@ -71,6 +71,23 @@ def test_a_served_tiny_reasoner_trains_in_the_default_world_version_by_version(v
     assert served_models(url) == before  # the run unloaded its last adapter when it closed
 
 
+def test_asynchronously_the_server_samples_the_next_step_on_the_adapter_published_before(
+        vllm_tiny_server, tmp_path: Path) -> None:  # noqa: ANN001
+    """max_staleness=1: while the learner trains on step s, the server samples step s + 1 on the adapter pushed
+    after step s - 1 (no push mid-update), so every step's attempts are one version behind the update."""
+    url = vllm_tiny_server.base_url
+    assert main(["train", "steps=3", "max_staleness=1", *served_reasoner(url), *small(tmp_path, "async")]) == 0
+    run = tmp_path / "async"
+    got = sorted({(step, version) for step, _, version, *_ in attempts(run)})
+    lines, updates, want = metrics(run), 0, []
+    for line in lines:
+        want.append((line["step"], max(0, updates - 1) if line["step"] else 0))
+        updates += line["reasoner_loss"] is not None
+    assert got == want and updates >= 2, got
+    assert [m["staleness"] for m in lines] == [0.0, 1.0, 1.0]
+    assert all(m["reasoner_is_weight_mean"] is not None for m in lines if m["reasoner_loss"] is not None)
+
+
 def test_a_served_trained_reasoner_resumes_exactly_after_the_server_is_lost(
         vllm_tiny_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
     from served import Relay

@@ -99,7 +99,7 @@ class RunConfig(BaseModel):
     progress: bool = Field(True, description="Show a progress bar with live metrics.")
     backend: Literal["inprocess", "ray"] = Field(
         "inprocess", description="Where the agents run: inprocess (both in this Python process) or ray (each agent's learner is a Ray actor with its own resources and its rollout workers are actor replicas; the loop, the pool and the report stay here; see ray). ray forces seed_per_request, so it records the same run as inprocess with seed_per_request=true.")
-    max_staleness: int = Field(0, ge=0, description="Asynchronous co-training (synco.cotrain.pipeline): while the learners update on step t, the next steps are synthesized, verified and rolled out on a snapshot of the latest finished weights, at most this many versions behind the update that trains on them (older attempts are dropped and counted); the update corrects with the decoupled objective (grpo.decoupled, truncated importance weights). 0: the synchronous step. In process, with the transformers engine for every trained agent; one more copy of each trained agent's weights.")
+    max_staleness: int = Field(0, ge=0, description="Asynchronous co-training (synco.cotrain.pipeline): while the learners update on step t, the next steps are synthesized, verified and rolled out on a snapshot of the latest finished weights, at most this many versions behind the update that trains on them (older attempts are dropped and counted); the update corrects with the decoupled objective (grpo.decoupled, truncated importance weights). 0: the synchronous step. Trained agents sample from a snapshot of their weights (the transformers engine: one more copy in memory), a served adapter pushed at each publish, or Ray rollout workers loaded at each publish.")
     seed_per_request: bool = Field(False, description="Give every generate call its own seed drawn from the run's random stream (and build each agent from its own seed), so samples depend only on weights, prompts and seeds, not on which process draws them: what makes backend=ray record the same pool and metrics as inprocess. False keeps the one global torch stream (results of earlier runs are reproduced bit for bit).")
     ray: RaySettings = Field(default_factory=RaySettings, description="backend=ray: the cluster, each agent's learner and rollout-worker resources (CPUs, GPUs, custom resources, node labels), worker restarts and chunk retries.")
     shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
@@ -243,15 +243,18 @@ class RunConfig(BaseModel):
             return self
         trained = ["reasoner"] + (["synthesizer"] if self.mode == "cotrain" else [])
         unsupported = [f"{name}={value}" for name, value, bad in (
-            ("backend", self.backend, self.backend != "inprocess"),
             ("shared_base", "true", self.shared_base),
-            *((f"{role}.rollout_engine", getattr(self, role).rollout_engine, getattr(self, role).rollout_engine != "hf")
+            ("rounds.update", "grpo", self.protocol in ("rounds", "rft") and self.rounds.update == "grpo"),
+            *((f"{role}.rollout_engine", getattr(self, role).rollout_engine, getattr(self, role).rollout_engine == "vllm")
+              for role in trained),
+            *((f"ray.{role}.rollout_workers", 0, self.backend == "ray" and getattr(self.ray, role).rollout_workers == 0)
               for role in trained),
         ) if bad]
         if unsupported:
             raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(unsupported)} yet: "
-                             f"asynchronous co-training runs in process with the transformers engine for every trained "
-                             f"agent (set max_staleness=0 for these)")
+                             f"a trained agent must sample from weights apart from its learner's (the transformers "
+                             f"engine's snapshot, a served adapter, Ray rollout workers), and a round's GRPO samples "
+                             f"between its own updates (set max_staleness=0 for these)")
         return self
 
     @model_validator(mode="after")

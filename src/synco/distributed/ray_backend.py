@@ -348,6 +348,8 @@ class RayPolicy(TokenText):
         self.tokenizer: Any = None
         self.eos_ids: list[int] = []
         self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
+        self.deferred = False  # asynchronous co-training: workers load new weights only at publish_samplers
+        self.unpublished = False  # deferred, and the learner stepped since the workers last loaded its weights
 
     def wait_ready(self) -> None:
         """Block until the actors are up (a learner group joins its process group and shards the model);
@@ -398,14 +400,38 @@ class RayPolicy(TokenText):
     def update(self, batch: Sequence[Experience]) -> UpdateStats:
         stats: UpdateStats = self._group("update", list(batch))
         if stats.stepped:
-            self._sync()
+            self._stepped()
         return stats
 
     def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats:
         stats: UpdateStats = self._group("sft_update", list(batch), lr)
         if stats.stepped:
-            self._sync()
+            self._stepped()
         return stats
+
+    def _stepped(self) -> None:
+        """After an optimizer step: the workers load the new weights now, or (deferred) at the next publish."""
+        if self.deferred:
+            self.unpublished = True
+        else:
+            self._sync()
+
+    def defer_sync(self) -> None:
+        """Asynchronous co-training: the rollout workers keep their weights through updates until
+        :meth:`publish_samplers`, so they sample while the learner trains."""
+        self.deferred = True
+
+    def defer_problem(self) -> str | None:
+        """Why the agent cannot sample beside its updates: without rollout workers the learner samples itself."""
+        if not self.workers:
+            return f"ray.{self.role}.rollout_workers=0: the learner samples itself; set it >= 1"
+        return None
+
+    def publish_samplers(self) -> None:
+        """The learner's weights into the rollout workers, if it stepped since they last loaded them."""
+        if self.unpublished:
+            self._sync()
+            self.unpublished = False
 
     def save(self, path: str | Path) -> None:
         self._group("save", str(path))
@@ -623,6 +649,8 @@ def build_ray_policies(cfg: RunConfig, dirs: tuple[str | None, str | None]) -> t
     try:
         for role, folder in zip(ROLES, dirs):
             pcfg: PolicyConfig = getattr(cfg, role)
+            if cfg.max_staleness and (role == "reasoner" or cfg.mode == "cotrain"):  # the decoupled objective
+                pcfg = pcfg.model_copy(update={"grpo": pcfg.grpo.model_copy(update={"decoupled": True})})
             path = folder or resolve_model_path(pcfg.model_path)
             agents.append(RayPolicy(role, pcfg, path, cfg.ray, agent_seed(cfg.seed, role), threads))
         for agent in agents:

@@ -104,9 +104,23 @@ class ServedGenerator:
 
     def sync_weights(self, model: Any) -> None:
         """After an optimizer step: the adapter goes up before the next request (a full model cannot: see
-        :func:`served_problem`)."""
-        if self.lora:
+        :func:`served_problem`); deferred (asynchronous co-training), only at :meth:`publish`."""
+        if self.lora and self.weights_version is None:
             self.pending = model
+
+    weights_version: int | None = None  # deferred: the learner version of the adapter the server holds
+
+    def defer(self, version: int) -> None:
+        """Asynchronous co-training: optimizer steps no longer reach the server; :meth:`publish` pushes the adapter.
+        ``version``: the learner's version now (the adapter pending, if any, is that one)."""
+        self.weights_version = version
+
+    def publish(self, model: Any, version: int) -> None:
+        """Push the learner's adapter now (the learner is between updates) as version ``version``."""
+        if self.lora and version != self.weights_version:
+            self.pending = model
+            self._push()
+        self.weights_version = version
 
     def _push(self) -> None:
         model, self.pending = self.pending, None

@@ -116,7 +116,7 @@ def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> No
     """``max_staleness`` >= 1: every trained agent samples from a snapshot of its weights beside its update
     (:mod:`synco.learn.snapshot`) and corrects for the lag with the decoupled objective (``grpo.decoupled``).
     A ConfigError naming the agent when one cannot."""
-    from synco.learn.snapshot import snapshot_problem, use_snapshot
+    from synco.learn.snapshot import detach, snapshot_problem
 
     trained = [("reasoner", reasoner)] + ([("synthesizer", synthesizer)] if cfg.mode == "cotrain" else [])
     for role, policy in trained:
@@ -124,9 +124,11 @@ def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> No
         if problem is not None:
             raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: {problem}")
     for _, policy in trained:
-        use_snapshot(policy)  # type: ignore[arg-type]
+        detach(policy)
         grpo = policy.config.grpo.model_copy(update={"decoupled": True})  # type: ignore[attr-defined]
-        policy.config = policy.config.model_copy(update={"grpo": grpo})  # type: ignore[attr-defined]
+        policy.config = policy.config.model_copy(update={"grpo": grpo})  # type: ignore[attr-defined]  (Ray: its
+        # learner actors were built with it, synco.distributed.ray_backend.build_ray_policies)
+
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
