@@ -110,6 +110,7 @@ class Pipeline:
 
     def step(self, step: int) -> StepStats:
         """Train on step ``step`` (collected earlier, or now when nothing is pending), collecting ahead meanwhile."""
+        t_start = time.perf_counter()
         c = self.pending.popleft() if self.pending else collect(self.state, step, self.plan(step))
         if c.step != step:
             raise RuntimeError(f"the pipeline holds step {c.step} where step {step} was due (a resume out of order)")
@@ -135,6 +136,7 @@ class Pipeline:
                                        staleness=lag, stale_attempts_dropped=dropped[0],
                                        stale_cards_dropped=dropped[1],
                                        t_overlap=min(t_collect, updates.t_train) if ahead is not None else 0.0,
+                                       t_step=time.perf_counter() - t_start,
                                        **importance("reasoner", updates.reasoner), **importance("synth",
                                                                                                updates.synthesizer))
         return stats

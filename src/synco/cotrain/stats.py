@@ -83,6 +83,7 @@ class PipelineStats(BaseModel):
     stale_attempts_dropped: int | None = None  # attempts too stale to train the Reasoner on
     stale_cards_dropped: int | None = None  # cards too stale to train the Synthesizer on
     t_overlap: float | None = None  # seconds the update ran beside the next step's collection
+    t_step: float | None = None  # the step's wall-clock seconds (its phases overlap: not t_generate + t_train + ...)
     reasoner_is_weight_mean: float | None = None  # the Reasoner update's importance weights (before truncation)
     reasoner_is_weight_std: float | None = None  # ... their spread
     reasoner_is_truncated: float | None = None  # ... the share truncated at grpo.is_cap
