@@ -73,7 +73,7 @@ def test_resume_refuses_another_protocol_or_layout() -> None:
 def test_default_train_keeps_its_metrics_and_pool_rows(tmp_path, one_thread) -> None:  # noqa: ANN001
     train(load_config("arith", overrides=[*TINY, "steps=1", f"runs_dir={tmp_path}", "run_id=online"]))
     line = rows(tmp_path / "online")[0]
-    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training"}
+    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training", "pipeline"}
     assert set(line) == core | set(EvoSynStats.model_fields)  # only `protocol` is new
     assert line["protocol"] == "online"
     assert pool_tags(tmp_path / "online") == [{}]  # the pool's steps rows are as before
