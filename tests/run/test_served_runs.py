@@ -1,5 +1,5 @@
 """Runs with served agents against a real ``vllm serve`` (tests/served.py): a frozen Synthesizer on the chat
-endpoint in the default world, a served Reasoner trained through its hot-loaded LoRA adapter (every attempt
+endpoint in the default world (and EvoSyn's LLM factor proposer asking it), a served Reasoner trained through its hot-loaded LoRA adapter (every attempt
 recording the version that sampled it), and a server that goes away mid-run: the run stops with one message, the
 pool stays at the last finished step, and ``--resume`` continues exactly once the server is back."""
 
@@ -120,3 +120,38 @@ def test_the_evosyn_served_preset_runs_a_step_on_the_cpu(vllm_server, tmp_path: 
     assert line["protocol"] == "rounds" and line["phase"] == "train" and line["n_cards"] == 2
     roles = json.loads((run / "roles.json").read_text())
     assert roles["synthesizer"]["engine"] == "served" and roles["tau2.user"]["base_url"] == url
+
+
+def test_the_factor_proposer_asks_a_served_chat_synthesizer(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
+    """EvoSyn's LLM proposer with the Synthesizer on a chat endpoint: the run's proposer hook sends its prompt to the
+    server and records what came back in factors.jsonl (a proposal, or a reject quoting the model's text: either
+    way the server answered, the step was never at risk)."""
+    from types import SimpleNamespace
+
+    from synco.config import load_config
+    from synco.core.pool import TaskPool
+    from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
+    from synco.evosyn.run import build_evo_state
+    from synco.rollout.served import ServedPolicy
+    from synco.run.build import build_domain
+    from synco.run.hooks import propose_factor
+
+    cfg = load_config("smollm2", overrides=[*served_synth(vllm_server.base_url), "synth_decoding=free",
+                                            "evosyn.proposer=true", "evosyn.proposer_settings.max_new_tokens=64",
+                                            f"runs_dir={tmp_path}"])
+    domain = build_domain(cfg)
+    problems = [("What is 3 + 4?", True), ("A train leaves at 3 pm at 60 km/h; when has it gone 150 km?", False),
+                ("What is 10 - 7?", True), ("Find the area of a circle of radius 2.5 cm.", False)]
+    records = []
+    for i, (problem, solved) in enumerate(problems):
+        card = TaskCard(**{**{f: "x" for f in CARD_FIELDS}, "problem": problem})
+        records.append(TaskRecord(step=0, slot=i, raw=problem, card=card, verdict=Verdict(valid=True),
+                                  rollouts=[Attempt(text="t", correct=solved) for _ in range(2)]))
+    with TaskPool(tmp_path / "pool.sqlite") as pool:
+        pool.record_step(0, records)
+        state = SimpleNamespace(synthesizer=ServedPolicy(cfg.synthesizer, "synthesizer"), pool=pool, domain=domain,
+                                evo=build_evo_state(domain))
+        propose_factor(SimpleNamespace(cfg=cfg, state=state, dir=tmp_path), 0)  # type: ignore[arg-type]
+    [line] = [json.loads(x) for x in (tmp_path / "factors.jsonl").read_text().splitlines()]
+    assert line["action"] in ("propose", "reject") and line["step"] == 0
+    assert "generation failed" not in line.get("note", ""), line  # the served model answered
