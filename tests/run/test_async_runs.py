@@ -5,17 +5,15 @@ training as a boundary, and the settings it refuses."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from killing import tail, train_then_kill
 
 from synco.cli import main
 from synco.config import ConfigError, load_config
@@ -79,22 +77,12 @@ def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, cap
     steps = 5
     assert main(train_args(tmp_path, "whole", f"steps={steps}")) == 0
     args = train_args(tmp_path, "killed", f"steps={steps}", "save_every=1")
-    proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
     run = tmp_path / "killed"
     delay = random.Random().uniform(0.0, 0.5)
-    try:  # after the first checkpoint, which holds step 2 collected ahead: steps 2 and 3 are in flight
-        deadline = time.monotonic() + 120
-        while not (run / "checkpoints" / "step_1").exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(delay)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    state = f"killed {delay:.2f}s after the step 1 checkpoint; metrics then: " + (
-        (run / "metrics.jsonl").read_text()[-200:] if (run / "metrics.jsonl").exists() else "none")
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it was killed: " + state
+    # after the first checkpoint, which holds step 2 collected ahead: steps 2 and 3 are in flight
+    code = train_then_kill(args, lambda: (run / "checkpoints" / "step_1").exists(), delay)
+    state = f"killed {delay:.2f}s after the step 1 checkpoint; metrics then: " + tail(run / "metrics.jsonl", 200)
+    assert code == -signal.SIGKILL, "the run finished before it was killed: " + state
     assert main(["train", "--resume", str(run)]) == 0, state + capsys.readouterr().err
     assert [m["step"] for m in lines(run)] == list(range(steps)), state
     assert comparable(run) == comparable(tmp_path / "whole"), state

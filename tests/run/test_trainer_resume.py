@@ -7,13 +7,12 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from fsutil import read_only
+
+from killing import tail, train_then_kill
 
 from synco.cli import main
 from synco.config import load_config
@@ -189,21 +188,10 @@ def test_second_ctrl_c_stops_mid_step_and_resume_restarts_from_step_0(tmp_path, 
 def test_kill_9_at_a_random_moment_then_resume_finishes_the_run(tmp_path, capsys, one_thread, extra):
     steps = 6
     args = start_run(tmp_path, "killed", f"steps={steps}", *extra)
-    proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
     run = tmp_path / "killed"
     delay = random.Random().uniform(0.0, 12.0)
-    try:
-        deadline = time.monotonic() + 120
-        while not (run / "config.yaml").exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(delay)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    state = f"killed {delay:.2f}s after the run directory appeared; metrics then: " + (
-        (run / "metrics.jsonl").read_text()[-300:] if (run / "metrics.jsonl").exists() else "none")
+    train_then_kill(args, lambda: (run / "config.yaml").exists(), delay)
+    state = f"killed {delay:.2f}s after the run directory appeared; metrics then: " + tail(run / "metrics.jsonl")
     assert main(["train", "--resume", str(run)]) == 0, state + capsys.readouterr().err
     assert_each_step_once(run, steps)
     assert json.loads((run / "summary.json").read_text())["steps"] == steps, state
