@@ -16,7 +16,7 @@ from synco.core.records import Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.rewards import synthesizer_reward
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-EVOSYN_PNGS = {"evosyn_allocation.png", "evosyn_gap.png", "evosyn_metrics.png"}
+EVOSYN_PNGS = {"evosyn_allocation.png", "evosyn_gap.png", "evosyn_metrics.png", "evosyn_effect.png"}
 
 # step -> [(level, carries, correct of 4 or None if invalid)]
 TASKS = {

@@ -54,6 +54,8 @@ EVOSYN_PLOTS: dict[str, str] = {
                       "at step t + 1, with Spearman's rho.",
     "evosyn_metrics.png": "EvoSyn data metrics per step: controllability (valid targeted cards on their cell), "
                           "factor coverage and balance.",
+    "evosyn_effect.png": "Learning effect (EvoSyn's Table 5): per training transition and cell, the change in its "
+                         "share of the training against its success gain on new tasks (± s.e.); filled: targeted.",
 }
 """File name -> caption of the EvoSyn figures of one run (drawn only for runs with a factor space)."""
 
@@ -436,10 +438,38 @@ def plot_evosyn_metrics(a: RunAnalysis, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_evosyn_effect(a: RunAnalysis, path: Path) -> Path:
+    """Each (transition, cell) of learning_effect.jsonl: change in allocation vs gain with its s.e.; targeted
+    cells (allocation raised into the training) filled, the others hollow."""
+    fig, (ax,) = _figure(1)
+    e = a.evosyn
+    rows = [c for t in e.transitions for c in t.cells if c.delta_share is not None] if e is not None else []
+    if e is None or e.learning_effect is None or not rows:
+        _no_data(ax, "no learning-effect transition with an allocation change (learning_effect.jsonl)")
+        return _save(fig, path)
+    for targeted in (False, True):
+        pts = [c for c in rows if c.targeted == targeted]
+        if pts:
+            ax.errorbar([c.delta_share for c in pts], [c.gain for c in pts], yerr=[c.gain_se for c in pts], fmt="o",
+                        ms=4, alpha=0.7, mfc=None if targeted else "none", elinewidth=0.6,
+                        label="targeted" if targeted else "not targeted")
+    ax.axhline(0.0, color="grey", lw=0.6)
+    ax.axvline(0.0, color="grey", lw=0.6)
+    ax.set_xlabel("change in the cell's share of the training")
+    ax.set_ylabel("success gain on new tasks after the training")
+    s = e.learning_effect
+    rate = "n/a" if s.targeted_rate is None else f"{s.targeted_improved}/{s.targeted}"
+    rho = "n/a" if s.allocation_gain_rho is None else f"{s.allocation_gain_rho:.2f}"
+    ax.set_title(f"{a.label}: learning effect (targeted improved {rate}, rho = {rho})", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    return _save(fig, path)
+
+
 EVOSYN_FUNCS = {
     "evosyn_allocation.png": plot_evosyn_allocation,
     "evosyn_gap.png": plot_evosyn_gap,
     "evosyn_metrics.png": plot_evosyn_metrics,
+    "evosyn_effect.png": plot_evosyn_effect,
 }
 
 
