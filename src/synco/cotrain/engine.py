@@ -190,16 +190,15 @@ def collect(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Collecte
     return Collected(step, plan, records, design, t_gen, time.perf_counter() - t0 - t_gen)
 
 
-Select = Callable[[Sequence[TaskRecord]], tuple[list[TaskRecord], list[TaskRecord]]]
-"""What each learner may train on of a step's records: ``(for the Reasoner, for the Synthesizer)``."""
-
-
-def update_agents(state: CoTrainState, c: Collected, select: Select | None = None) -> Updates:
+def update_agents(state: CoTrainState, c: Collected, for_reasoner: Sequence[TaskRecord] | None = None,
+                  for_synthesizer: Sequence[TaskRecord] | None = None) -> Updates:
     """Stage 7, the GRPO updates. Reasoner groups: the K attempts at one task. Synthesizer groups: one context's
-    cards. ``select``: the records each learner may train on (the asynchronous pipeline leaves out too stale
-    ones; None: all). Touches only the learners' weights, so it may run beside the next step's :func:`collect`."""
+    cards. ``for_reasoner`` / ``for_synthesizer``: the records each learner may train on (the asynchronous pipeline
+    leaves out too stale ones; None: all of the step's). Touches only the learners' weights, so it may run beside
+    the next step's :func:`collect`."""
     s, out, t = state.settings, Updates(), time.perf_counter()
-    for_r, for_s = (c.records, c.records) if select is None else select(c.records)
+    for_r = c.records if for_reasoner is None else for_reasoner
+    for_s = c.records if for_synthesizer is None else for_synthesizer
     r_batch, out.reasoner_groups_skipped = reasoner_batch(for_r, s.reasoner_scale_by_std)
     if r_batch and c.plan.update_reasoner:
         out.reasoner = state.reasoner.update(r_batch)

@@ -41,7 +41,8 @@ from synco.cotrain.stats import PipelineStats, StepStats
 def staleness(sampled: int | None, published: Iterable[int]) -> int:
     """Published versions newer than ``sampled``, the version an attempt (or card) was sampled by: how far
     behind the learner it is when the learner, at its newest published version, trains on it. None (not
-    recorded) counts as current."""
+    recorded) counts as current. ``published`` may hold only the recent versions (:class:`Pipeline` keeps
+    ``max_staleness + 1``): an older sample then counts as that many behind, which is still too stale."""
     if sampled is None:
         return 0
     return len({v for v in published if v > sampled})
@@ -114,16 +115,11 @@ class Pipeline:
         c = self.pending.popleft() if self.pending else collect(self.state, step, self.plan(step))
         if c.step != step:
             raise RuntimeError(f"the pipeline holds step {c.step} where step {step} was due (a resume out of order)")
-        dropped: list[int] = [0, 0]
         lag = mean_staleness(c.records, self.published["reasoner"])
-
-        def select(records: Sequence[TaskRecord]) -> tuple[list[TaskRecord], list[TaskRecord]]:
-            for_r, for_s, dropped[0], dropped[1] = fresh(records, self.max_staleness, self.published["reasoner"],
-                                                         self.published["synthesizer"])
-            return for_r, for_s
-
+        for_r, for_s, dropped_attempts, dropped_cards = fresh(c.records, self.max_staleness,
+                                                              self.published["reasoner"], self.published["synthesizer"])
         t0 = time.perf_counter()
-        job = self._pool.submit(update_agents, self.state, c, select)
+        job = self._pool.submit(update_agents, self.state, c, for_r, for_s)
         ahead = self._next_to_collect(step)
         if ahead is not None:
             self.pending.append(collect(self.state, ahead, self.plan(ahead)))
@@ -133,8 +129,8 @@ class Pipeline:
         self.publish()
         self._note_versions()
         stats.pipeline = PipelineStats(max_staleness=self.max_staleness, collected_ahead=len(self.pending),
-                                       staleness=lag, stale_attempts_dropped=dropped[0],
-                                       stale_cards_dropped=dropped[1],
+                                       staleness=lag, stale_attempts_dropped=dropped_attempts,
+                                       stale_cards_dropped=dropped_cards,
                                        t_overlap=min(t_collect, updates.t_train) if ahead is not None else 0.0,
                                        t_step=time.perf_counter() - t_start,
                                        **importance("reasoner", updates.reasoner), **importance("synth",
@@ -152,8 +148,11 @@ class Pipeline:
         return nxt
 
     def _note_versions(self) -> None:
+        """Each learner's version just published; the last ``max_staleness + 1`` are all a staleness needs."""
         for role in ("reasoner", "synthesizer"):
-            self.published[role].append(int(getattr(self.state, role).policy_version))
+            versions = self.published[role]
+            versions.append(int(getattr(self.state, role).policy_version))
+            del versions[:-(self.max_staleness + 1)]
 
     def checkpoint(self) -> dict:
         """What a checkpoint keeps of the pipeline: the collected steps not yet trained and the recent published
