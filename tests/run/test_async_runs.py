@@ -115,3 +115,5 @@ def test_settings_it_cannot_run_are_refused_naming_them(extra, named):
 def test_a_frozen_synthesizer_may_sample_anywhere():
     cfg = load_config("arith", overrides=["max_staleness=1", "mode=frozen", "synthesizer.rollout_engine=vllm"])
     assert cfg.max_staleness == 1
+    assert cfg.reasoner.grpo.decoupled and not cfg.synthesizer.grpo.decoupled  # the trained agent corrects for lag
+    assert not load_config("arith").reasoner.grpo.decoupled

@@ -238,10 +238,11 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_async(self) -> "RunConfig":
-        """Asynchronous co-training samples from a snapshot of each trained agent beside its update, in this process."""
+        """Asynchronous co-training: each trained agent samples apart from its learner's weights, and its update
+        corrects for the lag (``grpo.decoupled``, set here for every trained agent, so every backend reads it)."""
         if self.max_staleness == 0:
             return self
-        trained = ["reasoner"] + (["synthesizer"] if self.mode == "cotrain" else [])
+        trained = [role for role in ("synthesizer", "reasoner") if not self.frozen(role)]
         unsupported = [f"{name}={value}" for name, value, bad in (
             ("shared_base", "true", self.shared_base),
             ("rounds.update", "grpo", self.protocol in ("rounds", "rft") and self.rounds.update == "grpo"),
@@ -255,6 +256,8 @@ class RunConfig(BaseModel):
                              f"a trained agent must sample from weights apart from its learner's (the transformers "
                              f"engine's snapshot, a served adapter, Ray rollout workers), and a round's GRPO samples "
                              f"between its own updates (set max_staleness=0 for these)")
+        for role in trained:
+            getattr(self, role).grpo.decoupled = True
         return self
 
     @model_validator(mode="after")

@@ -649,8 +649,6 @@ def build_ray_policies(cfg: RunConfig, dirs: tuple[str | None, str | None]) -> t
     try:
         for role, folder in zip(ROLES, dirs):
             pcfg: PolicyConfig = getattr(cfg, role)
-            if cfg.max_staleness and (role == "reasoner" or cfg.mode == "cotrain"):  # the decoupled objective
-                pcfg = pcfg.model_copy(update={"grpo": pcfg.grpo.model_copy(update={"decoupled": True})})
             path = folder or resolve_model_path(pcfg.model_path)
             agents.append(RayPolicy(role, pcfg, path, cfg.ray, agent_seed(cfg.seed, role), threads))
         for agent in agents:

@@ -113,22 +113,19 @@ def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tu
 
 
 def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> None:
-    """``max_staleness`` >= 1: every trained agent samples from a snapshot of its weights beside its update
-    (:mod:`synco.learn.snapshot`) and corrects for the lag with the decoupled objective (``grpo.decoupled``).
+    """``max_staleness`` >= 1: every trained agent samples from weights apart from its learner's, changed only at a
+    publish (:mod:`synco.learn.snapshot`); its update corrects for the lag (``grpo.decoupled``, set by the config).
     A ConfigError naming the agent when one cannot."""
     from synco.learn.snapshot import detach, snapshot_problem
 
-    trained = [("reasoner", reasoner)] + ([("synthesizer", synthesizer)] if cfg.mode == "cotrain" else [])
+    trained = [(role, policy) for role, policy in (("synthesizer", synthesizer), ("reasoner", reasoner))
+               if not cfg.frozen(role)]
     for role, policy in trained:
         problem = snapshot_problem(policy)
         if problem is not None:
             raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: {problem}")
     for _, policy in trained:
         detach(policy)
-        grpo = policy.config.grpo.model_copy(update={"decoupled": True})  # type: ignore[attr-defined]
-        policy.config = policy.config.model_copy(update={"grpo": grpo})  # type: ignore[attr-defined]  (Ray: its
-        # learner actors were built with it, synco.distributed.ray_backend.build_ray_policies)
-
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
