@@ -96,6 +96,24 @@ def measure(records: Iterable[TaskRecord], space: FactorSpace) -> dict[str, Cell
             for k, v in by_cell.items()}
 
 
+@dataclass(frozen=True)
+class Period:
+    """One period measured: its first and last step, the mean policy version of its attempts (None: not recorded)
+    and its cells (:func:`measure`)."""
+
+    steps: tuple[int, int]
+    version: float | None
+    cells: dict[str, CellMeasure]
+
+
+def measure_period(records: Sequence[TaskRecord], space: FactorSpace) -> Period:
+    """A period's records, measured on ``space``."""
+    steps = [r.step for r in records]
+    versions = [a.policy_version for r in records for a in r.rollouts if a.policy_version is not None]
+    return Period(steps=(min(steps), max(steps)) if steps else (-1, -1),
+                  version=sum(versions) / len(versions) if versions else None, cells=measure(records, space))
+
+
 class CellEffect(BaseModel):
     """One cell across one transition (a row of EvoSyn's Table 5)."""
 
@@ -226,5 +244,6 @@ def summarize(transitions: Sequence[Transition]) -> EffectSummary:
         mean_gain_weighted=sum(c.gain * c.share for c in rows) / share if share else None)
 
 
-__all__ = ["CellEffect", "CellMeasure", "EffectSummary", "EffectWeights", "Transition", "effect_weights", "measure",
+__all__ = ["CellEffect", "CellMeasure", "EffectSummary", "EffectWeights", "Period", "Transition", "effect_weights",
+           "measure", "measure_period",
            "pooled_gain", "progress_weight", "standard_error", "summarize", "task_success", "transition"]

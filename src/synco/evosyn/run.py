@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.control import check_control, pending
 from synco.evosyn.config import DesignerConfig
-from synco.evosyn.effect import EffectWeights, Transition, effect_weights, measure, transition
+from synco.evosyn.effect import EffectWeights, Period, Transition, effect_weights, transition
 from synco.evosyn.proposed import RAW_CHARS, ProposedFactor
 from synco.evosyn.proposer import parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
@@ -144,30 +144,17 @@ def control_and_log(evo: EvoState, recent: Callable[[], list[TaskRecord]], cfg: 
 EFFECT_FILE = "learning_effect.jsonl"
 
 
-def measure_and_log(evo: EvoState, pre: Sequence[TaskRecord], post: Sequence[TaskRecord],
-                    before: Sequence[TaskRecord] | None, step: int, period: int, run_dir: Path) -> Transition:
-    """One training transition (the pre period's records, the post period's, and the period before the pre one
-    for the change in allocation), measured on the current space; appended to ``learning_effect.jsonl`` and to
-    ``evo.effects``."""
-    t = Transition(step=step, period=period, pre_steps=_span(pre), post_steps=_span(post),
-                   pre_version=_mean_version(pre), post_version=_mean_version(post),
-                   cells=transition(measure(pre, evo.space), measure(post, evo.space),
-                                    measure(before, evo.space) if before is not None else None))
+def log_transition(evo: EvoState, pre: Period, post: Period, before: Period | None, step: int, period: int,
+                   run_dir: Path) -> Transition:
+    """One training transition (the pre period, the post period, and the period before the pre one for the change
+    in allocation); appended to ``learning_effect.jsonl`` and to ``evo.effects``."""
+    t = Transition(step=step, period=period, pre_steps=pre.steps, post_steps=post.steps, pre_version=pre.version,
+                   post_version=post.version,
+                   cells=transition(pre.cells, post.cells, before.cells if before is not None else None))
     with open(run_dir / EFFECT_FILE, "a") as f:
         f.write(t.model_dump_json() + "\n")
     evo.effects.append(t)
     return t
-
-
-def _span(records: Sequence[TaskRecord]) -> tuple[int, int]:
-    steps = [r.step for r in records]
-    return (min(steps), max(steps)) if steps else (-1, -1)
-
-
-def _mean_version(records: Sequence[TaskRecord]) -> float | None:
-    """The mean policy version of the records' attempts (None when none recorded one)."""
-    v = [a.policy_version for r in records for a in r.rollouts if a.policy_version is not None]
-    return sum(v) / len(v) if v else None
 
 
 def read_effects(run_dir: Path) -> list[Transition]:

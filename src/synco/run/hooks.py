@@ -22,12 +22,13 @@ from typing import Callable, Protocol, Sequence
 
 from synco.config import RunConfig
 from synco.core.policy import SamplingParams, generate_seeded
-from synco.core.records import TaskRecord
 from synco.core.report import build_report
+from synco.cotrain.engine import CoTrainState
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert, HealthMonitor, trim_history
 from synco.evosyn.reflector import python_seed
-from synco.evosyn.run import control_and_log, measure_and_log, propose_and_log, reflect_and_log
+from synco.evosyn.effect import Period, measure_period
+from synco.evosyn.run import control_and_log, log_transition, propose_and_log, reflect_and_log
 from synco.run.checkpoints import checkpoint_due, save_checkpoint
 from synco.run.files import jsonl_rows
 from synco.run.heldout import evaluate_heldout_greedy
@@ -131,22 +132,31 @@ class LearningEffectHook:
     """At each learning-effect period's end (a round, or ``evosyn.effect_every`` steps), from the second on: each
     cell's success on the period's new tasks against the period before, across the training between them, a line
     of ``learning_effect.jsonl`` (:mod:`synco.evosyn.effect`); the Designer's and the Synthesizer's feedback read
-    it. Measured on the space as it stands, before the Reflector may change it."""
+    it. Measured on the space as it stands, before the Reflector may change it; a period measured on the same space
+    is read from the pool once (it is the next transition's pre period)."""
 
     cfg: RunConfig
+    measured: dict[int, tuple[int, Period]] = field(default_factory=dict)  # period -> (space version, measure)
 
     def due(self, ctx: StepContext) -> bool:
         return closes_effect_period(self.cfg, ctx.step) and effect_period(self.cfg, ctx.step) > 0
 
     def after_step(self, ctx: StepContext) -> None:
-        st, cfg, period = ctx.run.state, self.cfg, effect_period(self.cfg, ctx.step)
+        st, period = ctx.run.state, effect_period(self.cfg, ctx.step)
         assert st.evo is not None
+        log_transition(st.evo, self.period(st, period - 1), self.period(st, period),
+                       self.period(st, period - 2) if period > 1 else None, ctx.step, period, ctx.run.dir)
+        self.measured = {p: m for p, m in self.measured.items() if p >= period - 1}
 
-        def records(p: int) -> list[TaskRecord]:
-            return [r for s in effect_period_steps(cfg, p) for r in st.pool.by_step(s)]
-
-        measure_and_log(st.evo, records(period - 1), records(period), records(period - 2) if period > 1 else None,
-                        ctx.step, period, ctx.run.dir)
+    def period(self, st: CoTrainState, p: int) -> Period:
+        """Period ``p`` measured on the current space (from the pool, unless measured on it already)."""
+        assert st.evo is not None
+        version, done = self.measured.get(p, (None, None))
+        if done is None or version != st.evo.space.version:
+            done = measure_period([r for s in effect_period_steps(self.cfg, p) for r in st.pool.by_step(s)],
+                                  st.evo.space)
+            self.measured[p] = (st.evo.space.version, done)
+        return done
 
 
 @dataclass
