@@ -96,8 +96,15 @@ def _learn(job: tuple[str, int, list[str]]) -> dict:
     s = train(cfg, log=lambda *a, **k: None)
     before = statistics.mean(s.heldout_before.values())
     after = statistics.mean(s.heldout_after.values())
-    return {"before": before, "after": after, "gain": after - before, "learn": 0.0, "retain": 0.0,
-            "sampled_gain": 0.0, "sec_per_step": s.sec_per_step}
+    lr = s.heldout_learn_retain  # the run's own per-item held-out split (greedy), as its summary prints it
+    n = max(1, lr.n) if lr is not None else 1
+    return {"before": before, "after": after, "gain": after - before,
+            "learn": lr.learn_gain / n if lr is not None else float("nan"),
+            "retain": -lr.retain_loss / n if lr is not None else float("nan"),
+            "sampled_gain": (statistics.mean(s.heldout_sampled_after.values())
+                             - statistics.mean(s.heldout_sampled_before.values())) if s.heldout_sampled_before
+            else float("nan"),
+            "sec_per_step": s.sec_per_step}
 
 
 def main() -> None:
