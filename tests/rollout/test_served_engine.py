@@ -146,7 +146,6 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     assert max(turns) > 1  # agent and environment turns: the episodes did go on after their first response
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: a frozen role on completions is refused without token ids")
 def test_a_frozen_role_samples_on_a_completions_endpoint_that_returns_no_token_ids(vllm_server, relay) -> None:  # noqa: ANN001
     from served import only, rewrite
 
@@ -159,7 +158,6 @@ def test_a_frozen_role_samples_on_a_completions_endpoint_that_returns_no_token_i
         assert pol.tokenizer.decode(c.completion_ids, skip_special_tokens=True) == c.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: token ids are not checked against the vocabulary")
 def test_token_ids_outside_the_vocabulary_are_a_served_error(vllm_server, relay) -> None:  # noqa: ANN001
     from served import only, rewrite
 
@@ -174,7 +172,6 @@ def test_token_ids_outside_the_vocabulary_are_a_served_error(vllm_server, relay)
         pol.generate([pol.format_prompt("Hi.")], 1, SamplingParams(max_new_tokens=4), seed=5)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: an adapter load retried after a lost answer fails on 'already loaded'")
 def test_an_adapter_load_whose_answer_was_lost_is_not_loaded_twice(vllm_server, relay) -> None:  # noqa: ANN001
     from served import only, withhold
 

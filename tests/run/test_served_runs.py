@@ -112,7 +112,6 @@ def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
 SECRET = "sk-synco-test-4f1c9e27b0d3-never-written"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: a null chat message ends the run in a traceback")
 def test_a_malformed_reply_mid_run_stops_it_cleanly_resume_continues_and_the_key_is_in_no_file(
         vllm_server, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
