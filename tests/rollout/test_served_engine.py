@@ -1,7 +1,11 @@
 """The served engine against a real ``vllm serve`` (tests/served.py): token-id completions whose log-probs are the
-trainer's, an adapter hot-load that changes the output, chat turns with tools and a τ² user turn."""
+trainer's, an adapter hot-load that changes the output, chat turns with tools and a τ² user turn; through the relay
+in front of it (tests/served.py), a completions endpoint that returns no token ids (llama.cpp's, most providers'),
+ids outside the vocabulary and an adapter load whose answer never came."""
 
 from __future__ import annotations
+
+from urllib.parse import urlparse
 
 import torch
 
@@ -20,13 +24,30 @@ LOGPROB_TOL = 2e-3
 
 
 def served(server, **kw) -> ServedSettings:  # noqa: ANN001
-    return ServedSettings(base_url=server.base_url, model=server.model, max_retries=1, **kw)
+    return ServedSettings(base_url=kw.pop("base_url", server.base_url), model=server.model, max_retries=1, **kw)
 
 
-def smol(server, lora: LoraSettings | None = None, trainable: bool = False):  # noqa: ANN001, ANN201
+def smol(server, lora: LoraSettings | None = None, trainable: bool = False, **kw):  # noqa: ANN001, ANN003, ANN201
     cfg = PolicyConfig(model_path=str(server.model_dir), device="cpu", trainable=trainable, lora=lora,
-                       rollout_engine="served", served=served(server))
+                       rollout_engine="served", served=served(server, **kw))
     return build_policy(cfg, role="reasoner", frozen=not trainable)
+
+
+@pytest.fixture()
+def relay(vllm_server):  # noqa: ANN001, ANN201 - a fixture
+    from served import Relay
+
+    r = Relay(urlparse(vllm_server.base_url).port or 80, http=True).start()
+    yield r
+    r.cut()
+
+
+def _no_ids(data: dict) -> None:
+    """A completions reply as llama.cpp's server or a provider sends it: text, no token ids, no log-probs."""
+    for c in data["choices"]:
+        c.pop("token_ids", None)
+        c.pop("prompt_token_ids", None)
+        c["logprobs"] = None
 
 
 def test_token_id_completions_carry_the_ids_and_log_probs_the_trainer_computes(vllm_server) -> None:  # noqa: ANN001
@@ -123,3 +144,43 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     assert runs[2] == runs[0]  # a fresh adapter (B = 0), pushed before the episodes start, samples as the base does
     turns = [len(t) for g in runs[0] for _, t, _ in g]
     assert max(turns) > 1  # agent and environment turns: the episodes did go on after their first response
+
+
+def test_a_frozen_role_samples_on_a_completions_endpoint_that_returns_no_token_ids(vllm_server, relay) -> None:  # noqa: ANN001
+    from served import only, rewrite
+
+    relay.fault = only("/completions", rewrite(_no_ids))
+    pol = smol(vllm_server, base_url=relay.base_url)
+    prompt = pol.format_prompt("What is 2 + 3? Answer with a number.")
+    [group] = pol.generate([prompt], 2, SamplingParams(max_new_tokens=12, temperature=1.0), seed=5)
+    for c in group:  # the text as the server wrote it, its ids the local tokenizer's (nothing trains on them)
+        assert c.text and c.completion_ids and len(c.logprobs) == len(c.completion_ids)
+        assert pol.tokenizer.decode(c.completion_ids, skip_special_tokens=True) == c.text
+
+
+def test_token_ids_outside_the_vocabulary_are_a_served_error(vllm_server, relay) -> None:  # noqa: ANN001
+    from served import only, rewrite
+
+    from synco.core.served import ServedError
+
+    def out_of_vocab(data: dict) -> None:
+        data["choices"][0]["token_ids"][0] = 10 ** 6
+
+    relay.fault = only("/completions", rewrite(out_of_vocab))
+    pol = smol(vllm_server, base_url=relay.base_url)
+    with pytest.raises(ServedError, match=r"POST /completions .*vocabulary"):
+        pol.generate([pol.format_prompt("Hi.")], 1, SamplingParams(max_new_tokens=4), seed=5)
+
+
+def test_an_adapter_load_whose_answer_was_lost_is_not_loaded_twice(vllm_server, relay) -> None:  # noqa: ANN001
+    from served import only, withhold
+
+    relay.fault = only("/load_lora_adapter", withhold(for_s=30.0), times=1)  # it loads; the answer never comes
+    pol = smol(vllm_server, lora=LoraSettings(rank=8, alpha=16, target_modules=["q_proj", "v_proj"]), trainable=True,
+               base_url=relay.base_url, timeout_s=5.0)
+    gen = pol.generator
+    [[c]] = pol.generate([pol.format_prompt("Name a colour.")], 1, SamplingParams(greedy=True, max_new_tokens=4),
+                         seed=1)
+    assert c.completion_ids and gen.version == 0
+    assert gen.adapter_name(0) in ServedClient(served(vllm_server)).models()
+    gen.close()

@@ -1,7 +1,8 @@
 """Runs with served agents against a real ``vllm serve`` (tests/served.py): a frozen Synthesizer on the chat
 endpoint in the default world (and EvoSyn's LLM factor proposer asking it), a served Reasoner trained through its hot-loaded LoRA adapter (every attempt
-recording the version that sampled it), and a server that goes away mid-run: the run stops with one message, the
-pool stays at the last finished step, and ``--resume`` continues exactly once the server is back."""
+recording the version that sampled it), and a server that goes away mid-run or answers with a malformed reply: the run
+stops with one message, the pool stays at the last finished step, and ``--resume`` continues exactly once the server
+is back; a key set for the run reaches the server and none of the run's files."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def small(tmp: Path, run_id: str) -> list[str]:
 def metrics(run: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(x).items() if k not in TIMINGS}
             for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(vllm_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: ANN001
+    """The frozen served Synthesizer's 3-step run, uninterrupted: what an interrupted and resumed one must equal."""
+    tmp = tmp_path_factory.mktemp("served-runs")
+    assert main(["train", "steps=3", "save_every=1", *served_synth(vllm_server.base_url), *small(tmp, "whole")]) == 0
+    return tmp / "whole"
 
 
 def test_a_frozen_served_synthesizer_runs_the_default_world(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
@@ -68,15 +77,13 @@ def test_a_served_reasoner_trains_through_its_adapter_and_records_versions(vllm_
 
 
 def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
-        vllm_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
+        vllm_server, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
     from urllib.parse import urlparse
 
     from served import Relay
 
     import synco.run.steps as steps
-
-    whole = ["steps=3", "save_every=1", *served_synth(vllm_server.base_url)]
-    assert main(["train", *whole, *small(tmp_path, "whole")]) == 0
 
     relay = Relay(urlparse(vllm_server.base_url).port or 80).start()
     real = steps.cotrain_step
@@ -99,7 +106,58 @@ def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
     relay.start()  # the server is back
     assert main(["train", "--resume", str(run)]) == 0
     relay.cut()
-    assert metrics(run) == metrics(tmp_path / "whole")  # continued exactly
+    assert metrics(run) == metrics(uninterrupted)  # continued exactly
+
+
+SECRET = "sk-synco-test-4f1c9e27b0d3-never-written"
+
+
+def test_a_malformed_reply_mid_run_stops_it_cleanly_resume_continues_and_the_key_is_in_no_file(
+        vllm_server, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:  # noqa: ANN001
+    """A chat reply whose message is null at step 2 (the relay rewrites the server's own reply): exit 4, one message
+    naming the endpoint, the pool at step 1; ``--resume`` with the server sane again equals the uninterrupted run.
+    The run has an API key set: the server got it on every request, and no file the run wrote holds it."""
+    from urllib.parse import urlparse
+
+    from served import Relay, only, rewrite
+
+    import synco.run.steps as steps
+
+    monkeypatch.setenv("SYNCO_TEST_KEY", SECRET)
+    relay = Relay(urlparse(vllm_server.base_url).port or 80, http=True).start()
+    real = steps.cotrain_step
+
+    def null_message(data: dict) -> None:
+        data["choices"][0]["message"] = None
+
+    def break_at_step_2(state, step, plan=steps.ONLINE):  # noqa: ANN001, ANN202
+        if step == 2:
+            relay.fault = only("/chat/completions", rewrite(null_message))
+        return real(state, step, plan)
+
+    monkeypatch.setattr(steps, "cotrain_step", break_at_step_2)
+    args = ["steps=3", "save_every=1", *served_synth(relay.base_url), "synthesizer.served.api_key_env=SYNCO_TEST_KEY"]
+    try:
+        code = main(["train", *args, *small(tmp_path, "bad")])
+        err = capsys.readouterr().err
+        assert code == 4 and "Traceback" not in err and err.count("POST /chat/completions") == 1, err
+        assert relay.base_url in err and "--resume" in err
+        run = tmp_path / "bad"
+        con = sqlite3.connect(run / "pool.sqlite")
+        assert con.execute("SELECT MAX(step) FROM steps").fetchone() == (1,)  # the step in progress left nothing
+        con.close()
+        monkeypatch.setattr(steps, "cotrain_step", real)
+        relay.fault = None  # the server answers sanely again
+        assert main(["train", "--resume", str(run)]) == 0
+    finally:
+        relay.cut()
+    assert metrics(run) == metrics(uninterrupted)  # continued exactly
+    key = SECRET.encode()
+    assert relay.heads and all(b"Bearer " + key in h for h in relay.heads)  # the server got the key every time
+    written = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert len(written) > 10 and not [f for f in written if key in f.read_bytes()]
+    assert SECRET not in "".join(capsys.readouterr())
 
 
 def test_the_evosyn_served_preset_runs_a_step_on_the_cpu(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001

@@ -30,6 +30,7 @@ from synco.domains.registry import (BUILTIN_MODEL_PREFIX, DEFAULT_DOMAIN, Domain
                                     unknown_domain_message)
 from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
 from synco.core.report import ReportConfig
+from synco.core.served import could_be_secret
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
 from synco.core.threads import ThreadsSetting
 from synco.grading.verifier import VerifierConfig
@@ -562,7 +563,8 @@ def domain_section(name: str, overrides: Iterable[str] = ()) -> BaseModel | None
 
 
 def _error_lines(e: ValidationError, prefix: tuple[str, ...] = ()) -> list[str]:
-    """One line per error: the dotted field (under ``prefix``), the message and the value it got."""
+    """One line per error: the dotted field (under ``prefix``), the message and the value it got (never a value that
+    could be a key: ``synco.core.served.could_be_secret``)."""
     lines = []
     for err in e.errors():
         if not err["loc"] and not prefix and err["type"] == "value_error":  # a whole-config check: names the fields
@@ -570,6 +572,9 @@ def _error_lines(e: ValidationError, prefix: tuple[str, ...] = ()) -> list[str]:
             continue
         loc = ".".join(str(x) for x in (*prefix, *err["loc"])) or "<root>"
         got = err.get("input")
+        if could_be_secret(loc, got):
+            lines.append(f"  {loc}: {err['msg']} (the value is not shown: it could be a key)")
+            continue
         shown = repr(got) if not isinstance(got, dict) else "{...}"
         lines.append(f"  {loc}: {err['msg']} (got {shown[:80]})")
     return lines

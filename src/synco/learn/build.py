@@ -47,5 +47,5 @@ def build_policy(cfg: PolicyConfig, model_path: str | None = None, role: str = "
     if cfg.rollout_engine == "served":
         from synco.rollout.served import ServedGenerator
 
-        policy.generator = ServedGenerator.for_policy(policy, role)
+        policy.generator = ServedGenerator.for_policy(policy, role, trains=not frozen)
     return policy

@@ -6,7 +6,9 @@
   under a versioned name (vLLM's runtime LoRA loading, ``--enable-lora``), the previous version unloaded, and
   requests name the current one: every attempt records the version that sampled it. Old log-probs are recomputed
   by the trainer (the server's numerics are not the trainer's), as with the in-process vLLM engine. The server reads
-  the adapter folder, so it must see the learner's filesystem (the same machine, or a shared mount).
+  the adapter folder, so it must see the learner's filesystem (the same machine, or a shared mount). The sampled ids
+  are checked against the learner's vocabulary. A frozen role's completions may come without ids (llama.cpp's
+  server, most providers): the text is tokenised locally, with placeholder log-probs (nothing trains on them).
 * :class:`ServedPolicy`: a frozen role with no local weights on the chat endpoint of any OpenAI-compatible server or
   API provider (EvoSyn's setting: a strong synthesis model behind an API writes the tasks; the consensus checker).
 
@@ -75,8 +77,8 @@ class ServedGenerator:
     recompute_old_logprobs = True  # the server's numerics are not the trainer's: GRPO recomputes the old log-probs
 
     def __init__(self, settings: ServedSettings, tokenizer: Any, eos_ids: Sequence[int], role: str = "agent",
-                 lora: bool = False) -> None:
-        self.client = ServedClient(settings, f"{role}.served")
+                 lora: bool = False, vocab_size: int | None = None, trains: bool = True) -> None:
+        self.client = ServedClient(settings, f"{role}.served", vocab_size=vocab_size, need_ids=trains)
         self.settings, self.tokenizer, self.eos_ids, self.role, self.lora = settings, tokenizer, list(eos_ids), role, lora
         self.version: int | None = None  # the adapter version the server holds (None: none loaded yet)
         self.pending: Any = None  # the model whose adapter the next request must see
@@ -84,12 +86,15 @@ class ServedGenerator:
         self._tag = f"{settings.model}-{role}-{self._dir.name.rsplit('-', 1)[-1]}"
 
     @classmethod
-    def for_policy(cls, policy: Any, role: str = "agent") -> "ServedGenerator":
-        """The engine of an HF learner (its tokenizer and stop ids; its adapter under LoRA)."""
+    def for_policy(cls, policy: Any, role: str = "agent", trains: bool = True) -> "ServedGenerator":
+        """The engine of an HF learner (its tokenizer, stop ids and vocabulary; its adapter under LoRA); ``trains``:
+        the role is updated in this run (its completions must carry the sampled ids)."""
         cfg = policy.config
         if cfg.served is None:
             raise ServedError(f"{role}.rollout_engine=served needs a {role}.served section (base_url, model)")
-        gen = cls(cfg.served, policy.tokenizer, policy.eos_ids, role, lora=policy.is_peft)
+        vocab = int(policy.model.get_input_embeddings().num_embeddings)
+        gen = cls(cfg.served, policy.tokenizer, policy.eos_ids, role, lora=policy.is_peft, vocab_size=vocab,
+                  trains=trains)
         if policy.is_peft:
             gen.pending = policy.model  # the adapter as built (a warm-started one too) goes up before the first request
         return gen
@@ -127,10 +132,13 @@ class ServedGenerator:
         version = 0 if self.version is None else self.version + 1
         folder = self._dir / f"v{version}"
         model.save_pretrained(folder)
-        self.client.post("/load_lora_adapter", {"lora_name": self.adapter_name(version), "lora_path": str(folder)})
+        name = self.adapter_name(version)  # a load whose answer was lost but that took effect is not done twice
+        self.client.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)},
+                         settled=lambda names: name in names)
         old, self.version = self.version, version
         if old is not None:
-            self.client.post("/unload_lora_adapter", {"lora_name": self.adapter_name(old)})
+            gone = self.adapter_name(old)
+            self.client.post("/unload_lora_adapter", {"lora_name": gone}, settled=lambda names: gone not in names)
             shutil.rmtree(self._dir / f"v{old}", ignore_errors=True)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
@@ -161,9 +169,17 @@ class ServedGenerator:
         return self._completion(ids, s)
 
     def _completion(self, ids: Sequence[int], s: Any) -> Completion:
-        text = self.tokenizer.decode(list(s.token_ids), skip_special_tokens=True)
-        stopped = bool(s.token_ids) and s.token_ids[-1] in self.eos_ids
-        return Completion(text=text, prompt_ids=list(ids), completion_ids=list(s.token_ids), logprobs=list(s.logprobs),
+        out, logprobs = list(s.token_ids), list(s.logprobs)
+        if out:
+            text = self.tokenizer.decode(out, skip_special_tokens=True)
+        else:  # a frozen role's completion without ids: the server's text, tokenised here (EOS closing a stop)
+            text = s.text
+            out = self.tokenizer.encode(text, add_special_tokens=False)
+            out += self.eos_ids[:1] if s.finish_reason == "stop" else []
+        if len(logprobs) != len(out):  # a frozen role's, none sent: placeholders (never trained on)
+            logprobs = [0.0] * len(out)
+        stopped = bool(out) and out[-1] in self.eos_ids
+        return Completion(text=text, prompt_ids=list(ids), completion_ids=out, logprobs=logprobs,
                           truncated=not stopped and s.finish_reason == "length",
                           finish_reason="stop" if stopped or s.finish_reason == "stop" else "length")
 
