@@ -121,3 +121,26 @@ def test_resume_checks_only_the_models_it_loads_from_the_config(
     assert "tau2.user_model" not in configured_models(solo)
     checker = load_config("smollm2", overrides=["consensus_solver=checker"])  # the checker is the Reasoner's model
     assert configured_models(checker, from_checkpoint=True) == {"reasoner.model_path": "smollm2"}
+
+
+# ----------------------------------------------------------------- a reader that goes away
+
+
+@pytest.mark.parametrize("argv", [["config", "--reference"], ["verify", "CARDS"]])
+def test_output_to_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path) -> None:
+    """`synco config --reference | head -1`: the reader closes the pipe; synco stops without a traceback."""
+    import random
+    import subprocess
+    import sys
+
+    from synco.domains.arith import ArithDomain
+
+    cards = tmp_path / "cards.jsonl"
+    cards.write_text("\n".join(ArithDomain().static_cards(random.Random(0), 1) * 400) + "\n")
+    argv = [str(cards) if a == "CARDS" else a for a in argv]
+    proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""  # 141: as a process SIGPIPE ended

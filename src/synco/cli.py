@@ -160,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return _COMMANDS[args.command](args)
+    except BrokenPipeError:  # the reader of stdout went away (`synco config --reference | head -1`): stop quietly
+        if not _stdout_closed():
+            raise  # another pipe broke: a bug or a dead worker, not the reader
+        _silence_stdout()
+        return 141  # as a process killed by SIGPIPE
     except ConfigError as e:
         print(f"synco {args.command}: {e}", file=sys.stderr)
         return 2
@@ -169,6 +174,34 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # `synco train` says how to resume; any other command just stops, without a traceback
         print(f"synco {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (its write end polls as an error)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture), or no poll (Windows)
+        return True
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at /dev/null, so flushing what is left in its buffer at exit does not raise again."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _load(args: argparse.Namespace):
