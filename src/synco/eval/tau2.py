@@ -59,7 +59,7 @@ from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
 from synco.domains.tau2.gold import final_message, gold_turns
 from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _trim_partial_tail, _write_json,
-                                   append_records, parse_protocol_overrides)
+                                   append_records, parse_protocol_overrides, validation_line)
 from synco.eval.tau2_metrics import Tau2Metrics, is_success, pass_hat_k, tau2_metrics
 from synco.rollout.episodes import TokenPolicy, run_episodes
 from synco.domains.base import response_prefix
@@ -779,8 +779,11 @@ def run_tau2_eval(args: argparse.Namespace,
         user = None if solo else load_user(settings.user_model, args.device)
         summary = evaluate_tau2(agent, world, world.tasks(settings.split), args.out, settings, user,
                                 progress=not args.no_progress)
-    except (EvalError, ValidationError, ModelNotAvailable, Tau2Missing) as err:
+    except (EvalError, ModelNotAvailable, Tau2Missing) as err:
         print(f"synco eval: {err}", file=sys.stderr)
+        return 2
+    except ValidationError as err:
+        print(f"synco eval: {validation_line(err)}", file=sys.stderr)
         return 2
     print(format_tau2_summary(summary))
     return 0 if summary.complete else 1
