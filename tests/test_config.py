@@ -276,3 +276,15 @@ def test_a_health_check_given_only_its_action_takes_it_and_a_bad_one_names_the_a
     with pytest.raises(ConfigError) as e:
         load_config("arith", overrides=[f"health.{check}=loud"])
     assert f"health.{check}.action: Input should be 'off', 'warn' or 'stop' (got 'loud')" in str(e.value)
+
+
+def test_a_yaml_error_names_the_file_and_the_place_in_one_line(tmp_path):
+    f = tmp_path / "my.yaml"
+    f.write_text("steps: 3\n  bad: [1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", f)
+    assert str(e.value) == f"config file {f} is not valid YAML: line 2, column 6: mapping values are not allowed here"
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=["steps=[1"])
+    assert "<unicode string>" not in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).startswith("override steps: cannot read value '[1': line 1, column 3: expected ',' or ']'")

@@ -470,7 +470,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {key}: cannot read value {raw!r}: {e}") from None
+        raise ConfigError(f"override {key}: cannot read value {raw!r}: {yaml_problem(e)}") from None
     # YAML reads "3e-5" as a string; numbers written that way are what people type.
     if isinstance(value, str):
         try:
@@ -515,6 +515,16 @@ def preset_path(name: str) -> Path:
     return Path(str(resources.files("synco") / "presets" / f"{name}.yaml"))
 
 
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line, ``line L, column C: problem``, for a message that names the file or key itself (the
+    error's own text names the string it parsed, ``"<unicode string>"``, over several lines)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = " ".join(str(getattr(err, "problem", None) or "").split()) or type(err).__name__
+    context = " ".join(str(getattr(err, "context", None) or "").split())
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + problem + (f" ({context})" if context else "")
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
@@ -522,7 +532,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        raise ConfigError(f"config file {p} is not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping at the top level, got {type(data).__name__}")
     return _today_names(data, str(p))
