@@ -158,3 +158,22 @@ def test_verify_accepts_every_tau2_airline_task_and_rejects_corrupted_copies(
     assert rc == 0 and len(verdicts) == len(tasks) + 3
     assert [v["valid"] for v in verdicts[:len(tasks)]] == [True] * len(tasks)
     assert [v["reasons"] for v in verdicts[len(tasks):]] == [["unknown_tool"], ["unknown_id"], ["bad_arguments"]]
+
+
+def test_verify_reads_a_tau2_cards_non_answer_as_the_oracles_empty_list(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`None`, `none`, `[]`: nothing to communicate, the oracle's `[]` as a run's verifier reads it, so the card is no
+    correction (a corrected row's export loses its solution, and the Synthesizer its credit)."""
+    pytest.importorskip("tau2")
+    from synco.domains.registry import DomainContext, get_domain
+    from synco.domains.tau2.settings import Tau2Settings
+
+    domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock")))
+    cards = {json.loads(t)["problem"]: json.loads(t) for t in domain.static_cards(random.Random(0), 40)}
+    assert len(cards) >= 3 and all(c["final_answer"] == "[]" for c in cards.values())
+    lines = [json.dumps({**c, "final_answer": said}) for c, said in zip(cards.values(), ["None", "none", "[]"])]
+    f = tmp_path / "cards.jsonl"
+    f.write_text("\n".join(lines))
+    rc, verdicts, err = _verify(capsys, str(f), "--preset", "tau2-smollm2", "tau2.domain=mock")
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"], v["reference"]) for v in verdicts] == [(True, [], "[]")] * 3

@@ -242,8 +242,23 @@ class HasTrajectories(Protocol):
 
 
 @runtime_checkable
+class HasAnswerForm(Protocol):
+    """Its answers are its own texts, not maths (τ²'s information to communicate, the tools world's outputs): a
+    card's claim is its oracle's answer when the domain reads both as the same (``none``, ``None`` and ``[]`` all
+    say nothing to communicate), not only when the answer checker matches them."""
+
+    def canonical_answer(self, text: str) -> str | None:
+        """The canonical form of an answer text (what the oracle returns), None when it does not read as one."""
+        ...
+
+
+@runtime_checkable
 class HasExportFields(Protocol):
-    """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``)."""
+    """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``).
+
+    A column named as one of the export's own replaces it: the tools world and τ² give ``solution`` back on a row
+    whose answer the oracle corrected (the export leaves it null there), since their solution is the gold actions the
+    oracle's answer comes from, not an argument for the card's own wrong answer."""
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """The domain's export columns of a valid card (JSON values)."""
@@ -260,6 +275,11 @@ class HasNativeTasks(Protocol):
         not in that format (it is then verified as a card). ``text`` is a file's line: bound the work, never raise
         on it."""
         ...
+
+
+def answer_form(domain: Domain) -> Callable[[str], str | None] | None:
+    """``domain.canonical_answer`` when its answers have a form of their own (:class:`HasAnswerForm`), else None."""
+    return domain.canonical_answer if isinstance(domain, HasAnswerForm) else None
 
 
 def export_fields(domain: Domain) -> Callable[[TaskCard], dict[str, Any]] | None:

@@ -210,6 +210,17 @@ class Tau2Domain:
                                                    f"{self.settings.max_actions} (tau2.max_actions)")
         return json.dumps(list(verdict.reference), separators=(",", ":"), ensure_ascii=False)
 
+    def canonical_answer(self, text: str) -> str | None:
+        """The information to communicate as the oracle writes it (a canonical JSON list): ``[]`` for every way of
+        saying there is none (``none``, ``None``, an empty text, ``[]``), so such a claim is never a correction;
+        None for a text that does not read as information (:class:`~synco.domains.base.HasAnswerForm`)."""
+        from synco.domains.tau2.tasks import parse_outputs
+
+        try:
+            return json.dumps(list(parse_outputs(text)), separators=(",", ":"), ensure_ascii=False)
+        except CardRejected:
+            return None
+
     @cached_property
     def _heldout_keys(self) -> frozenset[str]:
         from synco.domains.tau2.tasks import card_of_task
@@ -283,14 +294,16 @@ class Tau2Domain:
         return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(card.solution)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
-        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read)."""
+        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
+        ``solution``, the gold actions, kept on a row whose information the oracle corrected (the replay of these
+        very actions gave the reference)."""
         from synco.domains.tau2.tasks import task_json
 
         task_id = f"synco_{derive_seed(card.problem, card.solution) % 10**10:010d}"
         try:
-            return {"tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"solution": card.solution, "tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"tau2_task": None}
+            return {"solution": card.solution, "tau2_task": None}
 
     # --- prompts
 
