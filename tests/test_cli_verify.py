@@ -177,3 +177,25 @@ def test_verify_reads_a_tau2_cards_non_answer_as_the_oracles_empty_list(tmp_path
     rc, verdicts, err = _verify(capsys, str(f), "--preset", "tau2-smollm2", "tau2.domain=mock")
     assert rc == 0, err
     assert [(v["valid"], v["reasons"], v["reference"]) for v in verdicts] == [(True, [], "[]")] * 3
+
+
+def test_verify_rejects_a_repeated_tau2_task_as_a_duplicate_in_step(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The file is one batch for τ²'s own task lines too: the second copy of a task is `duplicate_in_step`, as the
+    second copy of an arith or tools card is; so is a card repeating a task line."""
+    pytest.importorskip("tau2")
+    from synco.domains.tau2.tasks import card_of_task
+    from synco.domains.tau2.world import require_tau2
+
+    root = Path(str(require_tau2().__file__)).parent / "data" / "tau2" / "domains" / "airline"
+    task = json.loads((root / "tasks.json").read_text(encoding="utf-8"))[0]
+    from tau2.data_model.tasks import Task
+
+    as_card = card_of_task(Task.model_validate(task)).to_json()
+    f = tmp_path / "twice.jsonl"
+    f.write_text("\n".join([json.dumps(task), json.dumps(task), as_card]))
+    rc, verdicts, err = _verify(capsys, str(f), "domain=tau2", "tau2.domain=airline")
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"]) for v in verdicts][:2] == [(True, []), (False, ["duplicate_in_step"])]
+    assert "duplicate_in_step" in verdicts[2]["reasons"] and verdicts[1]["factors"] == {}
+    assert verdicts[1]["details"][0].startswith("duplicate_in_step: sim=1.00 slot=0")

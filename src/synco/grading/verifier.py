@@ -192,6 +192,19 @@ class CardCheck:
         """The record of a card whose phase 1 raised ``err``."""
         return cls(None, _Checks(), None, 0.0, error=_internal_error_reason(err))
 
+    @classmethod
+    def settled(cls, card: TaskCard | None, verdict: Verdict) -> "CardCheck":
+        """The record of a card whose verdict was given elsewhere (a domain's own task format): phase 2 passes it
+        through, as a card phase 1 rejected."""
+        return cls(card, _Checks(), verdict.reference, 0.0, done=verdict)
+
+    @classmethod
+    def passed(cls, card: TaskCard, reference: str | None) -> "CardCheck":
+        """The record of a card checked on its own elsewhere, and passed (a domain's own task format replayed): phase
+        2 still compares it with the batch, the pool and the benchmarks."""
+        checks = _Checks(scores={**dict.fromkeys(CHECK_NAMES, 1.0), "novelty": 0.0})
+        return cls(card, checks, reference, 1.0)
+
 
 class TaskVerifier:
     """Parses and screens task cards, keeps the pool's novelty index and applies consensus."""

@@ -13,7 +13,8 @@ verdict, and ``line`` keeps counting the file's lines, so a verdict points at it
 
 A domain whose benchmark has a task format of its own (:class:`~synco.domains.base.HasNativeTasks`, e.g. τ²'s
 task JSON) verifies the lines in that format itself (``native_task``); the other lines are verified as cards, and
-verdicts stay in line order.
+verdicts stay in line order. Both kinds are one batch: a task that repeats an earlier line, in either form, is a
+``duplicate_in_step``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pydantic import BaseModel, Field
 
 from synco.config import RunConfig
 from synco.cotrain.engine import screen_card
-from synco.domains.base import Domain, HasNativeTasks
+from synco.domains.base import HasNativeTasks, NativeTask
 from synco.evosyn.space import HasFactorSpace
 from synco.grading.checker import AnswerChecker
+from synco.grading.verifier import CardCheck
 from synco.run.build import build_domain, local_verifier
 
 
@@ -65,40 +67,37 @@ def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: boo
     """One verdict per ``(line number, card text)``, in order, as one training step's verification would give.
 
     ``progress``: a progress bar on stderr over the per-card checks. A domain with a task format of its own
-    (:class:`HasNativeTasks`) verifies the lines in that format; the others are verified as cards.
+    (:class:`HasNativeTasks`) verifies the lines in that format; the others are verified as cards. The whole file is
+    one batch either way: a task of either kind that repeats an earlier line is a ``duplicate_in_step``.
     """
-    domain = build_domain(cfg)
-    native: list[LineVerdict] = []
-    rest: list[tuple[int, str]] = []
-    for n, text in cards:
-        found = domain.native_task(text) if isinstance(domain, HasNativeTasks) else None
-        if found is None:
-            rest.append((n, text))
-            continue
-        verdict, factors = found
-        native.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes,
-                                  reference=verdict.reference, details=verdict.reasons, quality=verdict.quality,
-                                  factors=factors if verdict.valid else {}))
-    checked = _verify_as_cards(cfg, domain, rest, progress) if rest else []
-    return sorted(native + checked, key=lambda v: v.line)
-
-
-def _verify_as_cards(cfg: RunConfig, domain: Domain, cards: Sequence[tuple[int, str]],
-                     progress: bool) -> list[LineVerdict]:
     from tqdm.auto import tqdm
 
+    domain = build_domain(cfg)
     defs = list(domain.factor_defs()) if isinstance(domain, HasFactorSpace) else None
     with AnswerChecker() as checker:
         verifier = local_verifier(cfg, domain, checker)
-        checks = []
-        for slot, (_, raw) in enumerate(tqdm(cards, desc="verify", unit="card", disable=not progress)):
-            checks += verifier.check_cards([raw], first_slot=slot)
+        checks: list[CardCheck] = []
+        natives: dict[int, NativeTask] = {}
+        for slot, (_, text) in enumerate(tqdm(cards, desc="verify", unit="card", disable=not progress)):
+            found = domain.native_task(text) if isinstance(domain, HasNativeTasks) else None
+            if found is None:
+                checks += verifier.check_cards([text], first_slot=slot)
+                continue
+            natives[slot] = found
+            if found.card is None or not found.verdict.valid:
+                checks.append(CardCheck.settled(found.card, found.verdict))
+            else:  # replayed by the domain: the batch's checks (duplicate_in_step, contamination) remain
+                checks.append(CardCheck.passed(found.card, found.verdict.reference))
         checked = verifier.finish_batch(checks)
     out = []
-    for (n, _), (card, verdict) in zip(cards, checked):
-        screened = card is not None and verdict.valid
-        verdict = screen_card(domain, defs, card, verdict)
+    for slot, ((n, _), (card, verdict)) in enumerate(zip(cards, checked)):
+        native = natives.get(slot)
+        if native is not None:
+            factors = native.factors if verdict.valid else {}
+        else:
+            screened = card is not None and verdict.valid
+            verdict = screen_card(domain, defs, card, verdict)
+            factors = dict(card.factors) if screened and card is not None else {}
         out.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes, reference=verdict.reference,
-                               details=verdict.reasons, quality=verdict.quality,
-                               factors=dict(card.factors) if screened and card is not None else {}))
+                               details=verdict.reasons, quality=verdict.quality, factors=factors))
     return out
