@@ -199,3 +199,17 @@ def test_verify_rejects_a_repeated_tau2_task_as_a_duplicate_in_step(tmp_path: Pa
     assert [(v["valid"], v["reasons"]) for v in verdicts][:2] == [(True, []), (False, ["duplicate_in_step"])]
     assert "duplicate_in_step" in verdicts[2]["reasons"] and verdicts[1]["factors"] == {}
     assert verdicts[1]["details"][0].startswith("duplicate_in_step: sim=1.00 slot=0")
+
+
+def test_verify_accepts_a_runs_own_valid_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`synco verify runs/x/valid_tasks.jsonl` (its --help's example): every row of a run's own export is valid, its
+    reference the row's verified final_answer, rows whose answer the oracle corrected (solution null) included."""
+    assert main(["train", "steps=1", "n_cards=16", "k=2", "heldout_per_group=0", "progress=false", "tensorboard=false",
+                 "threads=1", f"runs_dir={tmp_path}", "run_id=r"]) == 0
+    capsys.readouterr()
+    export = tmp_path / "r" / "valid_tasks.jsonl"
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    assert rows and any(r["solution"] is None and r["answer_corrected"] for r in rows)
+    rc, verdicts, err = _verify(capsys, str(export))
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"], v["reference"]) for v in verdicts] == [(True, [], r["final_answer"]) for r in rows]

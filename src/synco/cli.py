@@ -105,9 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Verify a file of task cards exactly as a training step verifies the Synthesizer's cards "
                     "(the domain and verifier of the config, chosen as in `synco train`; no model is loaded).",
-        epilog="Input: one card per line. A card's JSON object (or a valid_tasks.jsonl row) is taken as the card\n"
-               "text as it stands; a line holding a JSON string literal is decoded first, so a raw model output\n"
-               "with newlines fits on one line; blank lines are skipped.\n\n"
+        epilog="Input: one card per line. A card's JSON object is taken as the card text as it stands; a run's own\n"
+               "valid_tasks.jsonl row as the card it holds (final_answer the verified reference; a solution the\n"
+               "export left null, on a row whose answer the oracle corrected, read as that reference); a line\n"
+               "holding a JSON string literal is decoded first, so a raw model output with newlines fits on one\n"
+               "line; blank lines are skipped.\n\n"
                "Output (stdout): one JSON object per non-blank input line, in order:\n"
                "  line       the input line number (1-based, blank lines counted)\n"
                "  valid      true when the card passes training's verification (in a domain without an\n"

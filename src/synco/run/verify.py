@@ -7,8 +7,9 @@ batch (novelty within the file counts, as within a step's cards; the pool is emp
 applied: it needs a model's answers.
 
 Input: one card per line. A line holding a JSON string literal (``"..."``) is decoded first, so a raw
-Synthesizer output with newlines fits on one line; any other line (a card's JSON object, a
-``valid_tasks.jsonl`` row, free text) is the card text as it stands. Blank lines are skipped: they get no
+Synthesizer output with newlines fits on one line; a run's own ``valid_tasks.jsonl`` row is the card it holds
+(``final_answer`` the verified reference; a solution the export withheld, null on a row whose answer the oracle
+corrected, read as that reference); any other line (a card's JSON object, free text) is the card text as it stands. Blank lines are skipped: they get no
 verdict, and ``line`` keeps counting the file's lines, so a verdict points at its line.
 
 A domain whose benchmark has a task format of its own (:class:`~synco.domains.base.HasNativeTasks`, e.g. τ²'s
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from synco.config import RunConfig
+from synco.core.pool import card_of_export_row, is_export_row
 from synco.cotrain.engine import screen_card
 from synco.domains.base import HasNativeTasks, NativeTask
 from synco.evosyn.space import HasFactorSpace
@@ -46,15 +48,19 @@ class LineVerdict(BaseModel):
 
 
 def card_text(line: str) -> str:
-    """The card text of one input line: a JSON string literal decoded, anything else as it stands."""
+    """The card text of one input line: a JSON string literal decoded, a row of a run's ``valid_tasks.jsonl`` as the
+    card it holds (:func:`~synco.core.pool.card_of_export_row`), anything else as it stands."""
     s = line.strip()
-    if s.startswith('"'):
-        try:
-            value = json.loads(s)
-        except ValueError:
-            return line
-        if isinstance(value, str):
-            return value
+    if not s.startswith(('"', "{")):
+        return line
+    try:
+        value = json.loads(s)
+    except (ValueError, RecursionError):
+        return line
+    if isinstance(value, str) and s.startswith('"'):
+        return value
+    if is_export_row(value):
+        return json.dumps(card_of_export_row(value).model_dump(exclude={"extra"}), ensure_ascii=False)
     return line
 
 
