@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -608,13 +609,15 @@ def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
 
 
 def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted name, default, description) of every field, recursively: the config reference."""
+    """(dotted name, default, description) of every field, recursively: the config reference. An optional section
+    (``lora``, ``served``, ``checker``: None by default) is listed with its default, then its fields."""
     rows: list[tuple[str, str, str]] = []
     for name, f in model.model_fields.items():
         ann = f.annotation
-        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        sub = _section_model(ann)
         if sub is not None:
-            rows.append((prefix + name, "", f.description or ""))
+            default = "" if sub is ann else repr(f.get_default(call_default_factory=True))
+            rows.append((prefix + name, default, f.description or ""))
             rows.extend(describe_fields(sub, prefix + name + "."))
         else:
             default = f.get_default(call_default_factory=True) if not f.is_required() else "(required)"
@@ -625,6 +628,17 @@ def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> lis
             rows.append((name, "", f"domain={name}: {doc or 'its own settings'}"))
             rows.extend(describe_fields(section, name + "."))
     return rows
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds: its annotation when that is one, the model of ``Model | None``, else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel) and \
+            type(None) in typing.get_args(annotation):
+        return args[0]
+    return None
 
 
 def domain_settings_models() -> dict[str, type[BaseModel]]:
