@@ -5,6 +5,7 @@ the condition the block states), and the other way round."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import typing
 from pathlib import Path
@@ -181,3 +182,100 @@ def test_every_default_the_docs_state_is_the_references() -> None:
 ])
 def test_the_reader_of_key_cells(cell: str, keys: list[str]) -> None:
     assert key_cell(cell) == keys
+
+
+# ----------------------------------------------------------------- the run directory
+
+
+def run_dir_entries() -> dict[str, str]:
+    """The README's run-directory block: each listed path (as written) and its description (continuations joined)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## The run directory"):]
+    block = block[block.index("```") + 3:]
+    block = block[:block.index("```")]
+    entries: dict[str, str] = {}
+    last = None
+    for line in block.splitlines():
+        m = re.match(r"^(?:runs/<run_id>/| {14})(\S+(?:, \S+)*)(?: +(.*))?$", line)
+        if m and not line.startswith(" " * 20):
+            last = m.group(1).strip()
+            entries[last] = m.group(2) or ""
+        elif line.strip() and last is not None:
+            entries[last] += " " + line.strip()
+    return entries
+
+
+def listed_globs(name: str) -> list[str]:
+    """The run-directory globs a listed path stands for: `checkpoints/step_N/{synthesizer,reasoner}/` -> two,
+    `checkpoints/step_N/*_state/, trainer_state.pt` -> the state folders and the file beside them."""
+    first, *more = [p.strip() for p in name.split(",") if "{" not in p] if "{" not in name else [name]
+    paths = expand(first) if "{" in first else [first]
+    folder = first.rsplit("/", 1)[0] + "/" if "/" in first.rstrip("/") else ""
+    paths += [folder + p for p in more]
+    return [p.replace("step_N", "step_*").rstrip("/") for p in paths]
+
+
+def fired(cfg, run: Path) -> bool:  # noqa: ANN001 - a RunConfig
+    """Whether the health check this test sets up fires: valid_rate with min_rate 1 (window 1, patience 1) on a step
+    whose valid rate is below 1; the test turns every other check off."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    check = cfg.health.valid_rate
+    return check.action != "off" and check.min_rate == 1.0 and any(r["n_valid"] < r["n_cards"] for r in rows)
+
+
+WHEN = {  # listed path -> (the condition the README states, that condition evaluated on a run)
+    "tb/": ("with tensorboard: true", lambda cfg, run: cfg.tensorboard),
+    "reports/step_N.txt": ("every report_refresh_every steps", lambda cfg, run: cfg.steps >= cfg.report_refresh_every),
+    "heldout_before.json": ("unless heldout_per_group=0", lambda cfg, run: cfg.heldout_per_group > 0),
+    "heldout_after.json": ("the same", lambda cfg, run: cfg.heldout_per_group > 0),
+    "heldout.jsonl": ("every heldout_every steps",
+                      lambda cfg, run: cfg.heldout_per_group > 0 and 0 < cfg.heldout_every <= cfg.steps),
+    "alerts.jsonl": ("written when a check fires", fired),
+    "factors.jsonl": ("written when the factor space changes",
+                      lambda cfg, run: json.loads((run / "factor_space.json").read_text())["version"] > 0),
+    "reflector.jsonl": ("every evosyn.reflector_settings.every steps",
+                        lambda cfg, run: cfg.evosyn.reflector and cfg.steps >= cfg.evosyn.reflector_settings.every),
+    "learning_effect.jsonl": ("from the second learning-effect period's end on",
+                              lambda cfg, run: cfg.steps > cfg.evosyn.effect_every),
+}
+
+HEALTH_OFF = [f"health.{c}=off" for c in ("synth_collapse", "label_agreement", "rejection_code", "nan_skips",
+                                          "reward_saturation")]
+RUNS = {  # every conditional file written, and none of them
+    "all": ["steps=3", "heldout_per_group=1", "heldout_every=2", "report_refresh_every=2", "evosyn.effect_every=1",
+            "evosyn.reflector_settings.every=2", "tensorboard=true", "health.valid_rate.min_rate=1",
+            "health.valid_rate.window=1", "health.valid_rate.patience=1", "health.baseline_steps=1", *HEALTH_OFF],
+    "none": ["steps=1", "heldout_per_group=0", "heldout_every=0", "tensorboard=false", "health.valid_rate=off",
+             *HEALTH_OFF],
+}
+
+
+@pytest.mark.parametrize("run_id", sorted(RUNS))
+def test_the_run_directory_holds_what_the_readme_lists(run_id: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Every path the README lists is in a short run's directory, or is absent exactly when its stated condition
+    does not hold; every path the run wrote is listed."""
+    from synco.cli import main
+    from synco.config import build_config, load_yaml
+
+    assert main(["train", "n_cards=8", "k=2", "heldout_samples=0", "progress=false", "threads=1",
+                 f"runs_dir={tmp_path}", f"run_id={run_id}", *RUNS[run_id]]) == 0
+    capsys.readouterr()
+    run = tmp_path / run_id
+    cfg = build_config(load_yaml(run / "config.yaml"))
+    entries = run_dir_entries()
+    assert "heldout_after.json" in entries and len(entries) >= 18
+    for name, description in entries.items():
+        present = any(any(run.glob(g)) for g in listed_globs(name))
+        if name in WHEN:
+            phrase, holds = WHEN[name]
+            assert phrase in description, f"README: {name} should say when it is written ({phrase!r})"
+            assert present == holds(cfg, run), f"{name}: present={present}, but its condition holds={holds(cfg, run)}"
+        else:
+            assert present, f"{name}: listed without a condition, not in the run"
+    covered = {g.split("/")[0] for name in entries for g in listed_globs(name)}
+    unlisted = sorted(p.name for p in run.iterdir() if p.name not in covered)
+    assert unlisted == [], f"written but not in the README's run-directory block: {unlisted}"
+    for step in run.glob("checkpoints/step_*"):
+        inside = {p.name for p in step.iterdir()}
+        assert inside <= {"synthesizer", "reasoner", "synthesizer_state", "reasoner_state", "trainer_state.pt"}, inside
