@@ -200,3 +200,9 @@ def test_eval_loads_a_builtin_warm_start_as_train_does(tmp_path: Path, monkeypat
     common = _eval_bench(tmp_path, monkeypatch)
     assert main(["eval", "--model", "builtin:arith/reasoner", "--max-tokens", "4", "--threads", "1", *common]) == 0
     assert (tmp_path / "out" / "raw" / "tiny.jsonl").is_file() and "tiny" in capsys.readouterr().out
+
+
+def test_pretrain_refuses_a_negative_step_count_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pretrain", "--reasoner-steps", "-1", "--out", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err == "synco pretrain: --reasoner-steps -1: must be at least 0\n"
+    assert not (tmp_path / "w").exists()

@@ -259,6 +259,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             takes = f"only its own settings, {world}.KEY=VALUE" if model is not None else "no settings"
             print(f"synco pretrain: {key}: --world {world} takes {takes}", file=sys.stderr)
             return 2
+    for flag, steps in (("--reasoner-steps", args.reasoner_steps), ("--synthesizer-steps", args.synthesizer_steps)):
+        if steps is not None and steps < 0:  # 0 keeps the agent as initialised; fewer is no setting
+            print(f"synco pretrain: {flag} {steps}: must be at least 0", file=sys.stderr)
+            return 2
     kwargs: dict[str, Any] = {}
     if args.reasoner_steps is not None:
         kwargs["reasoner_steps"] = args.reasoner_steps
