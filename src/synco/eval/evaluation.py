@@ -521,18 +521,21 @@ def check_resume(out: Path, settings: EvalSettings, benchmarks: Sequence[str]) -
 
     Benchmarks sampled or graded before with other parameters, or another model,
     prompt, thinking mode or seed, would mix two evaluations in one file. (A
-    record made before ``thinking`` was recorded counts as ``auto``.)
+    record made before ``thinking`` was recorded counts as ``auto``.) Settings recorded
+    for a benchmark with no sample yet (an eval that stopped before its model loaded) hold
+    nothing to mix: ours replace them.
     """
     path = out / CONFIG_FILE
     ours = settings_identity(settings, benchmarks)
-    old = _read_json_dict(path)
+    sampled = {p.stem for p in (out / RAW_DIR).glob("*.jsonl") if p.stat().st_size}
+    old = _read_json_dict(path) if sampled else {}
     if old:
         old.setdefault("thinking", "auto")
         diffs = [k for k in ("model", "template", "system_prompt", "thinking", "seed") if k in old and old[k] != ours[k]]
         merged: dict[str, dict[str, Any]] = {}
         for part in ("sampling", "grading"):
             before = old.get(part, {}) if isinstance(old.get(part), dict) else {}
-            diffs += [f"{part} of {b}" for b in benchmarks if b in before and before[b] != ours[part][b]]
+            diffs += [f"{part} of {b}" for b in benchmarks if b in sampled and b in before and before[b] != ours[part][b]]
             merged[part] = {**before, **ours[part]}
         if diffs:
             raise EvalError(

@@ -385,10 +385,12 @@ def tau2_version() -> str:
 
 
 def check_tau2_resume(out: Path, settings: Tau2EvalSettings) -> None:
-    """Refuse to add trials to ``out`` when it holds an eval made with other settings; record ours."""
+    """Refuse to add trials to ``out`` when it holds an eval made with other settings; record ours (replacing the
+    settings of an eval that recorded no trial: nothing to mix)."""
     path = out / CONFIG_FILE
     ours = settings.identity(tau2_version())
-    old = _read_json_dict(path)
+    trials = out / TRIALS_FILE
+    old = _read_json_dict(path) if trials.is_file() and trials.stat().st_size else {}
     if old:
         diffs = [f"{k} ({old.get(k)!r} there, {ours.get(k)!r} now)" for k in sorted(set(old) | set(ours))
                  if old.get(k) != ours.get(k)]
