@@ -140,8 +140,7 @@ def test_output_to_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path) -
     argv = [str(cards) if a == "CARDS" else a for a in argv]
     proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    proc.stdout.close()  # what `head -1` does after its line
+    proc.stdout.close()  # what `head -1` does after its line; here before any, so no output fits in the pipe first
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and err == ""  # 141: as a process SIGPIPE ended
 
