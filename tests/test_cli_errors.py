@@ -121,3 +121,87 @@ def test_resume_checks_only_the_models_it_loads_from_the_config(
     assert "tau2.user_model" not in configured_models(solo)
     checker = load_config("smollm2", overrides=["consensus_solver=checker"])  # the checker is the Reasoner's model
     assert configured_models(checker, from_checkpoint=True) == {"reasoner.model_path": "smollm2"}
+
+
+# ----------------------------------------------------------------- a reader that goes away
+
+
+@pytest.mark.parametrize("argv", [["config", "--reference"], ["verify", "CARDS"]])
+def test_output_to_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path) -> None:
+    """`synco config --reference | head -1`: the reader closes the pipe; synco stops without a traceback."""
+    import random
+    import subprocess
+    import sys
+
+    from synco.domains.arith import ArithDomain
+
+    cards = tmp_path / "cards.jsonl"
+    cards.write_text("\n".join(ArithDomain().static_cards(random.Random(0), 1) * 400) + "\n")
+    argv = [str(cards) if a == "CARDS" else a for a in argv]
+    proc = subprocess.Popen([sys.executable, "-m", "synco.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # what `head -1` does after its line; here before any, so no output fits in the pipe first
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""  # 141: as a process SIGPIPE ended
+
+
+# ----------------------------------------------------------------- synco eval: every option it cannot use, in one line
+
+
+def _eval_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A one-problem benchmark folder, no hub, and the arguments every eval below shares."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    (tmp_path / "bench" / "tiny").mkdir(parents=True)
+    (tmp_path / "bench" / "tiny" / "test.jsonl").write_text('{"id": "1", "question": "1+1?", "answer": "2"}\n')
+    return ["--data-dir", str(tmp_path / "bench"), "--out", str(tmp_path / "out"), "--no-progress"]
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["--model", "/nonexistent/model"], "--model '/nonexistent/model': no such local folder, and not a hub id either"),
+    (["--model", "builtin:arith/nobody"], "--model 'builtin:arith/nobody': unknown built-in model"),
+    (["--tau2", "mock", "--model", "/nonexistent"], "--model '/nonexistent': no such local folder"),
+    (["--tau2", "airline", "--model", "gold", "--user-model", "/nope"], "--user-model '/nope': no such local folder"),
+    (["--model", "gold", "--tau2", "mock", "--trials", "0"], "--trials 0: must be at least 1"),
+    (["--model", "gold", "--tau2", "mock", "--trials", "-3"], "--trials -3: must be at least 1"),
+    (["--model", "gold", "--tau2", "mock", "--max-turns", "0"], "--max-turns 0: must be at least 1"),
+    (["--model", "x", "--batch-size", "0"], "--batch-size 0: must be at least 1"),
+    (["--model", "x", "--threads", "0"], "--threads 0: must be at least 1"),
+    (["--model", "x", "--limit", "0"], "--limit 0: must be at least 1"),
+])
+def test_eval_refuses_an_option_it_cannot_use_in_one_line_before_writing_anything(
+        argv: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    common = _eval_bench(tmp_path, monkeypatch)
+    assert main(["eval", *argv, *common]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"synco eval: {line}") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()  # nothing written: the next run into it is not refused as another eval's
+
+
+def test_every_count_option_of_eval_is_checked() -> None:
+    """The class, not the instances: a whole-number option added to `synco eval` is either a count checked to be at
+    least 1 (COUNT_OPTIONS) or the seed."""
+    import argparse
+
+    from synco.eval import configure_eval_command
+    from synco.eval.evaluation import COUNT_OPTIONS
+
+    p = argparse.ArgumentParser()
+    configure_eval_command(p)
+    ints = {a.dest for a in p._actions if a.type is int}
+    assert ints - {"seed"} == set(COUNT_OPTIONS)
+
+
+def test_eval_loads_a_builtin_warm_start_as_train_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`builtin:arith/reasoner`, a form a run's model_path and `merge --base` take, is a model eval loads."""
+    common = _eval_bench(tmp_path, monkeypatch)
+    assert main(["eval", "--model", "builtin:arith/reasoner", "--max-tokens", "4", "--threads", "1", *common]) == 0
+    assert (tmp_path / "out" / "raw" / "tiny.jsonl").is_file() and "tiny" in capsys.readouterr().out
+
+
+def test_pretrain_refuses_a_negative_step_count_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pretrain", "--reasoner-steps", "-1", "--out", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err == "synco pretrain: --reasoner-steps -1: must be at least 0\n"
+    assert not (tmp_path / "w").exists()

@@ -158,3 +158,58 @@ def test_verify_accepts_every_tau2_airline_task_and_rejects_corrupted_copies(
     assert rc == 0 and len(verdicts) == len(tasks) + 3
     assert [v["valid"] for v in verdicts[:len(tasks)]] == [True] * len(tasks)
     assert [v["reasons"] for v in verdicts[len(tasks):]] == [["unknown_tool"], ["unknown_id"], ["bad_arguments"]]
+
+
+def test_verify_reads_a_tau2_cards_non_answer_as_the_oracles_empty_list(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`None`, `none`, `[]`: nothing to communicate, the oracle's `[]` as a run's verifier reads it, so the card is no
+    correction (a corrected row's export loses its solution, and the Synthesizer its credit)."""
+    pytest.importorskip("tau2")
+    from synco.domains.registry import DomainContext, get_domain
+    from synco.domains.tau2.settings import Tau2Settings
+
+    domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock")))
+    cards = {json.loads(t)["problem"]: json.loads(t) for t in domain.static_cards(random.Random(0), 40)}
+    assert len(cards) >= 3 and all(c["final_answer"] == "[]" for c in cards.values())
+    lines = [json.dumps({**c, "final_answer": said}) for c, said in zip(cards.values(), ["None", "none", "[]"])]
+    f = tmp_path / "cards.jsonl"
+    f.write_text("\n".join(lines))
+    rc, verdicts, err = _verify(capsys, str(f), "--preset", "tau2-smollm2", "tau2.domain=mock")
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"], v["reference"]) for v in verdicts] == [(True, [], "[]")] * 3
+
+
+def test_verify_rejects_a_repeated_tau2_task_as_a_duplicate_in_step(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The file is one batch for τ²'s own task lines too: the second copy of a task is `duplicate_in_step`, as the
+    second copy of an arith or tools card is; so is a card repeating a task line."""
+    pytest.importorskip("tau2")
+    from synco.domains.tau2.tasks import card_of_task
+    from synco.domains.tau2.world import require_tau2
+
+    root = Path(str(require_tau2().__file__)).parent / "data" / "tau2" / "domains" / "airline"
+    task = json.loads((root / "tasks.json").read_text(encoding="utf-8"))[0]
+    from tau2.data_model.tasks import Task
+
+    as_card = card_of_task(Task.model_validate(task)).to_json()
+    f = tmp_path / "twice.jsonl"
+    f.write_text("\n".join([json.dumps(task), json.dumps(task), as_card]))
+    rc, verdicts, err = _verify(capsys, str(f), "domain=tau2", "tau2.domain=airline")
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"]) for v in verdicts][:2] == [(True, []), (False, ["duplicate_in_step"])]
+    assert "duplicate_in_step" in verdicts[2]["reasons"] and verdicts[1]["factors"] == {}
+    assert verdicts[1]["details"][0].startswith("duplicate_in_step: sim=1.00 slot=0")
+
+
+def test_verify_accepts_a_runs_own_valid_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`synco verify runs/x/valid_tasks.jsonl` (its --help's example): every row of a run's own export is valid, its
+    reference the row's verified final_answer, rows whose answer the oracle corrected (solution null) included."""
+    assert main(["train", "steps=1", "n_cards=16", "k=2", "heldout_per_group=0", "progress=false", "tensorboard=false",
+                 "threads=1", f"runs_dir={tmp_path}", "run_id=r"]) == 0
+    capsys.readouterr()
+    export = tmp_path / "r" / "valid_tasks.jsonl"
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    assert rows and any(r["solution"] is None and r["answer_corrected"] for r in rows)
+    rc, verdicts, err = _verify(capsys, str(export))
+    assert rc == 0, err
+    assert [(v["valid"], v["reasons"], v["reference"]) for v in verdicts] == [(True, [], r["final_answer"]) for r in rows]

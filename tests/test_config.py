@@ -261,3 +261,30 @@ def test_served_roles_are_checked_when_the_config_loads() -> None:
         load_config("tools", overrides=chat)
     with pytest.raises(ConfigError, match="endpoint=chat cannot train"):
         load_config("arith", overrides=[*chat[:-1], "reasoner.lora.rank=8"])
+
+
+@pytest.mark.parametrize("check", ["synth_collapse", "valid_rate", "label_agreement", "rejection_code", "nan_skips",
+                                   "reward_saturation"])
+def test_a_health_check_given_only_its_action_takes_it_and_a_bad_one_names_the_action_key(check, tmp_path):
+    """README: each check is `off` / `warn` / `stop`; `health.<check>=stop` is short for `health.<check>.action=stop`,
+    in an override and in a YAML file, and a bad value names the key that takes it."""
+    assert getattr(load_config("arith", overrides=[f"health.{check}=stop"]).health, check).action == "stop"
+    assert getattr(load_config("arith", overrides=[f"health.{check}.action=off"]).health, check).action == "off"
+    f = tmp_path / "h.yaml"
+    f.write_text(f"health:\n  {check}: off\n")
+    assert getattr(load_config("arith", f).health, check).action == "off"
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=[f"health.{check}=loud"])
+    assert f"health.{check}.action: Input should be 'off', 'warn' or 'stop' (got 'loud')" in str(e.value)
+
+
+def test_a_yaml_error_names_the_file_and_the_place_in_one_line(tmp_path):
+    f = tmp_path / "my.yaml"
+    f.write_text("steps: 3\n  bad: [1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", f)
+    assert str(e.value) == f"config file {f} is not valid YAML: line 2, column 6: mapping values are not allowed here"
+    with pytest.raises(ConfigError) as e:
+        load_config("arith", overrides=["steps=[1"])
+    assert "<unicode string>" not in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).startswith("override steps: cannot read value '[1': line 1, column 3: expected ',' or ']'")

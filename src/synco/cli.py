@@ -105,9 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Verify a file of task cards exactly as a training step verifies the Synthesizer's cards "
                     "(the domain and verifier of the config, chosen as in `synco train`; no model is loaded).",
-        epilog="Input: one card per line. A card's JSON object (or a valid_tasks.jsonl row) is taken as the card\n"
-               "text as it stands; a line holding a JSON string literal is decoded first, so a raw model output\n"
-               "with newlines fits on one line; blank lines are skipped.\n\n"
+        epilog="Input: one card per line. A card's JSON object is taken as the card text as it stands; a run's own\n"
+               "valid_tasks.jsonl row as the card it holds (final_answer the verified reference; a solution the\n"
+               "export left null, on a row whose answer the oracle corrected, read as that reference); a line\n"
+               "holding a JSON string literal is decoded first, so a raw model output with newlines fits on one\n"
+               "line; blank lines are skipped.\n\n"
                "Output (stdout): one JSON object per non-blank input line, in order:\n"
                "  line       the input line number (1-based, blank lines counted)\n"
                "  valid      true when the card passes training's verification (in a domain without an\n"
@@ -160,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return _COMMANDS[args.command](args)
+    except BrokenPipeError:  # the reader of stdout went away (`synco config --reference | head -1`): stop quietly
+        if not _stdout_closed():
+            raise  # another pipe broke: a bug or a dead worker, not the reader
+        _silence_stdout()
+        return 141  # as a process killed by SIGPIPE
     except ConfigError as e:
         print(f"synco {args.command}: {e}", file=sys.stderr)
         return 2
@@ -169,6 +176,34 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # `synco train` says how to resume; any other command just stops, without a traceback
         print(f"synco {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (its write end polls as an error)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture), or no poll (Windows)
+        return True
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at /dev/null, so flushing what is left in its buffer at exit does not raise again."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _load(args: argparse.Namespace):
@@ -223,6 +258,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         if model is None or not key.startswith(f"{world}."):
             takes = f"only its own settings, {world}.KEY=VALUE" if model is not None else "no settings"
             print(f"synco pretrain: {key}: --world {world} takes {takes}", file=sys.stderr)
+            return 2
+    for flag, steps in (("--reasoner-steps", args.reasoner_steps), ("--synthesizer-steps", args.synthesizer_steps)):
+        if steps is not None and steps < 0:  # 0 keeps the agent as initialised; fewer is no setting
+            print(f"synco pretrain: {flag} {steps}: must be at least 0", file=sys.stderr)
             return 2
     kwargs: dict[str, Any] = {}
     if args.reasoner_steps is not None:

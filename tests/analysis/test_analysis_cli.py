@@ -27,3 +27,11 @@ def test_analyze_with_an_unwritable_out_says_to_choose_another(tmp_path, capsys)
     with read_only(locked):
         assert main(["analyze", str(run), "--out", str(locked / "analysis")]) == 2
     assert "choose another --out" in capsys.readouterr().err
+
+
+def test_analyze_leaves_nothing_beside_a_finished_runs_pool(tmp_path):
+    """A finished run's pool (no -wal file: no writer) is read without leaving -wal / -shm files beside it."""
+    run = build_run(tmp_path / "runs" / "cotrain")
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["analyze", str(run), "--out", str(tmp_path / "analysis")]) == 0
+    assert sorted(p.name for p in run.iterdir()) == before

@@ -252,3 +252,12 @@ def test_render_budget_with_arbitrary_model_text(values: list[str], budget: int)
     report = build_report(records)
     assert len(report.render(budget)) <= budget
     assert len(report.render_compact(min(budget, 120))) <= min(budget, 120)
+
+
+def test_a_report_built_without_a_step_is_for_the_step_after_its_latest_record() -> None:
+    """`build_report(pool.recent(500)).render()` of a run's last steps says the step the run would show, not step 0."""
+    records = [r.model_copy(update={"step": 237 + i // 8}) for i, r in enumerate(hand_built())]
+    report = build_report(records)
+    assert report.step == 237 + (len(records) - 1) // 8 + 1
+    assert report.render().startswith(f"Capability report (step {report.step}, last {len(records)} cards)")
+    assert build_report(records, step=5).step == 5 and build_report([]).step == 0

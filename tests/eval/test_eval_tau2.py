@@ -306,3 +306,16 @@ def test_a_local_model_plays_the_user(tiny_model_dir: Path, letters_model_dir: P
     assert t.prompt.endswith(users[0])  # the simulated user's opening is the agent's first message
     if t.agent_turns > 1:  # the agent's message got the user's reply, as an observation (mask 0)
         assert len(users) >= 2 and any(u.role == "env" and users[1] in u.text for u in t.turns)
+
+
+def test_settings_recorded_by_an_eval_that_ran_no_trial_do_not_refuse_the_next(tmp_path: Path) -> None:
+    from synco.eval.tau2 import Tau2EvalError, Tau2EvalSettings, check_tau2_resume
+
+    def with_model(model: str) -> Tau2EvalSettings:
+        return Tau2EvalSettings(domain="mock", split="base", model=model)
+
+    check_tau2_resume(tmp_path, with_model("gone"))  # what a start that failed before its first trial leaves
+    check_tau2_resume(tmp_path, with_model("gold"))
+    (tmp_path / TRIALS_FILE).write_text("{}\n")  # a trial now exists
+    with pytest.raises(Tau2EvalError, match="different settings"):
+        check_tau2_resume(tmp_path, with_model("other"))

@@ -526,3 +526,17 @@ def test_hf_policy_passes_thinking_to_a_template_that_reads_it(tiny_model_dir: P
     prompts = {mode: load_hf_policy(str(path), device="cpu", thinking=mode).format_prompt("1+1=", system="")  # type: ignore[arg-type]
                for mode in ("off", "on", "auto")}
     assert prompts == {"off": "1+1=/nothink", "on": "1+1=", "auto": "1+1="}
+
+
+def test_settings_recorded_by_an_eval_that_sampled_nothing_do_not_refuse_the_next(tmp_path: Path) -> None:
+    """An eval that stopped before its model loaded left only eval_config.json: the next eval into that folder, with
+    another model, starts (nothing would be mixed); once samples exist, other settings are refused."""
+    from synco.eval.evaluation import check_resume
+
+    check_resume(tmp_path, settings(model="gone"), ["toy"])  # what a failed start leaves behind
+    check_resume(tmp_path, settings(model="mine"), ["toy"])
+    assert read_json(tmp_path / "eval_config.json")["model"] == "mine"
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "toy.jsonl").write_text("{}\n")  # a sample now exists
+    with pytest.raises(EvalError, match="model"):
+        check_resume(tmp_path, settings(model="other"), ["toy"])

@@ -331,3 +331,21 @@ def test_resume_restores_the_thread_count_before_any_model_is_built(tmp_path, mo
             synco.run.loop.close_policies(run.state)
     finally:
         torch.set_num_threads(before)
+
+
+def test_summary_counts_in_the_right_number_and_names_the_runs_group_factor():
+    """A one-step, one-round run reads "1 step", "1 round", "1 update"; a tools / τ² / math run's distribution is
+    named after its group_factor (pattern, topic), not "levels"."""
+    from synco.run.steps import describe
+    from synco.run.summary import RunSummary
+
+    s = RunSummary(run_dir="r", steps=1, n_tasks=1, n_valid_tasks=1, group_factor="pattern",
+                   groups_first={"rw": 1.0}, groups_last={"rw": 1.0})
+    text = format_summary(s)
+    assert text.startswith("run: r  (1 step, 1 card, 1 valid)")
+    assert "task distribution over pattern values (first 10% -> last 10% of steps):\n  rw:1.00->1.00" in text
+    row = {"step": 1, "round": 0, "round_examples": 1, "round_updates": 1, "round_loss": 0.5}
+    assert describe("rounds", [row]) == ["protocol rounds: 1 round; the Reasoner trained at the end of each on",
+                                         "  round 0 (step 1): 1 example (SFT), 1 update, loss 0.5000"]
+    assert describe("alternating", [{**row, "phase": "reasoner"}])[0] == "protocol alternating: 1 phase (reasoner)"
+    assert format_summary(s.model_copy(update={"steps": 2, "n_tasks": 3})).startswith("run: r  (2 steps, 3 cards, ")

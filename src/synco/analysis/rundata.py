@@ -258,14 +258,17 @@ def read_heldout(run: Path) -> list[HeldoutPoint]:
 def read_pool(path: Path) -> tuple[list[TaskRow], list[int]]:
     """Tasks (by id) and recorded steps of a pool file, opened read-only.
 
-    ``mode=ro`` still lets SQLite use the WAL of a live run. Where that fails
-    (a WAL pool in a folder we may not write, e.g. a copied archive), the file
-    is opened as ``immutable``, which is right for a finished run.
+    A pool without its ``-wal`` file has no writer (a run's connection keeps that file while it is open, and its
+    close folds it back): it is opened as ``immutable``, which leaves no ``-wal``/``-shm`` files beside it. Otherwise
+    ``mode=ro`` lets SQLite use the WAL of a live run; where that fails (a WAL pool in a folder we may not write,
+    e.g. a copied archive), the file is opened as ``immutable``, which is right for a finished run.
     """
     if not path.is_file():
         raise AnalysisError(f"{path} not found: a run directory needs its pool.sqlite")
     uri = path.resolve().as_uri()
     try:
+        if not path.with_name(path.name + "-wal").exists():
+            return _query_pool(sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True), path)
         return _query_pool(sqlite3.connect(f"{uri}?mode=ro", uri=True), path)
     except sqlite3.OperationalError:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -471,7 +472,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {key}: cannot read value {raw!r}: {e}") from None
+        raise ConfigError(f"override {key}: cannot read value {raw!r}: {yaml_problem(e)}") from None
     # YAML reads "3e-5" as a string; numbers written that way are what people type.
     if isinstance(value, str):
         try:
@@ -516,6 +517,16 @@ def preset_path(name: str) -> Path:
     return Path(str(resources.files("synco") / "presets" / f"{name}.yaml"))
 
 
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line, ``line L, column C: problem``, for a message that names the file or key itself (the
+    error's own text names the string it parsed, ``"<unicode string>"``, over several lines)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = " ".join(str(getattr(err, "problem", None) or "").split()) or type(err).__name__
+    context = " ".join(str(getattr(err, "context", None) or "").split())
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + problem + (f" ({context})" if context else "")
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
@@ -523,7 +534,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        raise ConfigError(f"config file {p} is not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping at the top level, got {type(data).__name__}")
     return _today_names(data, str(p))
@@ -603,13 +614,15 @@ def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> None:
 
 
 def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted name, default, description) of every field, recursively: the config reference."""
+    """(dotted name, default, description) of every field, recursively: the config reference. An optional section
+    (``lora``, ``served``, ``checker``: None by default) is listed with its default, then its fields."""
     rows: list[tuple[str, str, str]] = []
     for name, f in model.model_fields.items():
         ann = f.annotation
-        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        sub = _section_model(ann)
         if sub is not None:
-            rows.append((prefix + name, "", f.description or ""))
+            default = "" if sub is ann else repr(f.get_default(call_default_factory=True))
+            rows.append((prefix + name, default, f.description or ""))
             rows.extend(describe_fields(sub, prefix + name + "."))
         else:
             default = f.get_default(call_default_factory=True) if not f.is_required() else "(required)"
@@ -620,6 +633,17 @@ def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> lis
             rows.append((name, "", f"domain={name}: {doc or 'its own settings'}"))
             rows.extend(describe_fields(section, name + "."))
     return rows
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds: its annotation when that is one, the model of ``Model | None``, else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel) and \
+            type(None) in typing.get_args(annotation):
+        return args[0]
+    return None
 
 
 def domain_settings_models() -> dict[str, type[BaseModel]]:

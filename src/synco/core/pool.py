@@ -125,7 +125,7 @@ answer and consensus checks). ``synthesizer_answer`` is what the card claimed, a
 ``answer_corrected`` says the oracle replaced it. ``solution`` is the Synthesizer's worked
 solution, and None on a corrected row: there it argues for ``synthesizer_answer``, which the
 oracle found wrong, so a model trained on it would learn a wrong derivation (the pool's
-``card_json`` still holds it).
+``card_json`` still holds it). A domain's export columns may give it back (tools, τ²: the gold actions).
 """
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
@@ -649,6 +649,27 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Attempt]) -> TaskRecord:
         on_target=None if row["on_target"] is None else bool(row["on_target"]),
         synth_version=row["synth_version"],
     )
+
+
+def is_export_row(obj: object) -> bool:
+    """Whether ``obj`` (a JSON object read back) is a row of the export (``valid_tasks.jsonl``): it has the columns
+    only the export writes."""
+    return isinstance(obj, dict) and all(k in obj for k in ("task_id", "synthesizer_answer", "answer_corrected"))
+
+
+def card_of_export_row(row: Mapping[str, Any]) -> TaskCard:
+    """The task a row of the export holds, as a card: its card fields with ``final_answer`` the verified reference,
+    and its factors. A solution the export withheld (null on a corrected row) is that reference, the one thing the row
+    says a solution must reach. Values that are not text are read as JSON text, as a card's are."""
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else "" if value is None else json.dumps(value, ensure_ascii=False)
+
+    fields = {name: text(row.get(name)) for name in CARD_FIELDS}
+    if not fields["solution"].strip():
+        fields["solution"] = fields["final_answer"]
+    factors = row.get("factors")
+    return TaskCard(**fields, factors={str(k): str(v) for k, v in factors.items() if isinstance(v, str)}
+                    if isinstance(factors, dict) else {})
 
 
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:

@@ -230,10 +230,16 @@ def band_of(p: float, config: ReportConfig) -> str:
 
 
 def build_report(
-    records: Sequence[TaskRecord], config: ReportConfig = ReportConfig(), step: int = 0
+    records: Sequence[TaskRecord], config: ReportConfig = ReportConfig(), step: int | None = None
 ) -> CapabilityReport:
-    """Build the capability report from the last ``config.window`` of ``records``."""
+    """Build the capability report from the last ``config.window`` of ``records``.
+
+    ``step`` is the step the report is for; None: the step after the latest record's, as a run builds it after
+    that step (0 without records).
+    """
     window = list(records)[-config.window :]
+    if step is None:
+        step = max((r.step for r in window), default=-1) + 1
     n_records = len(window)
     valid = [r for r in window if r.valid]
     measured = [(r, p) for r in valid if (p := task_success(r)) is not None]

@@ -9,7 +9,8 @@ again after one good step. Everything here is a pure function of the history, so
 resumed run (the history is reloaded from ``metrics.jsonl``) fires exactly as the
 uninterrupted run would.
 
-Checks (config section ``health``, each with ``action: off | warn | stop``, default warn):
+Checks (config section ``health``, each with ``action: off | warn | stop``, default warn; ``health.valid_rate=stop``
+is short for ``health.valid_rate.action=stop``):
 
 * ``synth_collapse``: the Synthesizer writes an ever narrower set of tasks. Two
   measures: the spread of valid cards over factor values (``factor_balance``, EvoSyn's
@@ -48,7 +49,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (synco.cotrain.engine needs torch; this module does not)
     from synco.cotrain.stats import StepStats
@@ -64,6 +65,19 @@ class _CheckConfig(BaseModel):
     action: HealthAction = Field("warn", description="off: never evaluated; warn: record and print the alert; stop: also checkpoint and stop the run cleanly (exit code 3, resumable).")
     window: int | None = Field(None, ge=1, description="Steps the value is averaged over (None: health.window).")
     patience: int | None = Field(None, ge=1, description="Consecutive bad steps before the check fires (None: health.patience).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _action_alone(cls, value: object) -> object:
+        """A check given a plain value (``health.valid_rate=stop``) is given its action; a bad one is then named as
+        ``health.<check>.action``."""
+        return value if isinstance(value, (dict, BaseModel)) else {"action": value}
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _off_as_read(cls, value: object) -> object:
+        """``off`` as YAML reads it (false) is ``off``."""
+        return "off" if value is False else value
 
 
 class CollapseCheck(_CheckConfig):

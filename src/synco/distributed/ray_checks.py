@@ -49,7 +49,7 @@ from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskErr
 from synco.grading.checker import AnswerChecker
 from synco.distributed.ray_backend import RayBackendError, last_line, actor_options
 from synco.config.ray import RayCheckSettings, RaySettings
-from synco.grading.verifier import CardCheck, Oracle, TaskVerifier, VerifierConfig
+from synco.grading.verifier import AnswerForm, CardCheck, Oracle, TaskVerifier, VerifierConfig
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +104,11 @@ class CheckWorker:
     Benchmarks are not loaded here: contamination is a phase-2 check, in the driver.
     """
 
-    def __init__(self, checker: CheckerSettings, verifier: VerifierConfig, oracle: Oracle | None) -> None:
+    def __init__(self, checker: CheckerSettings, verifier: VerifierConfig, oracle: Oracle | None,
+                 answer_form: AnswerForm | None = None) -> None:
         self.checker = checker.build()
         self.verifier = TaskVerifier(verifier.model_copy(update={"benchmark_paths": []}), checker=self.checker,
-                                     oracle=oracle)
+                                     oracle=oracle, answer_form=answer_form)
 
     def pid(self) -> int:
         import os
@@ -128,11 +129,11 @@ class CheckPool:
     """The check-worker actors, seen from the driver: runs chunks on them, or here when one cannot."""
 
     def __init__(self, settings: RayCheckSettings, max_restarts: int, checker: CheckerSettings,
-                 verifier: VerifierConfig, oracle: Oracle | None) -> None:
+                 verifier: VerifierConfig, oracle: Oracle | None, answer_form: AnswerForm | None = None) -> None:
         self.settings = settings
         self.startup_timeout = checker.startup_timeout
         cls = ray.remote(CheckWorker).options(**actor_options(settings.worker, max_restarts))
-        self.actors: list[Any] = [cls.remote(checker, verifier, oracle) for _ in range(settings.workers)]
+        self.actors: list[Any] = [cls.remote(checker, verifier, oracle, answer_form) for _ in range(settings.workers)]
         self.n_remote_chunks = 0  # chunks a check worker answered
         self.n_local_chunks = 0  # chunks checked in the driver after their worker failed
 
@@ -237,8 +238,8 @@ class RayTaskVerifier(TaskVerifier):
     """A :class:`TaskVerifier` whose per-card phase runs on the check workers; phase 2 and consensus stay here."""
 
     def __init__(self, config: VerifierConfig, checker: RayAnswerChecker, oracle: Oracle | None, pool: CheckPool,
-                 cards_per_task: int) -> None:
-        super().__init__(config, checker=checker, oracle=oracle)
+                 cards_per_task: int, answer_form: AnswerForm | None = None) -> None:
+        super().__init__(config, checker=checker, oracle=oracle, answer_form=answer_form)
         self.pool = pool
         self.cards_per_task = cards_per_task
 
@@ -255,18 +256,20 @@ class RayTaskVerifier(TaskVerifier):
 
 
 def build_ray_checks(settings: RaySettings, verifier: VerifierConfig, oracle: Oracle | None,
-                     checker: AnswerChecker | None = None) -> tuple[RayAnswerChecker, RayTaskVerifier]:
+                     checker: AnswerChecker | None = None,
+                     answer_form: AnswerForm | None = None) -> tuple[RayAnswerChecker, RayTaskVerifier]:
     """The checker and verifier of a ``backend: ray`` run, sharing ``settings.checks.workers`` check workers.
 
     ``checker`` gives the answer checker's settings (default: ``AnswerChecker()``'s). Ray must be initialised
     (``ensure_ray``, which also checks that the cluster can place the workers).
     """
     cs = CheckerSettings.of(checker if checker is not None else AnswerChecker())
-    pool = CheckPool(settings.checks, settings.max_restarts, cs, verifier, oracle)
+    pool = CheckPool(settings.checks, settings.max_restarts, cs, verifier, oracle, answer_form)
     try:
         pool.wait_ready()
     except BaseException:
         pool.close()
         raise
     answer_checker = RayAnswerChecker(pool, cs, settings.checks.answers_per_task)
-    return answer_checker, RayTaskVerifier(verifier, answer_checker, oracle, pool, settings.checks.cards_per_task)
+    return answer_checker, RayTaskVerifier(verifier, answer_checker, oracle, pool, settings.checks.cards_per_task,
+                                           answer_form)

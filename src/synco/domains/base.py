@@ -10,7 +10,7 @@ never touch. The loop itself is domain-free.
 * Optional capabilities, each a small protocol the loop checks with ``isinstance``:
 
   - answering: :class:`HasResponsePrefix`, :class:`HasProblemResponsePrefix`, :class:`HasAnswerExtractor`,
-    :class:`HasAnswerFormat`;
+    :class:`HasAnswerFormat`, :class:`HasAnswerForm` (answers that are the domain's own texts, not maths);
   - the Synthesizer's card: :class:`HasCardTemplate`;
   - factors: :class:`HasFactorSpace` and :class:`HasFactorSubject` (defined in ``synco.evosyn.space``,
     where the factor space lives);
@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
            "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
-           "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "problem_response_prefix", "reasoner_prompts",
+           "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
 
 
@@ -242,12 +242,40 @@ class HasTrajectories(Protocol):
 
 
 @runtime_checkable
+class HasAnswerForm(Protocol):
+    """Its answers are its own texts, not maths (τ²'s information to communicate, the tools world's outputs): a
+    card's claim is its oracle's answer when the domain reads both as the same (``none``, ``None`` and ``[]`` all
+    say nothing to communicate), not only when the answer checker matches them."""
+
+    def canonical_answer(self, text: str) -> str | None:
+        """The canonical form of an answer text (what the oracle returns), None when it does not read as one."""
+        ...
+
+
+@runtime_checkable
 class HasExportFields(Protocol):
-    """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``)."""
+    """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``).
+
+    A column named as one of the export's own replaces it: the tools world and τ² give ``solution`` back on a row
+    whose answer the oracle corrected (the export leaves it null there), since their solution is the gold actions the
+    oracle's answer comes from, not an argument for the card's own wrong answer."""
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """The domain's export columns of a valid card (JSON values)."""
         ...
+
+
+@dataclass(frozen=True)
+class NativeTask:
+    """What a domain found in a line holding one of its own tasks (:class:`HasNativeTasks`)."""
+
+    verdict: Verdict
+    """The domain's own verdict on the task (its replay), before the file's other lines are looked at."""
+    factors: dict[str, str]
+    """The task's factors (empty when it is invalid)."""
+    card: TaskCard | None = None
+    """The task as a card, for the checks that compare it with the file's other lines (``duplicate_in_step``); None
+    when it does not read as one."""
 
 
 @runtime_checkable
@@ -255,11 +283,15 @@ class HasNativeTasks(Protocol):
     """The domain's benchmark writes its tasks in a format of its own (τ²'s task JSON): ``synco verify`` replays a
     line in that format as the benchmark's task instead of reading it as a card."""
 
-    def native_task(self, text: str) -> tuple[Verdict, dict[str, str]] | None:
-        """The verdict and the factors of a line holding one task in the domain's own format; None when ``text`` is
-        not in that format (it is then verified as a card). ``text`` is a file's line: bound the work, never raise
-        on it."""
+    def native_task(self, text: str) -> NativeTask | None:
+        """What the domain finds in a line holding one task in its own format; None when ``text`` is not in that
+        format (it is then verified as a card). ``text`` is a file's line: bound the work, never raise on it."""
         ...
+
+
+def answer_form(domain: Domain) -> Callable[[str], str | None] | None:
+    """``domain.canonical_answer`` when its answers have a form of their own (:class:`HasAnswerForm`), else None."""
+    return domain.canonical_answer if isinstance(domain, HasAnswerForm) else None
 
 
 def export_fields(domain: Domain) -> Callable[[TaskCard], dict[str, Any]] | None:

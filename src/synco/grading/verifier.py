@@ -84,6 +84,10 @@ logger = logging.getLogger(__name__)
 
 Oracle = Callable[[TaskCard], "str | None"]
 
+AnswerForm = Callable[[str], "str | None"]
+"""A domain's canonical form of an answer text (None when it does not read as one): a card's claim whose form is the
+oracle's answer's form is the oracle's answer, however it is spelled (τ²'s ``none`` / ``None`` / ``[]``)."""
+
 DEFAULT_BANNED_TERMS: tuple[str, ...] = (
     "GSM8K", "GSM-8K", "GSM 8K", "GSM-Hard", "GSMHard", "MATH-500", "MATH500", "MATH dataset", "AIME",
     "AMC 8", "AMC 10", "AMC 12", "SVAMP", "ASDiv", "Minerva Math", "OlympiadBench", "benchmark dataset",
@@ -188,15 +192,29 @@ class CardCheck:
         """The record of a card whose phase 1 raised ``err``."""
         return cls(None, _Checks(), None, 0.0, error=_internal_error_reason(err))
 
+    @classmethod
+    def settled(cls, card: TaskCard | None, verdict: Verdict) -> "CardCheck":
+        """The record of a card whose verdict was given elsewhere (a domain's own task format): phase 2 passes it
+        through, as a card phase 1 rejected."""
+        return cls(card, _Checks(), verdict.reference, 0.0, done=verdict)
+
+    @classmethod
+    def passed(cls, card: TaskCard, reference: str | None) -> "CardCheck":
+        """The record of a card checked on its own elsewhere, and passed (a domain's own task format replayed): phase
+        2 still compares it with the batch, the pool and the benchmarks."""
+        checks = _Checks(scores={**dict.fromkeys(CHECK_NAMES, 1.0), "novelty": 0.0})
+        return cls(card, checks, reference, 1.0)
+
 
 class TaskVerifier:
     """Parses and screens task cards, keeps the pool's novelty index and applies consensus."""
 
     def __init__(self, config: VerifierConfig | None = None, checker: AnswerChecker | None = None,
-                 oracle: Oracle | None = None) -> None:
+                 oracle: Oracle | None = None, answer_form: AnswerForm | None = None) -> None:
         self.config = config or VerifierConfig()
         self.checker = checker if checker is not None else AnswerChecker()
         self.oracle = oracle
+        self.answer_form = answer_form
         self.n_internal_errors = 0
         self._deadline: float | None = None  # time.monotonic() by which the card being checked must be done
         self._startup_mark = 0.0  # the checker's worker start-up seconds when the card began
@@ -444,7 +462,7 @@ class TaskVerifier:
             if truth is None:
                 checks.fail("oracle_rejected: the oracle has no answer for this problem")
                 return None, 0.0
-            if self._match(final, truth):
+            if self._same_form(final, truth) or self._match(final, truth):
                 checks.scores["answer"] = 1.0
             else:
                 checks.scores["answer"] = 0.5
@@ -540,6 +558,13 @@ class TaskVerifier:
         if left is None or not isinstance(own, (int, float)) or own <= left:
             return {}
         return {"timeout": left}
+
+    def _same_form(self, claim: str, truth: str) -> bool:
+        """Whether the domain reads the card's claim as the oracle's answer (its :data:`AnswerForm`; False without one)."""
+        if self.answer_form is None:
+            return False
+        form = self.answer_form(claim)
+        return form is not None and form == self.answer_form(truth)
 
     def _match(self, predicted: str, reference: str) -> bool:
         """Checker equality within the card's budget; a timeout the checker lets through counts as no match."""

@@ -192,12 +192,18 @@ def model_problem(path: str) -> str | None:
     """Why the model a config names (``path``) cannot be loaded on this machine, with what to do; None when it can,
     as far as a cheap look-up tells (no weights are read).
 
-    A built-in warm start is always there; a model preset needs its package (:func:`unavailable_reason`); an
+    A built-in warm start is always there (when it names a registered world's role); a model preset needs its package (:func:`unavailable_reason`); an
     existing path must be a model folder; anything else is a hub id, found in the local hub cache or, with
     network, on the hub (one metadata request). Called before a run loads its models, so that a model that cannot
     be loaded stops the run with one message naming its field, not a transformers traceback from inside the load.
     """
     if path.startswith("builtin:"):
+        from synco.domains.registry import DomainError, builtin_model
+
+        try:
+            builtin_model(path)
+        except DomainError as err:
+            return str(err)
         return None
     if path in PRESETS:
         return unavailable_reason(path)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from synco.config import ConfigError, RunConfig, domain_context
 from synco.cotrain.settings import StepSettings
-from synco.domains.base import Domain
+from synco.domains.base import Domain, answer_form
 from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
@@ -134,7 +134,8 @@ def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tu
     if cfg.backend == "ray" and cfg.ray.checks.workers:  # answer checks and per-card verification as Ray tasks
         from synco.distributed.ray_checks import build_ray_checks
 
-        return build_ray_checks(cfg.ray, cfg.verifier, domain.oracle if domain.has_oracle else None, checker)
+        return build_ray_checks(cfg.ray, cfg.verifier, domain.oracle if domain.has_oracle else None, checker,
+                                answer_form(domain) if domain.has_oracle else None)
     return checker, local_verifier(cfg, domain, checker)
 
 
@@ -143,4 +144,5 @@ def local_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> Ta
 
     Ray's check workers give the same verdicts (``synco.distributed.ray_checks``), so ``synco verify`` uses
     this one whatever the backend."""
-    return TaskVerifier(cfg.verifier, checker=checker, oracle=domain.oracle if domain.has_oracle else None)
+    return TaskVerifier(cfg.verifier, checker=checker, oracle=domain.oracle if domain.has_oracle else None,
+                        answer_form=answer_form(domain) if domain.has_oracle else None)

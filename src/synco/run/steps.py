@@ -119,6 +119,11 @@ def round_training(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for r in rows if r.get("round_examples") is not None]
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 step``, ``2 steps``: a count and its noun in the number it takes (nouns that add an s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def describe(protocol: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     """The summary's lines about the protocol, from metrics.jsonl rows (none for online)."""
     if protocol == "online" or not rows:
@@ -126,14 +131,16 @@ def describe(protocol: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     phases = list(dict.fromkeys((r.get("round"), r.get("phase")) for r in rows))
     if protocol == "alternating":
         learners = [p for _, p in phases]
-        return [f"protocol alternating: {len(phases)} phases ({', '.join(str(p) for p in learners)})"]
-    out = [f"protocol {protocol}: {len({r for r, _ in phases})} rounds; the Reasoner trained at the end of each on"]
+        return [f"protocol alternating: {counted(len(phases), 'phase')} ({', '.join(str(p) for p in learners)})"]
+    out = [f"protocol {protocol}: {counted(len({r for r, _ in phases}), 'round')}; the Reasoner trained at the end of "
+           "each on"]
     for t in round_training(rows):
         loss = "-" if t["loss"] is None else f"{t['loss']:.4f}"
         extra = f", {t['rollouts']} fresh rollouts" if t.get("rollouts") else ""
         if t.get("retokenized"):
             extra += f", {t['retokenized']} attempts re-tokenised from text (no stored ids)"
-        unit = "tasks (GRPO)" if t.get("rollouts") else "examples (SFT)"
-        out.append(f"  round {t['round']} (step {t['step']}): {t['examples']} {unit}, {t['updates']} updates, "
+        unit = counted(t["examples"], "task") + " (GRPO)" if t.get("rollouts") else \
+            counted(t["examples"], "example") + " (SFT)"
+        out.append(f"  round {t['round']} (step {t['step']}): {unit}, {counted(t['updates'], 'update')}, "
                    f"loss {loss}{extra}")
     return out

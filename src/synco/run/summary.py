@@ -13,7 +13,7 @@ from synco.run.files import jsonl_rows
 from synco.core.learn_retain import LearnRetain, learn_retain
 from synco.run.heldout import HeldoutScores, evaluate_heldout_both, group_key, mean
 from synco.run.state import Run
-from synco.run.steps import describe, round_training
+from synco.run.steps import counted, describe, round_training
 
 
 class RunSummary(BaseModel):
@@ -30,6 +30,7 @@ class RunSummary(BaseModel):
     gradient_share_first: float = 0.0
     gradient_share_last: float = 0.0
     valid_rate: float = 0.0
+    group_factor: str = "level"  # the card factor the task distribution is over (the config's group_factor)
     groups_first: dict[str, float] = {}
     groups_last: dict[str, float] = {}
     sec_per_step: float = 0.0
@@ -55,7 +56,7 @@ class RunSummary(BaseModel):
 def summarize(run: Run, before_path: Path) -> RunSummary:
     """Before/after held-out accuracy and the run's task statistics, from the run's files."""
     rows = [json.loads(ln) for ln in (run.dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    summary = RunSummary(run_dir=str(run.dir), steps=len(rows))
+    summary = RunSummary(run_dir=str(run.dir), steps=len(rows), group_factor=run.cfg.group_factor)
     if run.heldout:
         _summarize_heldout(summary, run, before_path, len(rows))
     if rows:
@@ -143,7 +144,7 @@ def _summarize_evosyn(summary: RunSummary, rows: list[dict[str, Any]], first: li
 
 def format_summary(s: RunSummary) -> str:
     """The end-of-run table printed by ``synco train``."""
-    out = [f"run: {s.run_dir}  ({s.steps} steps, {s.n_tasks} cards, {s.n_valid_tasks} valid)"]
+    out = [f"run: {s.run_dir}  ({counted(s.steps, 'step')}, {counted(s.n_tasks, 'card')}, {s.n_valid_tasks} valid)"]
     if s.heldout_before:
         sampled = bool(s.heldout_sampled_before)
         out.append("held-out accuracy per group, before -> after: greedy" + ("  |  sampled" if sampled else ""))
@@ -177,7 +178,7 @@ def format_summary(s: RunSummary) -> str:
     if s.groups_first:
         keys = list(dict.fromkeys([*s.groups_first, *s.groups_last]))
         keys.sort(key=group_key)
-        out.append("task distribution over levels (first 10% -> last 10% of steps):")
+        out.append(f"task distribution over {s.group_factor} values (first 10% -> last 10% of steps):")
         out.append("  " + "  ".join(f"{g}:{s.groups_first.get(g, 0):.2f}->{s.groups_last.get(g, 0):.2f}" for g in keys))
     if s.factor_coverage is not None:
         ctrl = ("" if s.controllability_first is None else

@@ -7,13 +7,15 @@ batch (novelty within the file counts, as within a step's cards; the pool is emp
 applied: it needs a model's answers.
 
 Input: one card per line. A line holding a JSON string literal (``"..."``) is decoded first, so a raw
-Synthesizer output with newlines fits on one line; any other line (a card's JSON object, a
-``valid_tasks.jsonl`` row, free text) is the card text as it stands. Blank lines are skipped: they get no
+Synthesizer output with newlines fits on one line; a run's own ``valid_tasks.jsonl`` row is the card it holds
+(``final_answer`` the verified reference; a solution the export withheld, null on a row whose answer the oracle
+corrected, read as that reference); any other line (a card's JSON object, free text) is the card text as it stands. Blank lines are skipped: they get no
 verdict, and ``line`` keeps counting the file's lines, so a verdict points at its line.
 
 A domain whose benchmark has a task format of its own (:class:`~synco.domains.base.HasNativeTasks`, e.g. τ²'s
 task JSON) verifies the lines in that format itself (``native_task``); the other lines are verified as cards, and
-verdicts stay in line order.
+verdicts stay in line order. Both kinds are one batch: a task that repeats an earlier line, in either form, is a
+``duplicate_in_step``.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from synco.config import RunConfig
+from synco.core.pool import card_of_export_row, is_export_row
 from synco.cotrain.engine import screen_card
-from synco.domains.base import Domain, HasNativeTasks
+from synco.domains.base import HasNativeTasks, NativeTask
 from synco.evosyn.space import HasFactorSpace
 from synco.grading.checker import AnswerChecker
+from synco.grading.verifier import CardCheck
 from synco.run.build import build_domain, local_verifier
 
 
@@ -44,15 +48,19 @@ class LineVerdict(BaseModel):
 
 
 def card_text(line: str) -> str:
-    """The card text of one input line: a JSON string literal decoded, anything else as it stands."""
+    """The card text of one input line: a JSON string literal decoded, a row of a run's ``valid_tasks.jsonl`` as the
+    card it holds (:func:`~synco.core.pool.card_of_export_row`), anything else as it stands."""
     s = line.strip()
-    if s.startswith('"'):
-        try:
-            value = json.loads(s)
-        except ValueError:
-            return line
-        if isinstance(value, str):
-            return value
+    if not s.startswith(('"', "{")):
+        return line
+    try:
+        value = json.loads(s)
+    except (ValueError, RecursionError):
+        return line
+    if isinstance(value, str) and s.startswith('"'):
+        return value
+    if is_export_row(value):
+        return json.dumps(card_of_export_row(value).model_dump(exclude={"extra"}), ensure_ascii=False)
     return line
 
 
@@ -65,40 +73,37 @@ def verify_cards(cfg: RunConfig, cards: Sequence[tuple[int, str]], progress: boo
     """One verdict per ``(line number, card text)``, in order, as one training step's verification would give.
 
     ``progress``: a progress bar on stderr over the per-card checks. A domain with a task format of its own
-    (:class:`HasNativeTasks`) verifies the lines in that format; the others are verified as cards.
+    (:class:`HasNativeTasks`) verifies the lines in that format; the others are verified as cards. The whole file is
+    one batch either way: a task of either kind that repeats an earlier line is a ``duplicate_in_step``.
     """
-    domain = build_domain(cfg)
-    native: list[LineVerdict] = []
-    rest: list[tuple[int, str]] = []
-    for n, text in cards:
-        found = domain.native_task(text) if isinstance(domain, HasNativeTasks) else None
-        if found is None:
-            rest.append((n, text))
-            continue
-        verdict, factors = found
-        native.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes,
-                                  reference=verdict.reference, details=verdict.reasons, quality=verdict.quality,
-                                  factors=factors if verdict.valid else {}))
-    checked = _verify_as_cards(cfg, domain, rest, progress) if rest else []
-    return sorted(native + checked, key=lambda v: v.line)
-
-
-def _verify_as_cards(cfg: RunConfig, domain: Domain, cards: Sequence[tuple[int, str]],
-                     progress: bool) -> list[LineVerdict]:
     from tqdm.auto import tqdm
 
+    domain = build_domain(cfg)
     defs = list(domain.factor_defs()) if isinstance(domain, HasFactorSpace) else None
     with AnswerChecker() as checker:
         verifier = local_verifier(cfg, domain, checker)
-        checks = []
-        for slot, (_, raw) in enumerate(tqdm(cards, desc="verify", unit="card", disable=not progress)):
-            checks += verifier.check_cards([raw], first_slot=slot)
+        checks: list[CardCheck] = []
+        natives: dict[int, NativeTask] = {}
+        for slot, (_, text) in enumerate(tqdm(cards, desc="verify", unit="card", disable=not progress)):
+            found = domain.native_task(text) if isinstance(domain, HasNativeTasks) else None
+            if found is None:
+                checks += verifier.check_cards([text], first_slot=slot)
+                continue
+            natives[slot] = found
+            if found.card is None or not found.verdict.valid:
+                checks.append(CardCheck.settled(found.card, found.verdict))
+            else:  # replayed by the domain: the batch's checks (duplicate_in_step, contamination) remain
+                checks.append(CardCheck.passed(found.card, found.verdict.reference))
         checked = verifier.finish_batch(checks)
     out = []
-    for (n, _), (card, verdict) in zip(cards, checked):
-        screened = card is not None and verdict.valid
-        verdict = screen_card(domain, defs, card, verdict)
+    for slot, ((n, _), (card, verdict)) in enumerate(zip(cards, checked)):
+        native = natives.get(slot)
+        if native is not None:
+            factors = native.factors if verdict.valid else {}
+        else:
+            screened = card is not None and verdict.valid
+            verdict = screen_card(domain, defs, card, verdict)
+            factors = dict(card.factors) if screened and card is not None else {}
         out.append(LineVerdict(line=n, valid=verdict.valid, reasons=verdict.reason_codes, reference=verdict.reference,
-                               details=verdict.reasons, quality=verdict.quality,
-                               factors=dict(card.factors) if screened and card is not None else {}))
+                               details=verdict.reasons, quality=verdict.quality, factors=factors))
     return out

@@ -175,3 +175,29 @@ def test_a_pickled_domain_keeps_which_cards_are_tau2s_own_tasks(mock: Tau2Domain
     copy = pickle.loads(pickle.dumps(mock))
     assert copy.settings == mock.settings and not copy._verdicts  # caches are rebuilt, not shipped
     assert copy.verdict(card).task.model_dump() == mock.verdict(card).task.model_dump()
+
+
+def test_every_way_of_saying_nothing_to_communicate_reads_as_the_oracles_empty_list(mock: Tau2Domain) -> None:
+    for text in ("[]", "None", "none", " NONE ", ";"):
+        assert mock.canonical_answer(text) == "[]", text
+    assert mock.canonical_answer('["a", "b"]') == mock.canonical_answer("a; b") == '["a","b"]'
+    assert mock.canonical_answer('{"not": "a list"}') is None
+
+
+def test_a_corrected_rows_export_keeps_its_gold_actions(mock: Tau2Domain, tmp_path) -> None:
+    """The oracle's reference comes from replaying the card's gold actions: a row whose information it corrected
+    keeps them as its solution (an arith row drops its solution, which argued for the wrong answer)."""
+    from synco.core.pool import TaskPool
+    from synco.core.records import Attempt, TaskRecord, Verdict
+    from synco.domains.base import export_fields
+
+    card = TaskCard(**{**json.loads(mock.static_cards(random.Random(0), 1)[0]), "final_answer": '["wrong"]'})
+    verdict = Verdict(valid=True, reference="[]", reasons=['reference_corrected: card=["wrong"] oracle=[]'])
+    record = TaskRecord(step=0, slot=0, raw=card.to_json(), card=card, verdict=verdict,
+                        rollouts=[Attempt(text="t", correct=True, reward=1.0)], success_rate=1.0)
+    with TaskPool(tmp_path / "pool.sqlite") as pool:
+        pool.record_step(0, [record])
+        pool.export_jsonl(tmp_path / "valid_tasks.jsonl", export_fields(mock))
+    row = json.loads((tmp_path / "valid_tasks.jsonl").read_text())
+    assert row["answer_corrected"] and row["final_answer"] == "[]" and row["synthesizer_answer"] == '["wrong"]'
+    assert row["solution"] == card.solution and row["tau2_task"]["evaluation_criteria"]["actions"]

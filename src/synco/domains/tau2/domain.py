@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard, Verdict
 from synco.core.seeds import derive_seed
-from synco.domains.base import DomainNeeds, HeldoutItem
+from synco.domains.base import DomainNeeds, HeldoutItem, NativeTask
 from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.settings import Tau2Settings
@@ -210,6 +210,17 @@ class Tau2Domain:
                                                    f"{self.settings.max_actions} (tau2.max_actions)")
         return json.dumps(list(verdict.reference), separators=(",", ":"), ensure_ascii=False)
 
+    def canonical_answer(self, text: str) -> str | None:
+        """The information to communicate as the oracle writes it (a canonical JSON list): ``[]`` for every way of
+        saying there is none (``none``, ``None``, an empty text, ``[]``), so such a claim is never a correction;
+        None for a text that does not read as information (:class:`~synco.domains.base.HasAnswerForm`)."""
+        from synco.domains.tau2.tasks import parse_outputs
+
+        try:
+            return json.dumps(list(parse_outputs(text)), separators=(",", ":"), ensure_ascii=False)
+        except CardRejected:
+            return None
+
     @cached_property
     def _heldout_keys(self) -> frozenset[str]:
         from synco.domains.tau2.tasks import card_of_task
@@ -226,12 +237,13 @@ class Tau2Domain:
             return "heldout_task"
         return None
 
-    def native_task(self, text: str) -> tuple[Verdict, dict[str, str]] | None:
+    def native_task(self, text: str) -> NativeTask | None:
         """``synco verify`` on a line holding one of τ²'s task JSON objects (``id`` plus ``user_scenario`` or
         ``evaluation_criteria``, what τ²'s ``tasks.json`` holds): the task replayed on this run's τ² domain with its
         own initial state (:func:`~synco.domains.tau2.verify.verify_task`). The verdict's reasons are the replay's
         reason codes, its reference the information the agent must communicate (a JSON list); the factors are the τ²
-        ones of the task's gold trajectory. None for any other line (it is verified as a card)."""
+        ones of the task's gold trajectory; the card is the task's (its scenario, gold actions, information), which
+        ``synco verify`` compares with the file's other lines. None for any other line (it is verified as a card)."""
         from synco.domains.tau2.factors import factor_subject, tau2_factor_defs
         from synco.domains.tau2.tasks import card_fields, task_object
         from synco.domains.tau2.verify import tool_kinds, verify_task
@@ -242,11 +254,12 @@ class Tau2Domain:
         try:
             verdict = verify_task(self.settings.domain, obj)
         except CardRejected as err:
-            return Verdict(valid=False, reasons=[str(err)]), {}
+            return NativeTask(Verdict(valid=False, reasons=[str(err)]), {})
         defs = tau2_factor_defs(tool_kinds(self.settings.domain), self.settings.domain)
-        subject = factor_subject(card_fields(verdict.card))
+        card = card_fields(verdict.card)
+        subject = factor_subject(card)
         factors = {d.name: v for d in defs if (v := d.value(subject)) is not None}
-        return Verdict(valid=True, quality=1.0, reference=json.dumps(list(verdict.reference))), factors
+        return NativeTask(Verdict(valid=True, quality=1.0, reference=json.dumps(list(verdict.reference))), factors, card)
 
     # --- episodes
 
@@ -283,14 +296,16 @@ class Tau2Domain:
         return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(card.solution)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
-        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read)."""
+        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
+        ``solution``, the gold actions, kept on a row whose information the oracle corrected (the replay of these
+        very actions gave the reference)."""
         from synco.domains.tau2.tasks import task_json
 
         task_id = f"synco_{derive_seed(card.problem, card.solution) % 10**10:010d}"
         try:
-            return {"tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"solution": card.solution, "tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"tau2_task": None}
+            return {"solution": card.solution, "tau2_task": None}
 
     # --- prompts
 

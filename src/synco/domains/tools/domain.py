@@ -119,6 +119,14 @@ class ToolsDomain:
                                                   "(another end state than the instruction's own solution)")
         return truth
 
+    def canonical_answer(self, text: str) -> str | None:
+        """Outputs as the oracle writes them (``12,lamp``; ``none`` for ``None``, ``NONE`` or an empty text), None
+        for a text that is no outputs (:class:`~synco.domains.base.HasAnswerForm`)."""
+        try:
+            return format_outputs(parse_outputs(text))
+        except ActionError:
+            return None
+
     def _remember(self, key: tuple[int, str], gold: str) -> None:
         self._gold[key] = gold
         self._gold.move_to_end(key)
@@ -192,14 +200,15 @@ class ToolsDomain:
     def export_fields(self, card: TaskCard) -> dict[str, object]:
         """``valid_tasks.jsonl`` columns of a card: ``instruction``, ``actions`` (``{"name", "arguments"}`` each) and
         ``outputs`` (the values the agent must state: the oracle's, the solved task's for a template instruction,
-        not a wrong claim of the card); empty lists when the card's actions or outputs do not parse."""
+        not a wrong claim of the card); empty lists when the card's actions or outputs do not parse. ``solution``
+        (the actions) is kept on a row whose outputs the oracle corrected: the oracle's outputs come from them."""
         solved = task_of_instruction(self.db, card.problem)
         try:
             actions = [{"name": c.name, "arguments": dict(c.arguments)} for c in parse_actions(card.solution)]
             outputs = list(solved[1].outputs if solved is not None else parse_outputs(card.final_answer))
         except ActionError:
             actions, outputs = [], []
-        return {"instruction": card.problem, "actions": actions, "outputs": outputs}
+        return {"solution": card.solution, "instruction": card.problem, "actions": actions, "outputs": outputs}
 
     def family_of(self, card: TaskCard) -> str | None:
         """The family whose template the card's instruction is (solvable on the database), else None."""
