@@ -77,7 +77,9 @@ def step(base_url: str, model: str, served: bool, steps: int, threads: int, work
     if served:
         cmd += ["reasoner.rollout_engine=served", f"reasoner.served.base_url={base_url}",
                 f"reasoner.served.model={model}"]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:  # the run's own message (exit 4: the server failed it), not a traceback of this script
+        raise SystemExit(f"{run_id}: synco train exited {done.returncode}:\n{done.stderr[-2000:]}")
     rows = [json.loads(x) for x in (work / run_id / "metrics.jsonl").read_text().splitlines()]
     total = [r["t_generate"] + r["t_train"] + r["t_other"] for r in rows]
     return {"step": statistics.median(total), "generate": statistics.median(r["t_generate"] for r in rows)}
