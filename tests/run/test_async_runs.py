@@ -48,12 +48,20 @@ def train_args(tmp_path: Path, run_id: str, *extra: str) -> list[str]:
     return ["train", f"runs_dir={tmp_path}", f"run_id={run_id}", *SMALL, *extra]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted 5-step run at staleness 1, checkpointed every step (read only: tests copy it to resume);
+    shared by the tests that compare an interrupted run with it (checkpoints move no number)."""
+    root = tmp_path_factory.mktemp("async")
+    assert main(train_args(root, "full", "steps=5", "save_every=1", "keep_checkpoints=10")) == 0
+    return root / "full"
+
+
 @pytest.mark.slow
-def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, one_thread):
+def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, uninterrupted, one_thread):
     """Step s's attempts were sampled by the weights after update s - 2 (s >= 1) and trained by update s: one
     version behind, never more; a resume from a checkpoint holding the step collected ahead repeats the run."""
-    assert main(train_args(tmp_path, "full", "steps=5", "save_every=1", "keep_checkpoints=10")) == 0
-    full = tmp_path / "full"
+    full = uninterrupted
     metrics = lines(full)
     versions = attempt_versions(full)
     learner = 0  # the Reasoner's optimizer steps before each step's update
@@ -132,9 +140,8 @@ def test_stale_attempts_are_weighted_by_the_weights_that_sampled_them(tmp_path, 
 
 
 @pytest.mark.slow
-def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, capsys, one_thread):
+def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, capsys, uninterrupted, one_thread):
     steps = 5
-    assert main(train_args(tmp_path, "whole", f"steps={steps}")) == 0
     args = train_args(tmp_path, "killed", f"steps={steps}", "save_every=1")
     run = tmp_path / "killed"
     delay = random.Random().uniform(0.0, 0.5)
@@ -144,7 +151,7 @@ def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, cap
     assert code == -signal.SIGKILL, "the run finished before it was killed: " + state
     assert main(["train", "--resume", str(run)]) == 0, state + capsys.readouterr().err
     assert [m["step"] for m in lines(run)] == list(range(steps)), state
-    assert comparable(run) == comparable(tmp_path / "whole"), state
+    assert comparable(run) == comparable(uninterrupted), state
 
 
 @pytest.mark.slow
