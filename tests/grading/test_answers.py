@@ -128,6 +128,9 @@ FORM_CASES = [
     ("5", "x = 5", True), ("5x", "x=5", False), ("y=5", "x=5", False), ("(A)", "A", True), ("\\text{(A)}", "A", True),
     ("B", "A", False), ("\\textbf{(C)} 12", "C", True), ("Evelyn", "\\text{Evelyn}", True), ("seat", "\\text{east}", False),
     ("52", "52_8", True), ("42", "52_8", False),
+    # a base numeral predicted is its value (issue 43): 10_{3} is three; a reference numeral still takes its bare digits
+    ("10_{3}", "10", False), ("10_{3}", "3", True), ("3", "10_{3}", False), ("10", "10_{3}", True), ("52_8", "42", True),
+    ("52_8", "52", False), ("101010_2", "52_8", True), ("52_8", "0052_{8}", True), ("52_8", "x", False),
     ("(A) 12 apples", "A", True), ("(A) (B)", "A", False), ("(A) (B)", "B", False),  # two choices named: a hedge
 ]
 

@@ -9,7 +9,7 @@ import torch
 from pydantic import ValidationError
 
 from synco.core.policy import GRPOConfig
-from synco.learn.grpo import group_advantages, importance_weights, k3_kl, policy_loss
+from synco.learn.grpo import bounded_weights, group_advantages, importance_weights, k3_kl, policy_loss
 from synco.core.rewards import is_gradient_bearing
 
 # --------------------------------------------------------------------------- advantages
@@ -202,6 +202,44 @@ def test_decoupled_loss_by_hand() -> None:
     assert behav.grad is None  # the weight is detached
 
 
+def test_bounded_weights_by_hand() -> None:
+    w = torch.tensor([[0.5, 2.0, 2.5], [4.0, 1.0, 1.9]])
+    assert torch.equal(bounded_weights(w, 2.0, "truncate"), torch.tensor([[0.5, 2.0, 2.0], [2.0, 1.0, 1.9]]))
+    assert torch.equal(bounded_weights(w, 2.0, "mask"), torch.tensor([[0.5, 2.0, 0.0], [0.0, 1.0, 1.9]]))  # = cap: kept
+    assert torch.equal(bounded_weights(w, 5.0, "mask"), w) and torch.equal(bounded_weights(w, 5.0, "truncate"), w)
+    with pytest.raises(ValueError, match="is_mode must be 'truncate' or 'mask', got 'clip'"):
+        bounded_weights(w, 2.0, "clip")  # type: ignore[arg-type]
+
+
+def test_masked_decoupled_loss_by_hand() -> None:
+    # test_decoupled_loss_by_hand's tokens with is_mode="mask": token 1 as before, -1.5 * 1.1 = -1.65; token 2's
+    # w = 3 > cap 2 drops it (weight 0) but it still counts in the token mean: -1.65 / 2 = -0.825. Gradient: -0.825
+    # and 0. The raw-weight numbers are the same (1 of 2 above the cap: dropped, not cut).
+    prox = torch.tensor([[-1.0, -0.5]])
+    behav = prox - torch.log(torch.tensor([[1.5, 3.0]]))
+    logp = (prox + torch.log(torch.tensor([[1.1, 0.5]]))).requires_grad_(True)
+    loss, st = policy_loss(logp, prox, torch.tensor([1.0]), torch.ones(1, 2), behaviour_logprobs=behav, is_cap=2.0,
+                           is_mode="mask")
+    assert loss.item() == pytest.approx(-0.825, abs=1e-6)
+    assert st.is_weight_mean == pytest.approx(2.25, abs=1e-6) and st.is_truncated_frac == 0.5 and st.n_tokens == 2
+    loss.backward()
+    assert logp.grad is not None and torch.allclose(logp.grad, torch.tensor([[-0.825, 0.0]]), atol=1e-6)
+
+
+def test_masked_tokens_by_hand_on_two_rows() -> None:
+    logp, old = _logps()
+    behav = old - torch.log(torch.tensor([[1.0, 2.5, 0.5], [4.0, 1.0, 1e6]]))  # the padded slot's 1e6 is ignored
+    loss, st = policy_loss(logp, old, ADV, MASK, behaviour_logprobs=behav, is_cap=2.0, is_mode="mask")
+    # per token (see ROW0/ROW1): row 0 -1.28*1, -0.5*0 (2.5 dropped), -1.1*0.5; row 1 0.8*0 (4 dropped), 1.5*1
+    assert loss.item() == pytest.approx((-1.28 + 0.0 - 0.55 + 0.0 + 1.5) / 5, abs=1e-6)
+    assert st.is_truncated_frac == pytest.approx(2 / 5)
+    parts = [policy_loss(logp[r : r + 1], old[r : r + 1], ADV[r : r + 1], MASK[r : r + 1], normalizer=5.0,
+                         behaviour_logprobs=behav[r : r + 1], is_cap=2.0, is_mode="mask")[0] for r in (0, 1)]
+    assert (parts[0] + parts[1]).item() == pytest.approx(loss.item(), abs=1e-6)  # micro-batches add up
+    with pytest.raises(ValueError, match="is_mode must be 'truncate' or 'mask', got 'drop'"):
+        policy_loss(logp, old, ADV, MASK, behaviour_logprobs=behav, is_mode="drop")  # type: ignore[arg-type]
+
+
 def test_decoupled_identity_when_behaviour_is_proximal() -> None:
     logp, old = _logps()
     for agg in ("token-mean", "seq-mean-token-mean"):
@@ -267,7 +305,10 @@ def test_grpo_config_defaults_and_validation() -> None:
     assert (cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.kl_coef) == (0.2, 0.28, "token-mean", 0.0)
     assert cfg.micro_batch_size == 16 and cfg.epochs == 1 and cfg.max_grad_norm == 1.0
     assert cfg.scale_adv_by_std is True
-    assert cfg.decoupled is False and cfg.is_cap == 2.0
+    assert cfg.decoupled is False and cfg.is_cap == 2.0 and cfg.is_mode == "truncate"
+    assert GRPOConfig(is_mode="mask").is_mode == "mask"
+    with pytest.raises(ValidationError, match=r"is_mode[\s\S]*input_value='drop'"):
+        GRPOConfig(is_mode="drop")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=r"is_cap[\s\S]*input_value=0.5"):
         GRPOConfig(is_cap=0.5)
     with pytest.raises(ValidationError):

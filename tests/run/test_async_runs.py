@@ -4,6 +4,7 @@ training as a boundary, and the settings it refuses."""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import shutil
@@ -12,11 +13,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
+import torch
 from killing import tail, train_then_kill
 
 from synco.cli import main
 from synco.config import ConfigError, load_config
+from synco.core.sampling import Experience
+from synco.cotrain.batches import reasoner_batch
+from synco.run.loop import close_policies
+from synco.run.setup import setup_run
 
 SMALL = ["n_cards=16", "k=4", "heldout_per_group=2", "heldout_every=0", "progress=false", "tensorboard=false",
          "threads=1", "max_staleness=1"]
@@ -43,12 +48,20 @@ def train_args(tmp_path: Path, run_id: str, *extra: str) -> list[str]:
     return ["train", f"runs_dir={tmp_path}", f"run_id={run_id}", *SMALL, *extra]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted 5-step run at staleness 1, checkpointed every step (read only: tests copy it to resume);
+    shared by the tests that compare an interrupted run with it (checkpoints move no number)."""
+    root = tmp_path_factory.mktemp("async")
+    assert main(train_args(root, "full", "steps=5", "save_every=1", "keep_checkpoints=10")) == 0
+    return root / "full"
+
+
 @pytest.mark.slow
-def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, one_thread):
+def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, uninterrupted, one_thread):
     """Step s's attempts were sampled by the weights after update s - 2 (s >= 1) and trained by update s: one
     version behind, never more; a resume from a checkpoint holding the step collected ahead repeats the run."""
-    assert main(train_args(tmp_path, "full", "steps=5", "save_every=1", "keep_checkpoints=10")) == 0
-    full = tmp_path / "full"
+    full = uninterrupted
     metrics = lines(full)
     versions = attempt_versions(full)
     learner = 0  # the Reasoner's optimizer steps before each step's update
@@ -72,10 +85,63 @@ def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exact
     assert attempt_versions(copy) == versions
 
 
+def completion_logprobs(model: torch.nn.Module, e: Experience) -> torch.Tensor:
+    """Log-probs of one row's completion ids under ``model``: one unpadded forward pass, nothing of the trainer's."""
+    ids = torch.tensor([list(e.prompt_ids) + list(e.completion_ids)])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(e.prompt_ids) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, ids[0, len(e.prompt_ids):, None]).squeeze(-1)
+
+
 @pytest.mark.slow
-def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, capsys, one_thread):
+def test_stale_attempts_are_weighted_by_the_weights_that_sampled_them(tmp_path, one_thread):
+    """Step s's attempts, sampled by the weights before update s - 1, carry those weights' log-probs (the behaviour
+    policy, recomputed here from a copy of them); update s weighs each trained token by exp(proximal - behaviour)
+    with the learner's weights before it as the proximal policy, and reports exactly those weights. Once the
+    policy has moved they vary: with the sampling log-probs lost every weight would be 1."""
+    cfg = load_config("arith", overrides=[*SMALL, "steps=3", "heldout_per_group=0", f"runs_dir={tmp_path}",
+                                          "run_id=weights"])
+    run = setup_run(cfg, log=lambda _: None)
+    pipe, learner = run.pipeline, run.state.reasoner
+    assert pipe is not None and cfg.reasoner.grpo.decoupled
+    model = learner.model
+    sampled_by = None  # the learner's weights before the previous update: those that sampled the pending step
+    try:
+        for step in range(3):
+            before = copy.deepcopy(model.state_dict())
+            expected = None
+            if pipe.pending:  # collected ahead, during the previous update, on the weights published before it
+                rows = [e for e in reasoner_batch(pipe.pending[0].records, run.state.settings.reasoner_scale_by_std)[0]
+                        if e.advantage != 0.0]
+                behaviour_model = copy.deepcopy(model)
+                behaviour_model.load_state_dict(sampled_by)
+                w = []
+                for e in rows:
+                    behaviour = torch.tensor(e.old_logprobs)
+                    assert torch.allclose(behaviour, completion_logprobs(behaviour_model, e), atol=1e-4)
+                    w.append(torch.exp(completion_logprobs(model, e) - behaviour))
+                expected = torch.cat(w).double()
+            stats = pipe.step(step).pipeline
+            assert stats is not None and stats.reasoner_is_weight_mean is not None
+            if expected is None:  # step 0: sampled and trained by the same weights
+                assert stats.reasoner_is_weight_mean == pytest.approx(1.0, abs=1e-4)
+                assert stats.reasoner_is_weight_std == pytest.approx(0.0, abs=1e-4)
+            else:
+                assert stats.staleness == 1.0
+                assert stats.reasoner_is_weight_mean == pytest.approx(expected.mean().item(), rel=1e-5)
+                assert stats.reasoner_is_weight_std == pytest.approx(expected.std(unbiased=False).item(), rel=1e-3)
+                assert stats.reasoner_is_truncated == pytest.approx((expected > cfg.reasoner.grpo.is_cap).double().mean().item())
+                assert expected.std().item() > 1e-3  # the policy moved: the weights vary
+            sampled_by = before
+    finally:
+        pipe.close()
+        run.state.pool.close()
+        close_policies(run.state)
+
+
+@pytest.mark.slow
+def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, capsys, uninterrupted, one_thread):
     steps = 5
-    assert main(train_args(tmp_path, "whole", f"steps={steps}")) == 0
     args = train_args(tmp_path, "killed", f"steps={steps}", "save_every=1")
     run = tmp_path / "killed"
     delay = random.Random().uniform(0.0, 0.5)
@@ -85,7 +151,7 @@ def test_kill_9_while_collecting_ahead_then_resume_repeats_the_run(tmp_path, cap
     assert code == -signal.SIGKILL, "the run finished before it was killed: " + state
     assert main(["train", "--resume", str(run)]) == 0, state + capsys.readouterr().err
     assert [m["step"] for m in lines(run)] == list(range(steps)), state
-    assert comparable(run) == comparable(tmp_path / "whole"), state
+    assert comparable(run) == comparable(uninterrupted), state
 
 
 @pytest.mark.slow

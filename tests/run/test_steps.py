@@ -17,6 +17,8 @@ from synco.cotrain.engine import cotrain_step
 from synco.cotrain.settings import ONLINE, StepPlan
 from synco.cotrain.stats import EvoSynStats
 from synco.cotrain.stats import StepStats
+from synco.core.pool import TaskPool
+from synco.evosyn.effect import Transition, effect_weights
 from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan
 from synco.run.loop import train
 from synco.run.summary import format_summary
@@ -141,6 +143,29 @@ def test_learning_effect_is_measured_fed_back_and_resumed_exactly(tmp_path, caps
     assert cells and all(c["gain"] == pytest.approx(c["post"] - c["pre"]) for c in cells)
     assert all(c["prev_share"] is None for c in lines[0]["cells"])
     assert all(c["prev_share"] is not None for c in lines[1]["cells"])
+
+    # What the feedback changed. The run with it off (the Designer's need unweighted, the gap as the learner term:
+    # progress with every weight 1) is the same run until the first transition is measured (after step 3), then
+    # allocates differently; the Synthesizer's learner term is the gap times its cell's measured weight.
+    off = [o for o in overrides if o not in ("evosyn.designer_settings.effect=true", "synth_rewards.learnability=progress",
+                                            "run_id=full", "save_every=1", "keep_checkpoints=10")]
+    train(load_config("arith", overrides=[*off, "synth_rewards.learnability=gap", "run_id=nofeedback"]))
+    alloc = {run: [r["allocation"] for r in rows(tmp_path / run)] for run in ("full", "nofeedback")}
+    assert alloc["full"][:4] == alloc["nofeedback"][:4] and alloc["full"][4] != alloc["nofeedback"][4]
+    designer = load_config("arith", overrides=overrides).evosyn.designer_settings
+    weights = effect_weights([Transition.model_validate(lines[0])], designer.effect_memory, designer.effect_floor)
+    assert all(0.25 <= w < 1.0 for w in weights.weights.values())  # floor + (1 - floor) P(gain > 0)
+    pool = TaskPool(full / "pool.sqlite")
+    lowered = 0
+    for step in range(6):
+        for rec in pool.by_step(step):
+            if rec.valid and rec.rollouts and rec.on_target and rec.synth_reward is not None:
+                gap = 1.0 - rec.success_rate
+                w = 1.0 if step < 4 else weights.of(rec.target)  # the second line comes after step 5
+                assert rec.synth_reward.teachability == pytest.approx(gap * w), (step, rec.target)
+                lowered += w < 1.0 and gap > 0
+    pool.close()
+    assert lowered > 0
 
     copy = tmp_path / "resumed"
     assert _resume_from(full, copy, 4) == 0  # after the first line, before the second

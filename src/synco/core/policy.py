@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 DType = Literal["float32", "bfloat16", "float16"]
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
+ISMode = Literal["truncate", "mask"]
+"""How the decoupled objective bounds an importance weight above ``grpo.is_cap``: cut to the cap, or the token dropped."""
 STATE_FILE = "learner_state.pt"
 """File name ``save_state`` writes inside its directory."""
 
@@ -63,7 +65,7 @@ class UpdateStats:
     With ``grpo.decoupled`` (the off-policy correction), the ``is_*`` fields describe
     the importance weights ``pi_prox / pi_behav`` over the forwarded tokens, before
     truncation: token-weighted mean, population std, max, and ``is_truncated_frac``,
-    the share above ``grpo.is_cap`` (cut to it). They are None when not decoupled.
+    the share above ``grpo.is_cap`` (cut to it, or dropped with ``grpo.is_mode: mask``). They are None when not decoupled.
     """
 
     loss: float
@@ -105,8 +107,9 @@ class GRPOConfig(BaseModel):
     scale_adv_by_std: bool = Field(True, description="GRPO advantages (r-mean)/std when True; Dr. GRPO (r-mean) when False.")
     micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward pass; gradients are accumulated, so it changes memory, not the result.")
     epochs: int = Field(1, ge=1, description="Optimizer steps one update() takes over the same batch; old log-probs stay fixed from before the first, so clipping matters from the second on.")
-    decoupled: bool = Field(False, description="Off-policy correction (AReaL's decoupled PPO) for attempts sampled by weights some optimizer steps older than the learner's: behaviour log-probs are the sampling ones (each Experience's old_logprobs, kept even from an engine whose numbers are otherwise recomputed), the proximal policy is the learner at the update's start (recomputed, the clip's reference), and each token's surrogate is weighted by min(pi_prox / pi_behav, is_cap). Rows without sampling log-probs get weight 1. False: the plain on-policy loss.")
-    is_cap: float = Field(2.0, ge=1.0, description="decoupled only: the importance weight pi_prox / pi_behav is truncated at this value (>= 1), bounding the variance a stale, unlikely token adds.")
+    decoupled: bool = Field(False, description="Off-policy correction (AReaL's decoupled PPO) for attempts sampled by weights some optimizer steps older than the learner's: behaviour log-probs are the sampling ones (each Experience's old_logprobs, kept even from an engine whose numbers are otherwise recomputed), the proximal policy is the learner at the update's start (recomputed, the clip's reference), and each token's surrogate is weighted by pi_prox / pi_behav bounded at is_cap (is_mode: truncated, or the token masked). Rows without sampling log-probs get weight 1. False: the plain on-policy loss.")
+    is_cap: float = Field(2.0, ge=1.0, description="decoupled only: the bound on the importance weight pi_prox / pi_behav (>= 1), limiting the variance a stale, unlikely token adds; what happens above it is is_mode.")
+    is_mode: ISMode = Field("truncate", description="decoupled only: a token whose importance weight is above is_cap is truncated (weight is_cap: truncated importance sampling, every token trains) or masked (weight 0, the token dropped, as AReaL does). Both are biased where the cap binds.")
 
 
 

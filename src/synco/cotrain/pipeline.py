@@ -11,7 +11,8 @@ The engines sample from a snapshot of each learner's weights (:mod:`synco.learn.
 ``max_staleness`` versions behind (:func:`staleness`) is not trained on (:func:`fresh`; counted per step) -- with
 one update per step this never happens, it guards every other schedule. The update corrects for the lag with
 the decoupled objective (behaviour log-probs recorded at sampling, the learner at the update's start as the
-proximal policy, truncated importance weights: ``grpo.decoupled``).
+proximal policy, importance weights bounded at ``grpo.is_cap``, truncated or masked: ``grpo.decoupled``,
+``grpo.is_mode``).
 
 Determinism: a collection reads the pool, the capability report, the Designer's window and the novelty index as
 recorded after the last finished step, and the run's rng is drawn by collections in step order; nothing the

@@ -48,8 +48,10 @@ answer right poisons training):
 * Units are dropped (``10\\text{ cm}`` == ``10``, ``60km/h``, ``150m^2``, ``1,000.99m²``) unless
   both sides carry different units (``5 cm != 5 km``). A lone letter against a number (``5m``)
   stays: it may be a variable. Degree marks are dropped.
-* A base-n numeral equals its bare digits (``52_8 == 52``) when the base is
-  2-36 written without a leading zero and the digits fit it. Any other
+* A base-n numeral (the base 2-36 written without a leading zero, the digits
+  fitting it) predicted is read as its value: ``10_{3}`` answers ``3``, not
+  ``10``. A reference written ``52_8`` also accepts its bare digits ``52`` (the
+  base left implicit), never its decimal value ``42`` written bare. Any other
   decoration on a number that the fast path cannot read, namely subscripts
   (``1_000``, ``5_2``), primes (``5'``), ellipses (``2.5\\ldots``), digit groups
   written apart (``10 00``) or digits after ``!`` / ``%``, makes the answer

@@ -242,7 +242,7 @@ def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0), approx: bool = Fals
     if isinstance(a, (_Num, _Inf)) and isinstance(b, (_Num, _Inf)):
         return False
     if isinstance(a, _BaseNum) or isinstance(b, _BaseNum):
-        return _compare_base(a, b)
+        return _compare_base(a, b, tol, approx)
     if isinstance(a, _Letter) and isinstance(b, _Letter):
         return a.letter == b.letter
     if isinstance(a, _Letter) or isinstance(b, _Letter):
@@ -262,17 +262,24 @@ def _same(a: _Value, b: _Value, tol: Fraction = Fraction(0), approx: bool = Fals
     return None
 
 
-def _compare_base(a: _Value, b: _Value) -> bool | None:
-    """``52_8`` equals ``52_8``, ``0052_{8}`` and a bare ``52`` (the base left implicit), not its decimal value 42."""
-    if isinstance(a, _BaseNum) and isinstance(b, _BaseNum):
-        return int(a.digits, a.base) == int(b.digits, b.base)
-    base = a if isinstance(a, _BaseNum) else b
-    other = b if isinstance(a, _BaseNum) else a
-    assert isinstance(base, _BaseNum)
-    if isinstance(other, _Num):
-        v = other.value
-        return v.denominator == 1 and v >= 0 and other.half_ulp is None and str(v.numerator) == base.digits
-    if isinstance(other, _Letter):
+def _compare_base(pred: _Value, ref: _Value, tol: Fraction = Fraction(0), approx: bool = False) -> bool | None:
+    """A base-n numeral, read one way on each side.
+
+    The prediction is read as its value (``10_{3}`` answers ``3``, not ``10``); the reference may also be answered
+    by its bare digits (a reference ``52_8`` accepts ``52``, the base left implicit, but not its decimal value 42).
+    Two numerals compare by value (``52_8`` = ``0052_{8}`` = ``101010_2``).
+    """
+    if isinstance(pred, _BaseNum) and isinstance(ref, _BaseNum):
+        return int(pred.digits, pred.base) == int(ref.digits, ref.base)
+    if isinstance(pred, _BaseNum):
+        if isinstance(ref, _Num):
+            return _compare_numbers(_Num(Fraction(int(pred.digits, pred.base))), ref, tol, approx)
+        return False if isinstance(ref, (_Letter, _Inf)) else None
+    assert isinstance(ref, _BaseNum)
+    if isinstance(pred, _Num):
+        v = pred.value
+        return v.denominator == 1 and v >= 0 and pred.half_ulp is None and str(v.numerator) == ref.digits
+    if isinstance(pred, _Letter):
         return False
     return None
 

@@ -345,7 +345,8 @@ def _all_boxed(boxes: tuple[str, ...]) -> tuple[str, ExtractionMethod]:
         prep = _prepare(b)
         key = prep.key if prep is not None else b
         value = _parse_value(prep.text, prep.was_text) if prep is not None else None
-        if any(key == k or (value is not None and v is not None and _same(value, v) is True) for _, k, v in kept):
+        if any(key == k or (value is not None and v is not None and _same(value, v) is True and _same(v, value) is True)
+               for _, k, v in kept):  # one answer both ways (a base numeral reads one way per side)
             continue
         kept.append((b, key, value))
     if len(kept) == 1:

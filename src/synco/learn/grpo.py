@@ -10,10 +10,14 @@ so splitting a batch into micro-batches, or dropping rows whose advantage is
 zero, gives exactly the gradient of one big batch.
 
 Off-policy correction (asynchronous co-training, attempts sampled by weights a few
-optimizer steps old): the decoupled PPO objective of AReaL. The trust region is
-measured against the *proximal* policy (the learner at the start of the update),
-and each token's surrogate is reweighted by the truncated importance weight
-``min(pi_prox / pi_behav, is_cap)`` of the *behaviour* policy that sampled it.
+optimizer steps old): the decoupled PPO objective. The trust region is measured
+against the *proximal* policy (the learner at the start of the update), and each
+token's surrogate is reweighted by its importance weight ``w = pi_prox / pi_behav``
+of the *behaviour* policy that sampled it, bounded at ``is_cap`` one of two ways
+(:func:`bounded_weights`): ``truncate`` keeps ``min(w, is_cap)`` (truncated
+importance sampling: every token trains, a stale one with at most ``is_cap``);
+``mask`` keeps ``w`` and drops the tokens above the cap (weight 0, as AReaL does).
+Both are biased where the cap binds and bound the variance a stale, unlikely token adds.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from synco.core.policy import LossAgg
+from synco.core.policy import ISMode, LossAgg
 
 
 
@@ -104,6 +108,7 @@ def policy_loss(
     kl_coef: float = 0.0,
     behaviour_logprobs: Tensor | None = None,
     is_cap: float = 2.0,
+    is_mode: ISMode = "truncate",
 ) -> tuple[Tensor, LossStats]:
     """Token-level clipped surrogate loss of GRPO/DAPO, with an optional k3 KL penalty and off-policy correction.
 
@@ -111,13 +116,16 @@ def policy_loss(
     (i.e. ``-min(ratio*A, clip(ratio)*A)``) plus ``kl_coef * k3_kl`` when a
     reference is given. ``clip_high > clip_low`` is DAPO's "clip-higher".
 
-    With ``behaviour_logprobs`` (AReaL's decoupled PPO), ``old_logprobs`` are the
+    With ``behaviour_logprobs`` (decoupled PPO), ``old_logprobs`` are the
     *proximal* policy's and the surrogate is multiplied by the detached weight
-    ``min(exp(old - behaviour), is_cap)``: the ratio still keeps each step near
-    the learner's own recent weights, while the weight corrects for the tokens
-    having been sampled by older ones; the cap bounds the variance a stale,
-    unlikely token can add. The KL term is not reweighted. Without
-    ``behaviour_logprobs`` the loss is exactly the plain one.
+    ``w = exp(old - behaviour)`` bounded at ``is_cap`` (:func:`bounded_weights`:
+    ``min(w, is_cap)`` with ``is_mode="truncate"``, 0 above the cap with ``"mask"``):
+    the ratio still keeps each step near the learner's own recent weights, while
+    the weight corrects for the tokens having been sampled by older ones; the cap
+    bounds the variance a stale, unlikely token can add. A masked token still counts
+    in the normalizer (it adds 0), so micro-batches still add up to the batch. The
+    KL term is not reweighted. Without ``behaviour_logprobs`` the loss is exactly
+    the plain one.
 
     Args:
         logprobs: ``(B, T)`` log-probs of the sampled tokens under the current policy (carries grad).
@@ -139,8 +147,8 @@ def policy_loss(
         kl_coef: weight of the KL term (ignored without ``ref_logprobs``).
         behaviour_logprobs: ``(B, T)`` log-probs under the policy that sampled the tokens
             (possibly several optimizer steps old), or None for the plain on-policy loss.
-        is_cap: the importance weight is truncated at this value (``>= 1``, so an
-            on-policy token's weight 1 is never cut).
+        is_cap: the importance weight's bound (``>= 1``, so an on-policy token's weight 1 is never cut).
+        is_mode: ``"truncate"`` (a weight above ``is_cap`` becomes ``is_cap``) or ``"mask"`` (its token is dropped).
 
     Returns:
         ``(loss, stats)``: a scalar tensor and detached :class:`LossStats`.
@@ -159,6 +167,8 @@ def policy_loss(
         )
     if not is_cap >= 1.0:
         raise ValueError(f"is_cap must be >= 1, got {is_cap}")
+    if is_mode not in ("truncate", "mask"):
+        raise ValueError(f"is_mode must be 'truncate' or 'mask', got {is_mode!r}")
 
     m = mask.to(logprobs.dtype)
     adv = advantages.to(logprobs.dtype).unsqueeze(-1)
@@ -168,8 +178,8 @@ def policy_loss(
     per_token = torch.maximum(unclipped, clipped)
     raw_w: Tensor | None = None
     if behaviour_logprobs is not None:
-        raw_w, capped_w = importance_weights(old_logprobs, behaviour_logprobs, m, is_cap)
-        per_token = capped_w * per_token
+        raw_w, bounded_w = importance_weights(old_logprobs, behaviour_logprobs, m, is_cap, is_mode)
+        per_token = bounded_w * per_token
 
     kl_tok: Tensor | None = None
     if ref_logprobs is not None:
@@ -203,8 +213,19 @@ def policy_loss(
     return loss, stats
 
 
-def importance_weights(proximal: Tensor, behaviour: Tensor, mask: Tensor, is_cap: float) -> tuple[Tensor, Tensor]:
-    """Detached per-token weights ``exp(proximal - behaviour)``: raw and truncated at ``is_cap``.
+def bounded_weights(weights: Tensor, is_cap: float, is_mode: ISMode = "truncate") -> Tensor:
+    """Importance weights bounded at ``is_cap``: ``min(w, is_cap)`` (``"truncate"``) or ``w`` where ``w <= is_cap``,
+    else 0 (``"mask"``: the token is dropped). Any shape; a weight equal to the cap is kept either way."""
+    if is_mode == "truncate":
+        return torch.clamp(weights, max=is_cap)
+    if is_mode == "mask":
+        return torch.where(weights <= is_cap, weights, torch.zeros_like(weights))
+    raise ValueError(f"is_mode must be 'truncate' or 'mask', got {is_mode!r}")
+
+
+def importance_weights(proximal: Tensor, behaviour: Tensor, mask: Tensor, is_cap: float,
+                       is_mode: ISMode = "truncate") -> tuple[Tensor, Tensor]:
+    """Detached per-token weights ``exp(proximal - behaviour)``: raw, and bounded at ``is_cap`` (:func:`bounded_weights`).
 
     Padding gets weight 1 (never NaN/inf, so nothing leaks into the loss or its
     gradient through a masked slot). Shapes: ``(B, T)`` in and out.
@@ -212,11 +233,12 @@ def importance_weights(proximal: Tensor, behaviour: Tensor, mask: Tensor, is_cap
     with torch.no_grad():
         w = torch.exp(proximal.detach() - behaviour.detach()).to(mask.dtype)
         w = torch.where(mask > 0, w, torch.ones_like(w))
-        return w, torch.clamp(w, max=is_cap)
+        return w, bounded_weights(w, is_cap, is_mode)
 
 
 def importance_stats(weights: Tensor, mask: Tensor, is_cap: float) -> dict[str, float]:
-    """Mean, population std and max of the raw weights over masked tokens, and the share above ``is_cap``."""
+    """Mean, population std and max of the raw weights over masked tokens, and the share above ``is_cap`` (cut to
+    it, or dropped: ``is_truncated_frac`` either way)."""
     with torch.no_grad():
         on = mask > 0
         w = weights[on].to(torch.float64)

@@ -588,7 +588,7 @@ class HFPolicy(TokenText):
                 logp, old, adv, mask,
                 clip_low=g.clip_low, clip_high=g.clip_high, loss_agg=g.loss_agg,
                 normalizer=normalizer, ref_logprobs=ref, kl_coef=g.kl_coef,
-                behaviour_logprobs=behav, is_cap=g.is_cap,
+                behaviour_logprobs=behav, is_cap=g.is_cap, is_mode=g.is_mode,
             )  # fmt: skip
             (loss * (0.0 if padding else scale * self._loss_scale())).backward()
             if padding:
