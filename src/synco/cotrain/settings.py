@@ -57,6 +57,25 @@ class StepSettings:
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(self.max_turns, self.max_episode_tokens)
 
+    # What the mode means to the step, in one place (the step reads these, never the mode's name).
+
+    @property
+    def trains_synthesizer(self) -> bool:
+        """Whether the Synthesizer may take its GRPO step (``cotrain``; a step's plan may still skip it)."""
+        return self.mode == "cotrain"
+
+    @property
+    def revisits_corpus(self) -> bool:
+        """Whether the cards come from a fixed corpus revisited on purpose (``static``): no novelty against the
+        pool, and a valid problem is not admitted to the novelty index."""
+        return self.mode == "static"
+
+    @property
+    def reads_report(self) -> bool:
+        """Whether a model writes the cards from the capability report (``cotrain`` / ``frozen``), so a card is
+        rewarded for following what the report asks."""
+        return self.mode in ("cotrain", "frozen")
+
 
 @dataclass(frozen=True)
 class StepPlan:

@@ -29,12 +29,14 @@ from synco.cotrain.protocols.rounds import (
     round_ends,
     round_of,
     round_plan,
-    rounds_step,
     sft_completions,
     sft_examples,
     training_steps,
 )
 from synco.learn.sft import SFTExample
+from synco.cotrain.protocols.rft import RFT
+from synco.cotrain.protocols.rounds import Rounds
+from synco.run.steps import protocol_step
 from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.report import build_report
 from synco.core.rewards import ReasonerRewardConfig
@@ -43,6 +45,13 @@ from synco.domains.arith import ArithDomain
 from synco.learn.charlm import tiny_llama
 
 DOMAIN = ArithDomain()
+
+
+def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
+                protocol: str = "rounds"):  # noqa: ANN201
+    """One step of the run as the loop assembles it from the protocol object (rounds, or rft)."""
+    made = (RFT if protocol == "rft" else Rounds)(steps=total_steps, rounds=cfg, seed=seed)
+    return protocol_step(made)(state, step)
 _SMOL = unavailable_reason("smollm2")
 
 
