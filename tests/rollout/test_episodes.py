@@ -128,7 +128,8 @@ def _episode_row(policy: HFPolicy, adv: float, env_ids: list[int] | None = None)
     ep.add_agent("look(a)", agent1, [-1.0] * len(agent1), None)
     ep.add_env("\n=42\n", obs, None)
     ep.add_agent("done(42)", agent2, [-1.0] * len(agent2), None)
-    return ep.to_experience(adv)
+    return Experience(prompt_ids=list(ep.prompt_ids), completion_ids=list(ep.completion_ids), advantage=adv,
+                      old_logprobs=list(ep.logprobs), loss_mask=list(ep.mask))  # as an episode's Attempt is trained
 
 
 def _grads(policy: HFPolicy, batch: list[Experience]) -> dict[str, torch.Tensor]:
