@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from synco.core.policy import Policy, UpdateStats
 from synco.core.pool import TaskPool
-from synco.core.records import TaskCard, TaskRecord, Verdict
+from synco.core.records import TaskCard, TaskRecord, Verdict, success_rate
 from synco.core.report import CapabilityReport
 from synco.core.rewards import (
     card_alignment,
@@ -174,7 +174,7 @@ def collect(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Collecte
     #    checker in one batch, or episodes graded by their environments), each stamped with the Reasoner's version.
     solved = [r for r in records if r.valid and r.card is not None]
     t = time.perf_counter()
-    groups = state.solver.attempts(state.reasoner, [Task.of(r.card, r.verdict.reference or r.card.final_answer)
+    groups = state.solver.attempts(state.reasoner, [Task.of(r.card, r.reference)
                                                     for r in solved if r.card is not None],
                                    s.k, s.reasoner_sampling, request_seed(state)) if solved else []
     t_gen += time.perf_counter() - t
@@ -252,7 +252,7 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
     progress = progress_of(state) if s.synth_rewards.learnability == "progress" else None
     for rec in records:
         v, target = rec.verdict, rec.target_cell
-        p = sum(a.correct for a in rec.rollouts) / len(rec.rollouts) if rec.rollouts else None
+        p = success_rate(rec.rollouts)
         sr = synthesizer_reward(v.valid, v.quality, v.reliability, p, novelty=v.scores.get("novelty", 1.0),
                                 alignment=card_alignment(rec.card, target, focus) if v.valid else None,
                                 reason_codes=v.reason_codes, config=s.synth_rewards,

@@ -127,7 +127,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
     if cfg.target == "reference":
         if "reference_corrected" in record.verdict.reason_codes and not isinstance(domain, HasAnswerFormat):
             return []
-        text = reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)
+        text = reference_response(domain, record.card, record.reference)
         found[text] = SFTCompletion(text)
     else:
         for r in record.rollouts:
@@ -178,7 +178,7 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
     if not isinstance(policy, GoldPolicy):
         raise TypeError(f"rounds.target=reference on domain {domain.name!r} replays gold episodes with the Reasoner's "
                         f"tokenizer; {type(policy).__name__} has no encode_text / eos_ids (GoldPolicy)")
-    tasks = {(r.card.problem, r.card.solution): (r.card, r.verdict.reference or r.card.final_answer)
+    tasks = {(r.card.problem, r.card.solution): (r.card, r.reference)
              for r in records if r.valid and r.card is not None}
     cards = [c for c, _ in tasks.values()]
     episodes = gold_episodes(policy, domain, cards, [ref for _, ref in tasks.values()], limits)
@@ -193,7 +193,7 @@ def grpo_tasks(records: Sequence[TaskRecord]) -> list[Task]:
     tasks: dict[tuple[str, str], Task] = {}
     for r in records:
         if r.valid and r.card is not None:
-            task = Task.of(r.card, r.verdict.reference or r.card.final_answer)
+            task = Task.of(r.card, r.reference)
             tasks.setdefault((task.problem, task.reference), task)
     return list(tasks.values())
 
