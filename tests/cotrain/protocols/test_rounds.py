@@ -20,7 +20,8 @@ from synco.cotrain.settings import StepPlan, StepSettings
 from synco.rollout.attempts import AnswerSolver, Task
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.models import unavailable_reason
-from synco.core.policy import Completion, Experience, GRPOConfig, PolicyConfig, SamplingParams, UpdateStats
+from synco.core.policy import GRPOConfig, PolicyConfig, UpdateStats
+from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.pool import TaskPool
 from synco.cotrain.protocols.config import SFT_LR, RoundsConfig
 from synco.cotrain.protocols.rounds import (
@@ -33,7 +34,7 @@ from synco.cotrain.protocols.rounds import (
     sft_examples,
     training_steps,
 )
-from synco.learn.sft import SFTExample
+from synco.core.sampling import SFTExample
 from synco.cotrain.protocols.rft import RFT
 from synco.cotrain.protocols.rounds import Rounds
 from synco.run.steps import protocol_step
