@@ -34,7 +34,8 @@ def load() -> str:
 
 def throughput(base_url: str, model: str, n_prompts: int, tokens: int) -> dict[str, float]:
     """Tokens per second of ``n_prompts`` x ``tokens`` sampled ids, in process and served."""
-    from synco.core.policy import PolicyConfig, SamplingParams
+    from synco.core.policy import PolicyConfig
+    from synco.core.sampling import SamplingParams
     from synco.core.served import ServedSettings
     from synco.learn.build import build_policy
     from synco.learn.models import resolve_model

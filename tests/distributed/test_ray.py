@@ -19,7 +19,8 @@ import torch
 from synco.config import ConfigError, load_config
 from synco.config.ray import RaySettings, local_cpus, resource_shortfall
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+from synco.core.policy import LoraSettings, PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 ray = pytest.importorskip("ray", reason="ray is in the test dependencies (pip install -e '.[test]')")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from synco.core.episodes import EnvStep, Episode, EpisodeGrade, EpisodeLimits, ToolCall
-from synco.core.policy import Experience, GRPOConfig, PolicyConfig, SamplingParams
+from synco.core.policy import GRPOConfig, PolicyConfig
+from synco.core.sampling import Experience, SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 from synco.learn.grpo import policy_loss
 from synco.learn.hf_policy import HFPolicy

@@ -25,9 +25,10 @@ from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
-from synco.domains.registry import (BUILTIN_MODEL_PREFIX, DEFAULT_DOMAIN, DomainContext, DomainError,
-                                    available_domains, builtin_model, builtin_models, get_domain, settings_model,
-                                    unknown_domain_message)
+from synco.domains.builtins import DEFAULT_DOMAIN
+from synco.domains.registry import (BUILTIN_MODEL_PREFIX, available_domains, builtin_model, builtin_models,
+                                    get_domain, settings_model, unknown_domain_message)
+from synco.domains.spec import DomainContext, DomainError
 from synco.cotrain.protocols.config import AlternatingConfig, RoundsConfig, legacy_rounds
 from synco.cotrain.protocols.registry import build_protocol, protocol_names, unknown_protocol_message
 from synco.core.report import ReportConfig
@@ -52,7 +53,7 @@ class RunConfig(BaseModel):
     """Everything one co-training run needs. Defaults are the default domain's (the embedded arithmetic world).
 
     Besides these fields, a config holds domains' own settings sections: a key that names a registered domain with a
-    settings model (``synco.domains.registry.DomainSpec``) is validated by that model (errors name ``<domain>.<key>``)
+    settings model (``synco.domains.spec.DomainSpec``) is validated by that model (errors name ``<domain>.<key>``)
     and kept as an instance of it (:meth:`domain_settings`); the run's domain gets its model's defaults when its
     section is missing. A section of another registered domain is accepted and validated (a run's ``config.yaml`` may
     carry one), any other key refused.

@@ -17,9 +17,10 @@ The implementation on ``transformers`` is :class:`synco.learn.hf_policy.HFPolicy
 generation goes through a :class:`Generator` (the default
 :class:`~synco.learn.hf_policy.HFGenerator` calls ``model.generate``), so a faster
 engine such as vLLM plugs in without changing the caller: after every
-optimizer step the policy calls ``generator.sync_weights(model)``. The HF names
-(``HFPolicy``, ``HFGenerator``, ``resolve_device``...) are still importable from
-here; they load torch on first use.
+optimizer step the policy calls ``generator.sync_weights(model)``. The records a
+policy samples and trains on live in :mod:`synco.core.sampling`, the engines'
+settings in :mod:`synco.core.rollout_config` and :mod:`synco.core.served`: import
+them from there (this module names no implementation and re-exports nothing).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample  # re-exported: the records live torch-free
+from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample
 from synco.core.rollout_config import RolloutEngine, VLLMSettings
 from synco.core.served import ServedSettings
 

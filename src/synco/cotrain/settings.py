@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import Policy, SamplingParams
+from synco.core.policy import Policy
+from synco.core.sampling import SamplingParams
 from synco.core.pool import TaskPool
 from synco.core.report import CapabilityReport
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from synco.core.policy import PolicyConfig, SamplingParams
+from synco.core.policy import PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.core.seeds import derive_seed
 from synco.learn.hf_policy import HFPolicy
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from synco.core.policy import Policy, SamplingParams
+from synco.core.policy import Policy
+from synco.core.sampling import SamplingParams
 from synco.core.episodes import EpisodeLimits
 from synco.domains.base import Domain, HeldoutItem
 from synco.grading.checker import AnswerChecker

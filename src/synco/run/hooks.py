@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 from synco.config import RunConfig
-from synco.core.policy import SamplingParams, generate_seeded
+from synco.core.policy import generate_seeded
+from synco.core.sampling import SamplingParams
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.cotrain.protocols.base import TrainingProtocol

@@ -1,6 +1,9 @@
-"""(Named ``test_protocol_registry`` because ``tests/domains/test_registry.py`` exists.) A protocol added from outside the package: registered by name, it runs on the real trainer (tiny arith models),
+"""A protocol added from outside the package: registered by name, it runs on the real trainer (tiny arith models),
 synchronously and through the asynchronous pipeline, with no edit in ``synco.cotrain`` or ``synco.run``: its plan,
-its ``after``, its round end, its checkpoint and resume check and its summary lines all reach the run."""
+its ``after``, its round end, its checkpoint and resume check and its summary lines all reach the run.
+
+(Named ``test_protocol_registry`` because ``tests/domains/test_registry.py`` exists: test files need distinct names.)
+"""
 
 from __future__ import annotations
 

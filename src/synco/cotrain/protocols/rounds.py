@@ -39,7 +39,7 @@ from synco.cotrain.stats import RoundStats, StepStats
 from synco.rollout.attempts import Task
 from synco.core.episodes import EpisodeLimits
 from synco.core.policy import Policy, UpdateStats
-from synco.learn.sft import SFTExample
+from synco.core.sampling import SFTExample
 from synco.core.records import TaskCard, TaskRecord
 from synco.rollout.gold import GoldPolicy, gold_episodes
 
