@@ -23,6 +23,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
+from synco.core.episodes import MAX_EPISODE_TOKENS, MAX_TURNS, USER_MAX_NEW_TOKENS
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
 from synco.domains.builtins import DEFAULT_DOMAIN
@@ -74,8 +75,8 @@ class RunConfig(BaseModel):
     n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
     n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
     k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
-    max_turns: int = Field(6, ge=1, description="Domains with an environment (HasEnvironment): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
-    max_episode_tokens: int = Field(384, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
+    max_turns: int = Field(MAX_TURNS, ge=1, description="Domains with an environment (HasEnvironment): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
+    max_episode_tokens: int = Field(MAX_EPISODE_TOKENS, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
     report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
     group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
     consensus: bool = Field(True, description="Apply the consensus check (independent answers must not agree on another answer) when the domain has no exact oracle.")
@@ -380,7 +381,8 @@ def domain_context(cfg: RunConfig) -> DomainContext:
                          simulated_user=partial(local_simulated_user, device=cfg.reasoner.device))
 
 
-def local_simulated_user(model: str, *, device: str = "cpu", max_new_tokens: int = 64, temperature: float = 0.0) -> Any:
+def local_simulated_user(model: str, *, device: str = "cpu", max_new_tokens: int = USER_MAX_NEW_TOKENS,
+                         temperature: float = 0.0) -> Any:
     """A frozen local chat model that plays the user of an episode (``DomainContext.simulated_user``), loaded here,
     by the process that calls it (``synco.learn.user_sim.load_user_sim``)."""
     from synco.learn.user_sim import load_user_sim

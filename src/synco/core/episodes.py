@@ -86,12 +86,22 @@ class Environment(Protocol):
     def grade(self) -> EpisodeGrade: ...
 
 
+MAX_TURNS = 6
+"""Agent turns per episode unless a run says otherwise (the config's ``max_turns``): the one default."""
+
+MAX_EPISODE_TOKENS = 384
+"""Tokens after the prompt per episode unless a run says otherwise (the config's ``max_episode_tokens``)."""
+
+USER_MAX_NEW_TOKENS = 64
+"""Tokens per simulated-user message (an environment's user, e.g. τ²'s) unless a run says otherwise."""
+
+
 @dataclass(frozen=True)
 class EpisodeLimits:
     """Bounds of one episode: agent turns, and tokens after the prompt (agent and environment together)."""
 
-    max_turns: int = 6
-    max_tokens: int = 384
+    max_turns: int = MAX_TURNS
+    max_tokens: int = MAX_EPISODE_TOKENS
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

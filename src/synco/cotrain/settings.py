@@ -11,8 +11,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from synco.core.episodes import EpisodeLimits
-from synco.core.policy import Policy
+from synco.core.episodes import MAX_EPISODE_TOKENS, MAX_TURNS, EpisodeLimits
+from synco.core.policy import GENERATION_BATCH_SIZE, Policy
 from synco.core.sampling import SamplingParams
 from synco.core.pool import TaskPool
 from synco.core.report import CapabilityReport
@@ -50,9 +50,9 @@ class StepSettings:
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
     seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
-    max_turns: int = 6  # domains with an environment: agent turns per episode
-    max_episode_tokens: int = 384  # domains with an environment: ids after the prompt per episode
-    episode_group_size: int = 64  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
+    max_turns: int = MAX_TURNS  # domains with an environment: agent turns per episode
+    max_episode_tokens: int = MAX_EPISODE_TOKENS  # domains with an environment: ids after the prompt per episode
+    episode_group_size: int = GENERATION_BATCH_SIZE  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
 
     @property
     def limits(self) -> EpisodeLimits:
