@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from synco.cli import main
 from synco.config import load_config
 from synco.cotrain.settings import ONLINE, StepPlan
-from synco.cotrain.stats import EvoSynStats
+from synco.cotrain.stats import EvoSynStats, UpdateDetailStats
 from synco.cotrain.stats import StepStats
 from synco.cotrain.protocols.registry import build_protocol
 from synco.run.loop import train
@@ -79,8 +79,11 @@ def test_resume_refuses_another_protocol_or_layout() -> None:
 def test_default_train_keeps_its_metrics_and_pool_rows(tmp_path, one_thread) -> None:  # noqa: ANN001
     train(load_config("arith", overrides=[*TINY, "steps=1", f"runs_dir={tmp_path}", "run_id=online"]))
     line = rows(tmp_path / "online")[0]
-    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training", "pipeline"}
-    assert set(line) == core | set(EvoSynStats.model_fields)  # only `protocol` is new
+    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training", "pipeline",
+                                          "update"}
+    assert set(line) == core | set(EvoSynStats.model_fields) | set(UpdateDetailStats.model_fields)
+    assert line["reasoner_lr"] > 0 and 0 <= line["reasoner_clip_frac"] <= 1 and line["reasoner_ratio_mean"] > 0
+    assert line["reasoner_is_weight_max"] is None  # the on-policy loss: no importance weights
     assert line["protocol"] == "online"
     assert pool_tags(tmp_path / "online") == [{}]  # the pool's steps rows are as before
 
