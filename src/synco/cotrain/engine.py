@@ -83,10 +83,8 @@ class CoTrainState:
     metrics: tuple[StepMetric, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.choose_features()
-
-    def choose_features(self) -> None:
-        """Choose the features from the settings and the domain (again after the settings are replaced)."""
+        """Choose the features from the settings and the domain, once (other settings: a new state,
+        ``dataclasses.replace``)."""
         s = self.settings
         self.cards = card_source(s.mode, s.evosyn.designer, self.corpus)
         self.labels = label_trust(s.consensus, self.domain.has_oracle, self.consensus_checker)
