@@ -57,7 +57,7 @@ def step_times(preset: str, staleness: int, threads: int, steps: int, root: Path
                                          "heldout_per_group=0", "progress=false", "tensorboard=false",
                                          f"runs_dir={root}", f"run_id={preset}-s{staleness}-t{threads}", *extra])
     run = setup_run(cfg, log=lambda _: None)
-    step_fn = protocol_step(cfg) if run.pipeline is None else (lambda _, s: run.pipeline.step(s))
+    step_fn = protocol_step(run.protocol) if run.pipeline is None else (lambda _, s: run.pipeline.step(s))
     out = []
     try:
         for step in range(steps):

@@ -17,7 +17,8 @@ import argparse
 import torch
 
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import Experience, GRPOConfig, PolicyConfig
+from synco.core.policy import GRPOConfig, PolicyConfig
+from synco.core.sampling import Experience
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 

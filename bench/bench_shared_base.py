@@ -48,7 +48,8 @@ def worker(args: argparse.Namespace) -> dict[str, float]:
 
     from synco.core.policy import GRPOConfig
     from synco.learn.models import resolve_model
-    from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+    from synco.core.policy import LoraSettings, PolicyConfig
+    from synco.core.sampling import SamplingParams
     from synco.learn.hf_policy import HFPolicy
     from synco.learn.shared_base import SharedBase
 

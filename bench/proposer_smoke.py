@@ -10,7 +10,8 @@ from synco.config import load_config
 from synco.learn.build import build_policy
 from synco.run.build import build_domain
 from synco.run.rng import seed_everything
-from synco.core.policy import SamplingParams, generate_seeded
+from synco.core.policy import generate_seeded
+from synco.core.sampling import SamplingParams
 from synco.evosyn.proposer import proposer_prompt, parse_proposal
 torch.set_num_threads(2)
 cfg = load_config("smollm2")

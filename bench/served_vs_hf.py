@@ -40,7 +40,8 @@ def throughput(base_url: str, model: str, n_prompts: int, tokens: int, threads: 
     ``threads`` torch threads (the served side's own share; the server computes with its own)."""
     import torch
 
-    from synco.core.policy import PolicyConfig, SamplingParams
+    from synco.core.policy import PolicyConfig
+    from synco.core.sampling import SamplingParams
     from synco.core.served import ServedSettings
     from synco.learn.build import build_policy
     from synco.learn.models import resolve_model

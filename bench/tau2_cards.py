@@ -18,7 +18,7 @@ from collections import Counter
 import torch
 
 from synco.config import load_config
-from synco.core.policy import SamplingParams
+from synco.core.sampling import SamplingParams
 from synco.core.records import CardRejected, TaskCardError
 from synco.grading.cards import parse_task_card
 from synco.learn.build import build_policy

@@ -141,7 +141,7 @@ def effect_figures(run_dir: Path, steps: int) -> dict:
 def _per_item(cfg, run_dir: Path | None) -> dict[str, bool]:  # noqa: ANN001 - a RunConfig
     """Greedy success of each held-out task for the initial Reasoner (None) or a run's final one: one episode each."""
     from synco.core.episodes import EpisodeLimits
-    from synco.core.policy import SamplingParams
+    from synco.core.sampling import SamplingParams
     from synco.rollout.attempts import heldout_successes
     from synco.learn.build import build_policy
     from synco.run.build import build_domain

@@ -32,7 +32,7 @@ import torch
 
 from synco.config import RunConfig, load_config
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import SamplingParams
+from synco.core.sampling import SamplingParams
 from synco.core.records import TaskCard
 from synco.domains.tools.domain import ToolsDomain
 from synco.learn.build import resolve_model_path

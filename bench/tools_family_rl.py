@@ -28,7 +28,8 @@ import time
 import torch
 
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig, SamplingParams
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.core.records import TaskCard
 from synco.cotrain.batches import groups_batch
 from synco.domains.base import HeldoutItem

@@ -28,7 +28,7 @@ from synco.learn.hf_policy import HFPolicy
 from synco.learn.pretrain import train_sft
 from synco.learn.pretrain_tools import (encode_segments, gold_segments, load_tools_warm_start, reasoner_row,
                                         segment_ids, weighted_family)
-from synco.learn.sft import SFTExample
+from synco.core.sampling import SFTExample
 
 
 def gold_example(policy: HFPolicy, domain: ToolsDomain, rng: random.Random) -> SFTExample:

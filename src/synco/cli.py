@@ -48,7 +48,7 @@ def _default_preset() -> str:
 
 
 def _default_domain() -> str:
-    from synco.domains.registry import DEFAULT_DOMAIN
+    from synco.domains.builtins import DEFAULT_DOMAIN
 
     return DEFAULT_DOMAIN
 
@@ -244,7 +244,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     """The world's registered warm start (``WarmStart.pretrain``), given its settings when it declares a model."""
     from synco.config import domain_section, parse_override
-    from synco.domains.registry import DomainError, resolve, settings_model, warm_start
+    from synco.domains.registry import resolve, settings_model, warm_start
+    from synco.domains.spec import DomainError
 
     world = str(args.world)
     try:

@@ -14,7 +14,8 @@ import torch
 import synco
 from synco.core.seeds import agent_seed, chunk_seed, derive_seed, regroup, row_chunks
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import PolicyConfig, SamplingParams
+from synco.core.policy import PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 PARAMS = SamplingParams(max_new_tokens=6, temperature=1.0)

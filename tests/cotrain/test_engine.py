@@ -7,7 +7,7 @@ from synco.config import load_config
 from synco.cotrain.engine import cotrain_step, screen_card
 from synco.core.records import Verdict
 from synco.grading.cards import parse_task_card
-from synco.core.policy import Completion
+from synco.core.sampling import Completion
 from synco.run.setup import setup_run
 from synco.domains.arith import ArithDomain
 

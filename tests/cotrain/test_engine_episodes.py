@@ -105,7 +105,7 @@ def test_rounds_run_on_episode_domains_with_sft_on_episodes(tiny_models) -> None
     world without gold episodes (tau2) is refused, naming the setting."""
     assert load_config("tools").rounds.target == "reference" and load_config("tools").protocol == "rounds"  # the preset
     assert load_config("tools", overrides=["rounds.target=attempts"]).rounds.target == "attempts"
-    assert load_config("tools", overrides=["protocol=rft"]).mode == "static"
+    assert load_config("tools", overrides=["protocol=rft"]).run_mode == "static"
     assert load_config("tools", overrides=["protocol=rft", "rounds.target=reference"]).rounds.target == "reference"
     assert load_config("tools", overrides=["protocol=rounds", "rounds.update=grpo"]).rounds.update == "grpo"
     # τ² replays its gold agent's script (HasGoldTurns): EvoSyn's SFT on verified trajectories runs there too

@@ -9,6 +9,10 @@ import pytest
 
 from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.cotrain.pipeline import Pipeline, fresh, mean_staleness, staleness
+from synco.cotrain.protocols.base import TrainingProtocol
+from synco.cotrain.protocols.config import RoundsConfig
+from synco.cotrain.protocols.online import Online
+from synco.cotrain.protocols.rounds import Rounds
 
 
 def test_staleness_counts_distinct_published_versions_newer_than_the_sample():
@@ -38,9 +42,9 @@ def test_fresh_drops_whole_groups_and_cards_beyond_max_staleness():
     assert mean_staleness([], published) is None
 
 
-def pipeline(max_staleness: int, steps: int, boundary=lambda s: False) -> Pipeline:
+def pipeline(max_staleness: int, steps: int, protocol: TrainingProtocol | None = None) -> Pipeline:
     state = SimpleNamespace(reasoner=SimpleNamespace(policy_version=0), synthesizer=SimpleNamespace(policy_version=0))
-    return Pipeline(state, max_staleness, steps, plan=None, after=None, boundary=boundary,  # type: ignore[arg-type]
+    return Pipeline(state, max_staleness, steps, protocol or Online(steps=steps),  # type: ignore[arg-type]
                     publish=lambda: None)
 
 
@@ -53,7 +57,7 @@ def test_collects_ahead_up_to_max_staleness_within_the_run_and_never_across_a_bo
     assert p2._next_to_collect(0) == 2 and p2._next_to_collect(4) is None  # 4 + 1 pending + 1 = the run's end
     p2.pending.append(SimpleNamespace(step=2))  # type: ignore[arg-type]
     assert p2._next_to_collect(0) is None  # two pending: full
-    rounds = pipeline(1, 6, boundary=lambda s: s % 3 == 2)  # rounds of 3 steps: the Reasoner trains after 2 and 5
+    rounds = pipeline(1, 6, Rounds(steps=6, rounds=RoundsConfig(steps_per_round=3)))  # trained after 2 and 5
     assert [rounds._next_to_collect(s) for s in range(6)] == [1, 2, None, 4, 5, None]
     with pytest.raises(ValueError, match="max_staleness >= 1"):
         pipeline(0, 5)

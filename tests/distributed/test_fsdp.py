@@ -57,7 +57,7 @@ def _policy(dtype: str = "float32", decoupled: bool = False):
 
 def _batches(pol, behaviour: bool = False):
     """Two GRPO batches; ``behaviour``: with made-up sampling log-probs (-6 and -3 in turn), for the decoupled loss."""
-    from synco.core.policy import Experience
+    from synco.core.sampling import Experience
 
     def row(prompt: str, completion: str, adv: float) -> Experience:
         ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]

@@ -35,7 +35,7 @@ def _policy(folder: str | None = None):  # noqa: ANN202
 
 
 def _grpo_batch(pol, first: bool):  # noqa: ANN001, ANN202
-    from synco.core.policy import Experience
+    from synco.core.sampling import Experience
 
     def row(prompt: str, completion: str, adv: float) -> Experience:
         ids = list(pol.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [2]
@@ -47,7 +47,7 @@ def _grpo_batch(pol, first: bool):  # noqa: ANN001, ANN202
 
 
 def _sft_batch(pol):  # noqa: ANN001, ANN202
-    from synco.learn.sft import SFTExample
+    from synco.core.sampling import SFTExample
 
     # 3 rows, micro-batches of 2: rank 0 gets row 0, rank 1 rows 1-2 (uneven shares, one micro-batch each);
     # row 1 carries sampled ids (as a rounds attempt does), trained as they are on every rank

@@ -19,7 +19,8 @@ import torch
 from synco.config import ConfigError, load_config
 from synco.config.ray import RaySettings, local_cpus, resource_shortfall
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+from synco.core.policy import LoraSettings, PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 ray = pytest.importorskip("ray", reason="ray is in the test dependencies (pip install -e '.[test]')")
@@ -213,7 +214,7 @@ def test_ray_run_records_the_in_process_run_on_the_rounds_protocol(tmp_path, loc
         return setup_run(cfg, log=lambda _: None)
 
     ref = run("inprocess", "seed_per_request=true")
-    step = protocol_step(ref.cfg)
+    step = protocol_step(ref.protocol)
     ref_stats = [clean(step(ref.state, s)) for s in range(2)]
     assert [(r["round"], r["phase"]) for r in ref_stats] == [(0, "collect"), (0, "train")]
     assert ref_stats[1]["round_examples"] > 8 and ref_stats[1]["round_updates"] >= 1  # two requests, a step taken
@@ -221,7 +222,7 @@ def test_ray_run_records_the_in_process_run_on_the_rounds_protocol(tmp_path, loc
     rr = run("ray", *RAY_ROUNDS)
     try:
         assert isinstance(rr.state.reasoner, RayPolicy) and len(rr.state.reasoner.workers) == 2
-        step = protocol_step(rr.cfg)
+        step = protocol_step(rr.protocol)
         assert [clean(step(rr.state, s)) for s in range(2)] == ref_stats
         assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")
         for role in ("synthesizer", "reasoner"):
@@ -279,7 +280,7 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
                               "order by task_id, idx").fetchall()
 
     ref = run("inprocess", "seed_per_request=true")
-    step = protocol_step(ref.cfg)
+    step = protocol_step(ref.protocol)
     ref_stats = [clean(step(ref.state, s)) for s in range(2)]
     assert ref_stats[0]["mean_turns"] > 1 and ref_stats[0]["n_valid"] > 0
     if ref.cfg.protocol == "rounds":  # the round's end: SFT on gold episodes, a step taken
@@ -289,7 +290,7 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
         calls = []
         original = rr.state.reasoner._submit_job
         rr.state.reasoner._submit_job = lambda j, domain, job: calls.append(j) or original(j, domain, job)
-        step = protocol_step(rr.cfg)
+        step = protocol_step(rr.protocol)
         assert [clean(step(rr.state, s)) for s in range(2)] == ref_stats
         assert calls, "the episodes ran as jobs on the rollout workers"
         assert pool_rows(rr.dir / "pool.sqlite") == pool_rows(ref.dir / "pool.sqlite")

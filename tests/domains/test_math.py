@@ -16,7 +16,8 @@ from synco.config import load_config
 from synco.domains.base import Domain
 from synco.cotrain.engine import CoTrainState, cotrain_step
 from synco.cotrain.settings import StepSettings
-from synco.core.policy import Completion, SamplingParams, UpdateStats
+from synco.core.policy import UpdateStats
+from synco.core.sampling import Completion, SamplingParams
 from synco.core.pool import TaskPool
 from synco.core.prompts import PROMPTS_ENV, PromptError, load_prompt
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord, Verdict

@@ -74,8 +74,8 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
     all_stats = []
     try:
         for step, mode in ((0, "cotrain"), (1, "static")):
-            st.settings = dataclasses.replace(st.settings, mode=mode)
-            st.choose_features()  # the card source follows the mode
+            # a state with other settings chooses its features anew (the card source follows the mode)
+            st = dataclasses.replace(st, settings=dataclasses.replace(st.settings, mode=mode))
             s0, r0 = snapshot(st.synthesizer), snapshot(st.reasoner)
             stats = cotrain_step(st, step)
             loggers.log(stats)
@@ -139,11 +139,11 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
     short.mkdir()
     (short / "synthesizer.txt").write_text("{{report}}Card:{{schema}}")
     (short / "synthesizer_system.txt").write_text("Write one task card.")
-    st.domain = MathDomain(prompts_dir=short, report_budget=0)
     monkeypatch.setattr("synco.rollout.attempts.answer_attempt", first_attempt_only)
-    st.settings = dataclasses.replace(st.settings, mode="cotrain", synth_sampling=st.settings.synth_sampling.model_copy(
-        update={"max_new_tokens": 16}))
-    st.choose_features()  # the new domain and mode
+    st = dataclasses.replace(  # the new domain and mode, its features chosen anew
+        st, domain=MathDomain(prompts_dir=short, report_budget=0),
+        settings=dataclasses.replace(st.settings, mode="cotrain", synth_sampling=st.settings.synth_sampling.model_copy(
+            update={"max_new_tokens": 16})))
     s0, r0 = snapshot(st.synthesizer), snapshot(st.reasoner)
     forced = cotrain_step(st, 2)
     assert forced.n_valid == 2 and forced.n_gradient_bearing == 1 and forced.synth_groups_skipped == 0, forced

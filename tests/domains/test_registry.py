@@ -24,14 +24,8 @@ from synco.domains.arith_chat import ArithChatDomain
 from synco.domains.base import Domain, DomainNeeds, HasCardTemplate, HasEnvironment, HasFactorSpace
 from synco.domains.math import MathDomain
 from synco.domains.tools import ToolsDomain
-from synco.domains.registry import (
-    DomainContext,
-    DomainError,
-    available_domains,
-    get_domain,
-    register_domain,
-    unregister_domain,
-)
+from synco.domains.registry import available_domains, get_domain, register_domain, unregister_domain
+from synco.domains.spec import DomainContext, DomainError, WarmStart
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ADDING_A_DOMAIN.md"
 
@@ -206,7 +200,7 @@ def test_settings_and_warm_starts_are_checked_when_registered() -> None:
         register_domain("toy", make_set_toy, settings=dict)  # type: ignore[arg-type]
     with pytest.raises(DomainError, match=r"'toy.v2': a domain with settings needs a name without '\.'"):
         register_domain("toy.v2", make_set_toy, settings=ToySettings)
-    with pytest.raises(DomainError, match=r"'toy': warm_start must be a synco.domains.registry.WarmStart"):
+    with pytest.raises(DomainError, match=r"'toy': warm_start must be a synco.domains.spec.WarmStart"):
         register_domain("toy", make_toy, warm_start="mymod:pretrain")  # type: ignore[arg-type]
     with pytest.raises(DomainError, match=r"'toy' has no warm start; worlds with one: arith, tools"):
         register_domain("toy", make_toy)
@@ -225,7 +219,7 @@ def test_a_registered_warm_start_is_a_pretrain_world_and_a_builtin_model(
         return "toy warm start"
 
     register_domain("toy", make_set_toy, settings=ToySettings,
-                    warm_start=registry.WarmStart(pretrain=pretrain, folder=lambda: tmp_path, roles=("reasoner",)))
+                    warm_start=WarmStart(pretrain=pretrain, folder=lambda: tmp_path, roles=("reasoner",)))
     assert registry.warm_start_worlds() == ["arith", "tools", "toy"]
     with pytest.raises(SystemExit):
         synco.cli.main(["pretrain", "--help"])

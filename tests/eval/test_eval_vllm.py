@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from synco.core.policy import SamplingParams
+from synco.core.sampling import SamplingParams
 from synco.core.seeds import derive_seed
 from synco.core.tokens import encode_prompt
 from synco.eval.evaluation import (

@@ -32,7 +32,7 @@ from synco.eval.evaluation import (
     settings_from_args,
     template_reads_thinking,
 )
-from synco.core.policy import Completion, SamplingParams
+from synco.core.sampling import Completion, SamplingParams
 from synco.learn.hf_policy import HFGenerator
 
 TOY = [  # id, question, reference

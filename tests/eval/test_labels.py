@@ -28,7 +28,8 @@ from synco.eval.labels import (
     run_label_harness,
     summarize,
 )
-from synco.core.policy import Completion, UpdateStats
+from synco.core.policy import UpdateStats
+from synco.core.sampling import Completion
 from synco.grading.verifier import TaskVerifier, VerifierConfig
 from synco.domains.math import MathDomain
 
@@ -269,7 +270,8 @@ def test_harness_runs_a_real_tiny_model(domain: MathDomain, checker: AnswerCheck
     import torch
 
     from synco.learn.hf_policy import HFPolicy
-    from synco.core.policy import PolicyConfig, SamplingParams
+    from synco.core.policy import PolicyConfig
+    from synco.core.sampling import SamplingParams
     from synco.learn.charlm import char_tokenizer, tiny_llama
 
     torch.manual_seed(0)

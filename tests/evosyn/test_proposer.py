@@ -365,7 +365,7 @@ class ScriptedPolicy:
         return f"<sys>{system}</sys><user>{user_text}</user>"
 
     def generate(self, prompts, n, params=None, seed=None):  # noqa: ANN001, ANN201
-        from synco.core.policy import Completion
+        from synco.core.sampling import Completion
 
         out = []
         for p in prompts:

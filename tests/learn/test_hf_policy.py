@@ -13,7 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from synco.learn.grpo import policy_loss
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, GRPOConfig, LoraSettings, Policy, PolicyConfig, SamplingParams
+from synco.core.policy import STATE_FILE, GRPOConfig, LoraSettings, Policy, PolicyConfig
+from synco.core.sampling import Experience, SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 
 torch.set_num_threads(1)

@@ -12,7 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from synco.cli import build_parser, main
 from synco.learn.merge import MergeError, merge_adapter, read_adapter_config
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import Experience, GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.sampling import Experience
 from synco.learn.shared_base import SharedBase
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, GRPOConfig, PolicyConfig
+from synco.core.policy import STATE_FILE, GRPOConfig, PolicyConfig
+from synco.core.sampling import Experience
 from synco.learn.precision import LossScaler, MasterWeights
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

@@ -10,7 +10,8 @@ import torch
 
 from synco.learn.hf_policy import HFPolicy
 from synco.core.policy import GRPOConfig, LoraSettings, Policy, PolicyConfig
-from synco.learn.sft import IGNORE, SFTExample, completion_loss, shift_labels
+from synco.learn.sft import IGNORE, completion_loss, shift_labels
+from synco.core.sampling import SFTExample
 from synco.learn.shared_base import SharedBase
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

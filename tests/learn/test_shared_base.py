@@ -10,7 +10,8 @@ import torch
 
 from synco.learn.models import unavailable_reason
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import STATE_FILE, Experience, GRPOConfig, LoraSettings, Policy, PolicyConfig, SamplingParams
+from synco.core.policy import STATE_FILE, GRPOConfig, LoraSettings, Policy, PolicyConfig
+from synco.core.sampling import Experience, SamplingParams
 from synco.learn.shared_base import AdapterPolicy, SharedBase, shared_base_problems
 from synco.learn.charlm import char_tokenizer, tiny_llama
 

@@ -10,7 +10,8 @@ import torch
 from synco.rollout.card_decoding import ANSWER_CHARSET, CardGrammar, CardSlot, CardTemplate, constrain_synthesizer
 from synco.grading.cards import parse_task_card
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import PolicyConfig, SamplingParams
+from synco.core.policy import PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.core.records import CARD_FIELDS
 from synco.core.sampling import Experience
 from synco.learn.charlm import char_tokenizer, tiny_llama

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from synco.core.episodes import EnvStep, Episode, EpisodeGrade, EpisodeLimits, ToolCall
-from synco.core.policy import Experience, GRPOConfig, PolicyConfig, SamplingParams
+from synco.core.policy import GRPOConfig, PolicyConfig
+from synco.core.sampling import Experience, SamplingParams
 from synco.learn.charlm import char_tokenizer, tiny_llama
 from synco.learn.grpo import policy_loss
 from synco.learn.hf_policy import HFPolicy
@@ -128,7 +129,8 @@ def _episode_row(policy: HFPolicy, adv: float, env_ids: list[int] | None = None)
     ep.add_agent("look(a)", agent1, [-1.0] * len(agent1), None)
     ep.add_env("\n=42\n", obs, None)
     ep.add_agent("done(42)", agent2, [-1.0] * len(agent2), None)
-    return ep.to_experience(adv)
+    return Experience(prompt_ids=list(ep.prompt_ids), completion_ids=list(ep.completion_ids), advantage=adv,
+                      old_logprobs=list(ep.logprobs), loss_mask=list(ep.mask))  # as an episode's Attempt is trained
 
 
 def _grads(policy: HFPolicy, batch: list[Experience]) -> dict[str, torch.Tensor]:

@@ -11,7 +11,8 @@ import torch
 
 import pytest
 
-from synco.core.policy import LoraSettings, PolicyConfig, SamplingParams
+from synco.core.policy import LoraSettings, PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.core.served import ServedClient, ServedSettings
 from synco.learn.build import build_policy
 from synco.rollout.served import ServedGenerator, ServedPolicy

@@ -25,8 +25,9 @@ from safetensors.torch import load_file
 
 from synco.core.seeds import chunk_seed, derive_seed
 from synco.learn.hf_policy import HFGenerator, HFPolicy
-from synco.core.policy import Experience, GRPOConfig, LoraSettings, PolicyConfig, SamplingParams
-from synco.rollout import VLLMSettings
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.sampling import Experience, SamplingParams
+from synco.core.rollout_config import VLLMSettings
 from synco.rollout import vllm_engine as ve
 from synco.learn.shared_base import BaseView, SharedBase
 from synco.learn.charlm import char_tokenizer, tiny_llama

@@ -73,6 +73,8 @@ def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exact
         assert m["staleness"] == (0.0 if step == 0 else 1.0)
         assert m["collected_ahead"] == (1 if step < 4 else 0)
         assert m["reasoner_is_weight_mean"] is not None and m["reasoner_is_truncated"] is not None
+        if m["reasoner_loss"] is not None:  # the update's largest importance weight is in the line too
+            assert m["reasoner_is_weight_max"] >= m["reasoner_is_weight_mean"] > 0
         learner += m["reasoner_loss"] is not None
 
     copy = tmp_path / "resumed"

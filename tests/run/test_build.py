@@ -34,7 +34,11 @@ def test_every_step_setting_comes_from_a_config_field():
     names = {f.name for f in fields(StepSettings)}
     assert set(STEP_SETTINGS_FROM) <= names
     assert names - set(STEP_SETTINGS_FROM) <= set(RunConfig.model_fields)
-    assert not set(STEP_SETTINGS_FROM) & set(RunConfig.model_fields)  # no shadowing of a same-name field
+    # no shadowing of a same-name field, but the mode: the step runs the protocol's (RunConfig.run_mode)
+    assert set(STEP_SETTINGS_FROM) & set(RunConfig.model_fields) == {"mode"}
+    rft = load_config("arith", overrides=["protocol=rft"])
+    assert (rft.mode, step_settings(rft).mode, step_settings(load_config("arith")).mode) == ("cotrain", "static",
+                                                                                             "cotrain")
 
 
 def test_build_verifier_in_process_keeps_the_checker_and_the_domains_oracle():

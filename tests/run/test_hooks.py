@@ -27,6 +27,7 @@ from synco.run.hooks import (
     health_monitor,
     run_hooks,
 )
+from synco.run.build import step_settings
 from synco.run.logs import Loggers
 from synco.run.state import Run
 from synco.run.stopping import StopSignals
@@ -35,7 +36,7 @@ from synco.run.stopping import StopSignals
 def make_run(tmp_path: Path, *overrides: str, evo: object | None = object(), heldout: bool = True) -> Run:
     """A Run around a config; the state is a stand-in holding only what ``build_hooks`` reads (``evo``)."""
     cfg = load_config("arith", overrides=["tensorboard=false", *overrides])
-    return Run(cfg=cfg, dir=tmp_path, state=SimpleNamespace(evo=evo),  # type: ignore[arg-type]
+    return Run(cfg=cfg, dir=tmp_path, state=SimpleNamespace(evo=evo, settings=step_settings(cfg)),  # type: ignore[arg-type]
                start_step=0, heldout=[object()] if heldout else [])  # type: ignore[list-item]
 
 

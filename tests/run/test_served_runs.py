@@ -88,7 +88,7 @@ def test_a_server_lost_mid_run_stops_it_cleanly_and_resume_continues_exactly(
     relay = Relay(urlparse(vllm_server.base_url).port or 80).start()
     real = steps.cotrain_step
 
-    def cut_at_step_2(state, step, plan=steps.ONLINE):  # noqa: ANN001, ANN202
+    def cut_at_step_2(state, step, plan):  # noqa: ANN001, ANN202
         if step == 2:
             relay.cut()  # the server goes away while step 2 samples
         return real(state, step, plan)
@@ -131,7 +131,7 @@ def test_a_malformed_reply_mid_run_stops_it_cleanly_resume_continues_and_the_key
     def null_message(data: dict) -> None:
         data["choices"][0]["message"] = None
 
-    def break_at_step_2(state, step, plan=steps.ONLINE):  # noqa: ANN001, ANN202
+    def break_at_step_2(state, step, plan):  # noqa: ANN001, ANN202
         if step == 2:
             relay.fault = only("/chat/completions", rewrite(null_message))
         return real(state, step, plan)

@@ -100,7 +100,7 @@ def test_a_served_trained_reasoner_resumes_exactly_after_the_server_is_lost(
     relay = Relay(urlparse(url).port or 80).start()
     real = steps.cotrain_step
 
-    def cut_at_step_2(state, step, plan=steps.ONLINE):  # noqa: ANN001, ANN202
+    def cut_at_step_2(state, step, plan):  # noqa: ANN001, ANN202
         if step == 2:
             relay.cut()  # the server goes away before step 2 puts up the adapter step 1 trained
         return real(state, step, plan)

@@ -13,13 +13,12 @@ from safetensors.torch import load_file
 
 from synco.cli import main
 from synco.config import load_config
-from synco.cotrain.engine import cotrain_step
 from synco.cotrain.settings import ONLINE, StepPlan
-from synco.cotrain.stats import EvoSynStats
+from synco.cotrain.stats import EvoSynStats, UpdateDetailStats
 from synco.cotrain.stats import StepStats
 from synco.core.pool import TaskPool
 from synco.evosyn.effect import Transition, effect_weights
-from synco.run.steps import protocol_state, protocol_step, resume_problem, step_plan
+from synco.cotrain.protocols.registry import build_protocol
 from synco.run.loop import train
 from synco.run.summary import format_summary
 
@@ -40,10 +39,15 @@ def pool_tags(run: Path) -> list[dict]:
         return [json.loads(m) for (m,) in db.execute("SELECT metrics_json FROM steps ORDER BY step")]
 
 
-def test_online_runs_the_engine_step_itself_and_other_protocols_wrap_it() -> None:
-    assert protocol_step(load_config("arith")) is cotrain_step
-    for name in ("rounds", "alternating", "rft"):
-        assert protocol_step(load_config("arith", overrides=[f"protocol={name}"])) is not cotrain_step
+def step_plan(cfg, step: int) -> StepPlan:  # noqa: ANN001
+    return build_protocol(cfg).plan(step)
+
+
+def test_each_protocol_is_one_object_of_its_own_file() -> None:
+    built = {name: build_protocol(load_config("arith", overrides=[f"protocol={name}"]))
+             for name in ("online", "rounds", "alternating", "rft")}
+    assert {n: (type(p).__module__, p.name) for n, p in built.items()} == {
+        n: (f"synco.cotrain.protocols.{n}", n) for n in built}
 
 
 def test_each_protocol_plans_who_updates_and_the_round_and_phase_of_a_step() -> None:
@@ -62,21 +66,26 @@ def test_each_protocol_plans_who_updates_and_the_round_and_phase_of_a_step() -> 
 
 def test_resume_refuses_another_protocol_or_layout() -> None:
     cfg = load_config("arith", overrides=["protocol=rounds", "rounds.steps_per_round=3"])
-    saved = protocol_state(cfg, step=4)
-    assert saved["round"] == 1 and resume_problem(saved, cfg) is None
+    rounds = build_protocol(cfg)
+    saved = rounds.checkpoint(step=4)
+    assert saved["round"] == 1 and rounds.resume_problem(saved) is None
     other = cfg.model_copy(update={"rounds": cfg.rounds.model_copy(update={"steps_per_round": 2})})
-    assert "rounds.steps_per_round=2 (was 3)" in resume_problem(saved, other)
-    assert "protocol='online'" in resume_problem(saved, load_config("arith"))
-    assert resume_problem(None, load_config("arith")) is None  # a checkpoint from before protocols: online
-    assert "protocol='rounds'" in resume_problem(None, cfg)
+    assert "rounds.steps_per_round=2 (was 3)" in build_protocol(other).resume_problem(saved)
+    online = build_protocol(load_config("arith"))
+    assert "protocol='online'" in online.resume_problem(saved)
+    assert online.resume_problem(None) is None  # a checkpoint from before protocols: online
+    assert "protocol='rounds'" in rounds.resume_problem(None)
 
 
 @pytest.mark.slow
 def test_default_train_keeps_its_metrics_and_pool_rows(tmp_path, one_thread) -> None:  # noqa: ANN001
     train(load_config("arith", overrides=[*TINY, "steps=1", f"runs_dir={tmp_path}", "run_id=online"]))
     line = rows(tmp_path / "online")[0]
-    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training", "pipeline"}
-    assert set(line) == core | set(EvoSynStats.model_fields)  # only `protocol` is new
+    core = set(StepStats.model_fields) - {"round", "phase", "evosyn", "episodes", "trajectory", "training", "pipeline",
+                                          "update"}
+    assert set(line) == core | set(EvoSynStats.model_fields) | set(UpdateDetailStats.model_fields)
+    assert line["reasoner_lr"] > 0 and 0 <= line["reasoner_clip_frac"] <= 1 and line["reasoner_ratio_mean"] > 0
+    assert line["reasoner_is_weight_max"] is None  # the on-policy loss: no importance weights
     assert line["protocol"] == "online"
     assert pool_tags(tmp_path / "online") == [{}]  # the pool's steps rows are as before
 

@@ -125,14 +125,14 @@ def test_damaged_checkpoints_fall_back_to_the_previous_intact_one(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_finishes_the_step_saves_it_and_prints_the_resume_command(tmp_path, capsys, monkeypatch, one_thread):
-    import synco.run.steps as steps  # protocol_step hands the loop this module's cotrain_step (online)
+    import synco.run.steps as steps  # protocol_step calls this module's cotrain_step
 
     real_step = steps.cotrain_step
 
-    def step_with_ctrl_c(state, step):
+    def step_with_ctrl_c(state, step, plan):
         if step == 1:
             os.kill(os.getpid(), signal.SIGINT)  # arrives mid-step
-        return real_step(state, step)
+        return real_step(state, step, plan)
 
     monkeypatch.setattr(steps, "cotrain_step", step_with_ctrl_c)
     handler = signal.getsignal(signal.SIGINT)

@@ -24,12 +24,15 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from synco.config.ray import RaySettings
 from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
+from synco.core.episodes import MAX_EPISODE_TOKENS, MAX_TURNS, USER_MAX_NEW_TOKENS
 from synco.core.policy import PolicyConfig
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
-from synco.domains.registry import (BUILTIN_MODEL_PREFIX, DEFAULT_DOMAIN, DomainContext, DomainError,
-                                    available_domains, builtin_model, builtin_models, get_domain, settings_model,
-                                    unknown_domain_message)
-from synco.cotrain.protocols.config import AlternatingConfig, ProtocolName, RoundsConfig, legacy_rounds, protocol_mode
+from synco.domains.builtins import DEFAULT_DOMAIN
+from synco.domains.registry import (BUILTIN_MODEL_PREFIX, available_domains, builtin_model, builtin_models,
+                                    get_domain, settings_model, unknown_domain_message)
+from synco.domains.spec import DomainContext, DomainError
+from synco.cotrain.protocols.config import AlternatingConfig, RoundsConfig, legacy_rounds
+from synco.cotrain.protocols.registry import build_protocol, protocol_names, unknown_protocol_message
 from synco.core.report import ReportConfig
 from synco.core.served import could_be_secret
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
@@ -52,7 +55,7 @@ class RunConfig(BaseModel):
     """Everything one co-training run needs. Defaults are the default domain's (the embedded arithmetic world).
 
     Besides these fields, a config holds domains' own settings sections: a key that names a registered domain with a
-    settings model (``synco.domains.registry.DomainSpec``) is validated by that model (errors name ``<domain>.<key>``)
+    settings model (``synco.domains.spec.DomainSpec``) is validated by that model (errors name ``<domain>.<key>``)
     and kept as an instance of it (:meth:`domain_settings`); the run's domain gets its model's defaults when its
     section is missing. A section of another registered domain is accepted and validated (a run's ``config.yaml`` may
     carry one), any other key refused.
@@ -63,8 +66,8 @@ class RunConfig(BaseModel):
     domain: str = Field(DEFAULT_DOMAIN, description="Task domain, a name in the domain registry (synco.domains.registry.available_domains(): the built-in worlds, and domains registered in code or by an installed package's 'synco.domains' entry point, docs/ADDING_A_DOMAIN.md). A domain with a settings model reads its own section, named after it.")
     mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
         "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
-    protocol: ProtocolName = Field(
-        "online", description="Training protocol (synco.cotrain.protocols.config): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus of mode=static, which it sets; see rounds).")
+    protocol: str = Field(
+        "online", description="Training protocol, a name in the protocol registry (synco.cotrain.protocols.registry): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus: it runs mode=static; see rounds), and protocols registered in code.")
     rounds: RoundsConfig = Field(default_factory=RoundsConfig, description="protocol=rounds / rft: steps per round, SFT or GRPO at the round's end, accumulated data.")
     alternating: AlternatingConfig = Field(default_factory=AlternatingConfig, description="protocol=alternating: phase length and the first learner.")
     static_corpus_size: int = Field(2048, ge=1, description="mode=static: cards in the fixed corpus, drawn once from the domain's generator with the run seed and revisited.")
@@ -73,8 +76,8 @@ class RunConfig(BaseModel):
     n_cards: int = Field(32, ge=1, description="Task cards sampled per step (the paper's 32 slots).")
     n_contexts: int = Field(1, ge=1, description="Synthesizer contexts per step; each context's cards form one GRPO group.")
     k: int = Field(4, ge=1, description="Reasoner attempts per valid task (one GRPO group).")
-    max_turns: int = Field(6, ge=1, description="Domains with an environment (HasEnvironment): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
-    max_episode_tokens: int = Field(384, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
+    max_turns: int = Field(MAX_TURNS, ge=1, description="Domains with an environment (HasEnvironment): agent turns per episode; an episode still going after them ends as 'max_turns' and is graded as it stands.")
+    max_episode_tokens: int = Field(MAX_EPISODE_TOKENS, ge=1, description="Domains with an environment: token budget of one episode after its prompt (agent and environment ids together); a turn past it is cut and the episode ends as 'token_budget'.")
     report_refresh_every: int = Field(5, ge=1, description="Rebuild the capability report every this many steps (the latest is used at every step).")
     group_factor: str = Field("level", description="Card factor used to summarise the task distribution (e.g. level, topic).")
     consensus: bool = Field(True, description="Apply the consensus check (independent answers must not agree on another answer) when the domain has no exact oracle.")
@@ -168,10 +171,24 @@ class RunConfig(BaseModel):
             raise ValueError(unknown_domain_message(name))
         return name
 
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, name: str) -> str:
+        if name not in protocol_names():
+            raise ValueError(unknown_protocol_message(name))
+        return name
+
     @model_validator(mode="after")
     def _check_protocol(self) -> "RunConfig":
-        self.mode = protocol_mode(self.protocol, self.mode)  # type: ignore[assignment]  # rft: static
+        """The protocol runs with the configured ``mode`` (read, never rewritten: see :attr:`run_mode`)."""
+        self.run_mode  # noqa: B018  # ValueError naming both when they cannot go together
         return self
+
+    @property
+    def run_mode(self) -> str:
+        """The mode the run's protocol runs with (rft: ``static``), which chooses the card source and who trains;
+        ``mode`` stays as configured."""
+        return build_protocol(self).run_mode(self.mode)
 
     @model_validator(mode="after")
     def _check_backend(self) -> "RunConfig":
@@ -207,7 +224,7 @@ class RunConfig(BaseModel):
         """The LLM proposer needs a chat-model domain (its ``needs``, so the domain is built only when it is on)."""
         if self.evosyn.proposer:
             chat_model = get_domain(self.domain, domain_context(self)).needs.chat_model
-            message = proposer_problem(self.evosyn, self.domain, self.mode, chat_model)
+            message = proposer_problem(self.evosyn, self.domain, self.run_mode, chat_model)
             if message:
                 raise ValueError(message)
         return self
@@ -283,7 +300,7 @@ class RunConfig(BaseModel):
         """Whether ``role`` never trains in this run: the checker, a Synthesizer outside ``mode=cotrain``, or an agent
         with ``trainable: false``."""
         policy: PolicyConfig | None = getattr(self, role)
-        return (role == "checker" or (role == "synthesizer" and self.mode != "cotrain")
+        return (role == "checker" or (role == "synthesizer" and self.run_mode != "cotrain")
                 or (policy is not None and not policy.trainable))
 
     def loads_weights(self, role: str) -> bool:
@@ -365,7 +382,8 @@ def domain_context(cfg: RunConfig) -> DomainContext:
                          simulated_user=partial(local_simulated_user, device=cfg.reasoner.device))
 
 
-def local_simulated_user(model: str, *, device: str = "cpu", max_new_tokens: int = 64, temperature: float = 0.0) -> Any:
+def local_simulated_user(model: str, *, device: str = "cpu", max_new_tokens: int = USER_MAX_NEW_TOKENS,
+                         temperature: float = 0.0) -> Any:
     """A frozen local chat model that plays the user of an episode (``DomainContext.simulated_user``), loaded here,
     by the process that calls it (``synco.learn.user_sim.load_user_sim``)."""
     from synco.learn.user_sim import load_user_sim

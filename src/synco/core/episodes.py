@@ -21,7 +21,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synco.core.sampling import Experience
 
 Finish = Literal["done", "max_turns", "token_budget"]
 """Why an episode ended: the environment said done, the turn limit, or the episode's token budget."""
@@ -87,12 +86,22 @@ class Environment(Protocol):
     def grade(self) -> EpisodeGrade: ...
 
 
+MAX_TURNS = 6
+"""Agent turns per episode unless a run says otherwise (the config's ``max_turns``): the one default."""
+
+MAX_EPISODE_TOKENS = 384
+"""Tokens after the prompt per episode unless a run says otherwise (the config's ``max_episode_tokens``)."""
+
+USER_MAX_NEW_TOKENS = 64
+"""Tokens per simulated-user message (an environment's user, e.g. τ²'s) unless a run says otherwise."""
+
+
 @dataclass(frozen=True)
 class EpisodeLimits:
     """Bounds of one episode: agent turns, and tokens after the prompt (agent and environment together)."""
 
-    max_turns: int = 6
-    max_tokens: int = 384
+    max_turns: int = MAX_TURNS
+    max_tokens: int = MAX_EPISODE_TOKENS
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -132,12 +141,6 @@ class Episode:
     def text(self) -> str:
         """The transcript after the prompt, as the turns' texts joined."""
         return "".join(t.text for t in self.turns)
-
-    def to_experience(self, advantage: float, keep_logprobs: bool = True) -> Experience:
-        """The GRPO row of this episode: every id after the prompt, with the mask (environment ids get no loss)."""
-        return Experience(prompt_ids=list(self.prompt_ids), completion_ids=list(self.completion_ids),
-                          advantage=float(advantage), old_logprobs=list(self.logprobs) if keep_logprobs else None,
-                          loss_mask=list(self.mask))
 
     def add_agent(self, text: str, ids: Sequence[int], logprobs: Sequence[float], step: EnvStep | None) -> None:
         """Append one sampled agent turn (mask 1)."""

@@ -17,9 +17,10 @@ The implementation on ``transformers`` is :class:`synco.learn.hf_policy.HFPolicy
 generation goes through a :class:`Generator` (the default
 :class:`~synco.learn.hf_policy.HFGenerator` calls ``model.generate``), so a faster
 engine such as vLLM plugs in without changing the caller: after every
-optimizer step the policy calls ``generator.sync_weights(model)``. The HF names
-(``HFPolicy``, ``HFGenerator``, ``resolve_device``...) are still importable from
-here; they load torch on first use.
+optimizer step the policy calls ``generator.sync_weights(model)``. The records a
+policy samples and trains on live in :mod:`synco.core.sampling`, the engines'
+settings in :mod:`synco.core.rollout_config` and :mod:`synco.core.served`: import
+them from there (this module names no implementation and re-exports nothing).
 """
 
 from __future__ import annotations
@@ -31,13 +32,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample  # re-exported: the records live torch-free
+from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample
 from synco.core.rollout_config import RolloutEngine, VLLMSettings
 from synco.core.served import ServedSettings
 
 if TYPE_CHECKING:
     import torch
 
+
+GENERATION_BATCH_SIZE = 64
+"""Rows per generate call (``PolicyConfig.generation_batch_size``) and episodes per job unless a run says otherwise:
+the one default."""
 
 DType = Literal["float32", "bfloat16", "float16"]
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
@@ -145,7 +150,7 @@ class PolicyConfig(BaseModel):
     max_prompt_tokens: int | None = Field(None, ge=1, description="Prompts longer than this keep only their last max_prompt_tokens tokens.")
     add_bos: bool | None = Field(None, description="Prepend the BOS token to prompts. None: when the tokenizer has one and the prompt does not already start with it. Prompts are tokenized without special tokens, so BOS is never doubled.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
-    generation_batch_size: int = Field(64, ge=1, description="Rows (prompt x sample) per model.generate call; bounds the memory of the stored logits.")
+    generation_batch_size: int = Field(GENERATION_BATCH_SIZE, ge=1, description="Rows (prompt x sample) per model.generate call; bounds the memory of the stored logits.")
     attn_implementation: str | None = Field(None, description="Passed to from_pretrained (e.g. 'sdpa', 'eager', 'flash_attention_2'); None keeps the default.")
     seed: int | None = Field(None, description="torch.manual_seed at construction when set (sampling uses the global torch RNG).")
     rollout_engine: RolloutEngine = Field("hf", description="Sampling engine of generate(): 'hf' (transformers generate on the training model), 'vllm' (a vLLM engine in this process, weights or LoRA adapters synced after every optimizer step; needs `pip install synco[vllm]`, see synco.rollout) or 'served' (an OpenAI-compatible server, the `served` section: a trained agent's LoRA adapter is loaded into the server after every optimizer step; a frozen role may be any provider's chat model; see synco.rollout.served).")

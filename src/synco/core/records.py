@@ -8,7 +8,7 @@ stores. All are pydantic models so they round-trip through JSON unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
@@ -171,6 +171,11 @@ class Attempt(BaseModel):
                           loss_mask=self.loss_mask)
 
 
+def success_rate(attempts: Sequence[Attempt]) -> float | None:
+    """The share of correct attempts at one task (None: no attempt)."""
+    return sum(a.correct for a in attempts) / len(attempts) if attempts else None
+
+
 class SynthReward(BaseModel):
     """The Synthesizer's reward for one card and every component behind it."""
 
@@ -207,6 +212,12 @@ class TaskRecord(BaseModel):
     @property
     def valid(self) -> bool:
         return self.verdict.valid
+
+    @property
+    def reference(self) -> str | None:
+        """The answer the Reasoner is graded against: the verifier's (an oracle or consensus may have replaced the
+        card's claim), else the card's own ``final_answer``; None without a card."""
+        return self.verdict.reference or (self.card.final_answer if self.card is not None else None)
 
     @property
     def gradient_bearing(self) -> bool:

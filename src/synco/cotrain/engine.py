@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from synco.core.policy import Policy, UpdateStats
 from synco.core.pool import TaskPool
-from synco.core.records import TaskCard, TaskRecord, Verdict
+from synco.core.records import TaskCard, TaskRecord, Verdict, success_rate
 from synco.core.report import CapabilityReport
 from synco.core.rewards import (
     card_alignment,
@@ -83,10 +83,8 @@ class CoTrainState:
     metrics: tuple[StepMetric, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.choose_features()
-
-    def choose_features(self) -> None:
-        """Choose the features from the settings and the domain (again after the settings are replaced)."""
+        """Choose the features from the settings and the domain, once (other settings: a new state,
+        ``dataclasses.replace``)."""
         s = self.settings
         self.cards = card_source(s.mode, s.evosyn.designer, self.corpus)
         self.labels = label_trust(s.consensus, self.domain.has_oracle, self.consensus_checker)
@@ -174,7 +172,7 @@ def collect(state: CoTrainState, step: int, plan: StepPlan = ONLINE) -> Collecte
     #    checker in one batch, or episodes graded by their environments), each stamped with the Reasoner's version.
     solved = [r for r in records if r.valid and r.card is not None]
     t = time.perf_counter()
-    groups = state.solver.attempts(state.reasoner, [Task.of(r.card, r.verdict.reference or r.card.final_answer)
+    groups = state.solver.attempts(state.reasoner, [Task.of(r.card, r.reference)
                                                     for r in solved if r.card is not None],
                                    s.k, s.reasoner_sampling, request_seed(state)) if solved else []
     t_gen += time.perf_counter() - t
@@ -202,7 +200,7 @@ def update_agents(state: CoTrainState, c: Collected, for_reasoner: Sequence[Task
     r_batch, out.reasoner_groups_skipped = reasoner_batch(for_r, s.reasoner_scale_by_std)
     if r_batch and c.plan.update_reasoner:
         out.reasoner = state.reasoner.update(r_batch)
-    if s.mode == "cotrain" and c.plan.update_synthesizer:
+    if s.trains_synthesizer and c.plan.update_synthesizer:
         s_batch, out.synth_groups_skipped = synth_batch(for_s, s.synth_scale_by_std)
         if s_batch:
             out.synthesizer = state.synthesizer.update(s_batch)
@@ -220,7 +218,7 @@ def finish(state: CoTrainState, c: Collected, updates: Updates) -> StepStats:
     for metric in state.metrics:
         metric.fill(stats, records, c.design)
     state.pool.record_step(c.step, records, metrics=_step_tags(plan))
-    if s.mode != "static":  # a fixed corpus is revisited on purpose
+    if not s.revisits_corpus:  # a fixed corpus is revisited on purpose
         for rec in records:
             if rec.valid and rec.card is not None:
                 state.verifier.admit(rec.task_id, rec.card.problem)
@@ -233,7 +231,7 @@ def verify(state: CoTrainState, step: int, drafts: Sequence[Draft]) -> list[Task
     """One record per draft: the verifier's card and verdict (novelty against the pool's last ``novelty_window``
     steps when set), then the domain's part (:func:`screen_card`)."""
     window = state.verifier.config.novelty_window
-    if window is not None and state.settings.mode != "static":
+    if window is not None and not state.settings.revisits_corpus:
         state.verifier.reset_pool(state.pool.valid_problems(since_step=step - window))
     checked = state.verifier.verify_batch([d.raw for d in drafts])
     defs = state.evo.defs if state.evo is not None else None
@@ -248,11 +246,11 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
     """Each record's success rate and Synthesizer reward (gated or additive), with the off-target penalty."""
     s = state.settings
     # alignment: the target cell hit, or (no target) a factor value the report the Synthesizer saw asks for
-    focus = report_focus(state.report) if s.evosyn.feedback and s.mode not in ("static", "uniform") else frozenset()
+    focus = report_focus(state.report) if s.evosyn.feedback and s.reads_report else frozenset()
     progress = progress_of(state) if s.synth_rewards.learnability == "progress" else None
     for rec in records:
         v, target = rec.verdict, rec.target_cell
-        p = sum(a.correct for a in rec.rollouts) / len(rec.rollouts) if rec.rollouts else None
+        p = success_rate(rec.rollouts)
         sr = synthesizer_reward(v.valid, v.quality, v.reliability, p, novelty=v.scores.get("novelty", 1.0),
                                 alignment=card_alignment(rec.card, target, focus) if v.valid else None,
                                 reason_codes=v.reason_codes, config=s.synth_rewards,

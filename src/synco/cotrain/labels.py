@@ -50,7 +50,7 @@ class AttemptConsensus(Oracle):
         for rec in records:
             if not rec.valid or not rec.rollouts:
                 continue
-            reference = rec.verdict.reference or (rec.card.final_answer if rec.card is not None else None)
+            reference = rec.reference
             agree = [a.correct for a in rec.rollouts] if rec.verdict.reference == reference else None
             rec.verdict = state.verifier.apply_consensus(rec.verdict, [a.answer for a in rec.rollouts], agree=agree)
 

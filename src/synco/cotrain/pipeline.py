@@ -19,9 +19,10 @@ recorded after the last finished step, and the run's rng is drawn by collections
 learner thread does touches them. So a run repeats exactly whatever the threads' timing, and a checkpoint that
 holds the collected steps not yet trained (:attr:`Pipeline.pending`) lets ``--resume`` continue exactly.
 
-The pipeline never collects past a step after which the Reasoner is trained by something other than the
-step's own update (``boundary``: a round's training): the next step must see that training, as it does
-synchronously. With ``max_staleness: 0`` none of this exists: the step is :func:`~synco.cotrain.engine.cotrain_step`.
+The pipeline takes the run's protocol object, as the synchronous loop does: its plan of each step, what it runs
+after a step (``after``: a round's training), and its boundaries. It never collects past a step after which the
+Reasoner is trained by something other than the step's own update (``closes_round``): the next step must see that
+training, as it does synchronously. With ``max_staleness: 0`` none of this exists: the step is :func:`~synco.cotrain.engine.cotrain_step`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from synco.core.policy import UpdateStats
 from synco.core.records import TaskRecord
 from synco.cotrain.engine import Collected, CoTrainState, Updates, collect, finish, update_agents
-from synco.cotrain.settings import StepPlan
+from synco.cotrain.protocols.base import TrainingProtocol
 from synco.cotrain.stats import PipelineStats, StepStats
 
 
@@ -87,8 +88,7 @@ def importance(prefix: str, update: UpdateStats | None) -> dict[str, float | Non
 class Pipeline:
     """The asynchronous step loop of one run: collections ahead of the learners, at most ``max_staleness``.
 
-    ``plan``: the protocol's plan of a step; ``after``: what the protocol does once a step is finished (a round's
-    training; identity for online); ``boundary``: whether the Reasoner is trained after a step by ``after``;
+    ``protocol``: the run's protocol (its plan of a step, what it runs once a step is finished, its round ends);
     ``publish``: copy both learners' weights into their engines. ``pending``: collected steps not yet trained
     (restored from a checkpoint on resume).
     """
@@ -96,9 +96,7 @@ class Pipeline:
     state: CoTrainState
     max_staleness: int
     steps: int
-    plan: Callable[[int], StepPlan]
-    after: Callable[[CoTrainState, int, StepStats], StepStats]
-    boundary: Callable[[int], bool]
+    protocol: TrainingProtocol
     publish: Callable[[], None]
     pending: deque[Collected] = field(default_factory=deque)
     published: dict[str, list[int]] = field(default_factory=lambda: {"reasoner": [], "synthesizer": []})
@@ -113,7 +111,7 @@ class Pipeline:
     def step(self, step: int) -> StepStats:
         """Train on step ``step`` (collected earlier, or now when nothing is pending), collecting ahead meanwhile."""
         t_start = time.perf_counter()
-        c = self.pending.popleft() if self.pending else collect(self.state, step, self.plan(step))
+        c = self.pending.popleft() if self.pending else collect(self.state, step, self.protocol.plan(step))
         if c.step != step:
             raise RuntimeError(f"the pipeline holds step {c.step} where step {step} was due (a resume out of order)")
         lag = mean_staleness(c.records, self.published["reasoner"])
@@ -123,10 +121,10 @@ class Pipeline:
         job = self._pool.submit(update_agents, self.state, c, for_r, for_s)
         ahead = self._next_to_collect(step)
         if ahead is not None:
-            self.pending.append(collect(self.state, ahead, self.plan(ahead)))
+            self.pending.append(collect(self.state, ahead, self.protocol.plan(ahead)))
         t_collect = time.perf_counter() - t0
         updates: Updates = job.result()
-        stats = self.after(self.state, step, finish(self.state, c, updates))
+        stats = self.protocol.after(self.state, step, finish(self.state, c, updates))
         self.publish()
         self._note_versions()
         stats.pipeline = PipelineStats(max_staleness=self.max_staleness, collected_ahead=len(self.pending),
@@ -144,7 +142,7 @@ class Pipeline:
         nxt = step + len(self.pending) + 1
         if nxt >= self.steps or len(self.pending) >= self.max_staleness:
             return None
-        if any(self.boundary(s) for s in range(step, nxt)):
+        if any(self.protocol.closes_round(s) for s in range(step, nxt)):
             return None
         return nxt
 

@@ -11,8 +11,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from synco.core.episodes import EpisodeLimits
-from synco.core.policy import Policy, SamplingParams
+from synco.core.episodes import MAX_EPISODE_TOKENS, MAX_TURNS, EpisodeLimits
+from synco.core.policy import GENERATION_BATCH_SIZE, Policy
+from synco.core.sampling import SamplingParams
 from synco.core.pool import TaskPool
 from synco.core.report import CapabilityReport
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
@@ -49,13 +50,32 @@ class StepSettings:
     evosyn: EvoSynConfig = field(default_factory=lambda: EvoSynConfig(designer=False, reflector=False))
     window: int = 500  # recent pool records the Designer measures cells on
     seed_per_request: bool = False  # every generate call gets its own seed from the run's rng (see request_seed)
-    max_turns: int = 6  # domains with an environment: agent turns per episode
-    max_episode_tokens: int = 384  # domains with an environment: ids after the prompt per episode
-    episode_group_size: int = 64  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
+    max_turns: int = MAX_TURNS  # domains with an environment: agent turns per episode
+    max_episode_tokens: int = MAX_EPISODE_TOKENS  # domains with an environment: ids after the prompt per episode
+    episode_group_size: int = GENERATION_BATCH_SIZE  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
 
     @property
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(self.max_turns, self.max_episode_tokens)
+
+    # What the mode means to the step, in one place (the step reads these, never the mode's name).
+
+    @property
+    def trains_synthesizer(self) -> bool:
+        """Whether the Synthesizer may take its GRPO step (``cotrain``; a step's plan may still skip it)."""
+        return self.mode == "cotrain"
+
+    @property
+    def revisits_corpus(self) -> bool:
+        """Whether the cards come from a fixed corpus revisited on purpose (``static``): no novelty against the
+        pool, and a valid problem is not admitted to the novelty index."""
+        return self.mode == "static"
+
+    @property
+    def reads_report(self) -> bool:
+        """Whether a model writes the cards from the capability report (``cotrain`` / ``frozen``), so a card is
+        rewarded for following what the report asks."""
+        return self.mode in ("cotrain", "frozen")
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,27 @@ class PipelineStats(BaseModel):
     synth_is_truncated: float | None = None
 
 
+class UpdateDetailStats(BaseModel):
+    """What each agent's update did beyond its loss and gradient norm (:class:`~synco.core.policy.UpdateStats`), for a
+    step whose update ran: the share of clipped tokens, the KL estimate to the reference, the mean probability ratio,
+    the learning rate it stepped with and the largest importance weight (the decoupled objective only)."""
+
+    reasoner_clip_frac: float | None = None
+    reasoner_kl: float | None = None
+    reasoner_ratio_mean: float | None = None
+    reasoner_lr: float | None = None
+    reasoner_is_weight_max: float | None = None
+    synth_clip_frac: float | None = None
+    synth_kl: float | None = None
+    synth_ratio_mean: float | None = None
+    synth_lr: float | None = None
+    synth_is_weight_max: float | None = None
+
+
 _PARTS: dict[str, type[BaseModel]] = {"evosyn": EvoSynStats, "episodes": EpisodeStats, "trajectory": TrajectoryStats,
-                                      "training": RoundStats, "pipeline": PipelineStats}
+                                      "training": RoundStats, "pipeline": PipelineStats, "update": UpdateDetailStats}
+UPDATE_DETAILS = ("clip_frac", "kl", "ratio_mean", "lr", "is_weight_max")
+"""The :class:`~synco.core.policy.UpdateStats` fields a metrics line carries per agent (:class:`UpdateDetailStats`)."""
 _ALWAYS = ("evosyn",)  # flattened into every line (None values included), as lines have always carried them
 
 
@@ -134,6 +153,7 @@ class StepStats(BaseModel):
     trajectory: TrajectoryStats | None = None
     training: RoundStats | None = None
     pipeline: PipelineStats | None = None
+    update: UpdateDetailStats | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -198,6 +218,9 @@ def core_stats(stats: StepStats, records: Sequence[TaskRecord], r_update: Update
         if not upd.nan_skipped and math.isfinite(upd.loss):
             setattr(stats, f"{prefix}_loss", upd.loss)
             setattr(stats, f"{prefix}_grad_norm", upd.grad_norm)
+            stats.update = stats.update or UpdateDetailStats()
+            for name in UPDATE_DETAILS:
+                setattr(stats.update, f"{prefix}_{name}", getattr(upd, name))
 
 
 class StepMetric(Protocol):

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     import torch
 
     from synco.config import RunConfig
-    from synco.learn.sft import SFTExample
+    from synco.core.sampling import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
 GROUP_ERROR_GRACE_S = 10.0

@@ -28,11 +28,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from synco.domains.base import Domain
-from synco.domains.builtins import BUILTIN_DOMAINS, DEFAULT_DOMAIN
+from synco.domains.builtins import BUILTIN_DOMAINS
 from synco.domains.spec import DomainContext, DomainError, DomainFactory, DomainSpec, Ref, WarmStart
 
-__all__ = ["BUILTIN_MODEL_PREFIX", "DEFAULT_DOMAIN", "ENTRY_POINT_GROUP", "DomainContext", "DomainError",
-           "DomainFactory", "DomainSpec", "WarmStart", "available_domains", "builtin_model", "builtin_models",
+__all__ = ["BUILTIN_MODEL_PREFIX", "ENTRY_POINT_GROUP", "available_domains", "builtin_model", "builtin_models",
            "domain_factory", "domain_settings", "domain_spec", "get_domain", "register_domain", "resolve",
            "settings_model", "unknown_domain_message", "unregister_domain", "warm_start", "warm_start_worlds"]
 
@@ -79,7 +78,7 @@ def _spec_problem(name: str, spec: DomainSpec) -> str | None:
             return ("a domain with settings needs a name without '.' (its config section is the name, and a dotted "
                     "override NAME.KEY=VALUE reaches it)")
     if spec.warm_start is not None and not isinstance(spec.warm_start, WarmStart):
-        return f"warm_start must be a synco.domains.registry.WarmStart, got {type(spec.warm_start).__name__}"
+        return f"warm_start must be a synco.domains.spec.WarmStart, got {type(spec.warm_start).__name__}"
     return None
 
 

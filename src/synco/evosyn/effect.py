@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from synco.core.records import TaskRecord
+from synco.core.records import TaskRecord, success_rate
 from synco.evosyn.metrics import spearman
 from synco.evosyn.space import FactorSpace, cell_key
 
@@ -42,7 +42,7 @@ def task_success(record: TaskRecord) -> float | None:
     """A valid task's share of correct attempts (None: invalid, no card, or no attempt)."""
     if not record.valid or record.card is None or not record.rollouts:
         return None
-    return sum(a.correct for a in record.rollouts) / len(record.rollouts)
+    return success_rate(record.rollouts)
 
 
 def standard_error(successes: Sequence[float], attempts: float) -> float:

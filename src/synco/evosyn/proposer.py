@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from synco.core.prompts import load_prompt, render
 from synco.grading.jsonscan import balanced_objects
+from synco.core.records import success_rate
 from synco.evosyn.proposed import FALLBACK, MAX_PROBLEM_CHARS, RAW_CHARS, ProposedFactor, tokens
 
 from synco.evosyn.space import FactorDef
@@ -132,7 +133,7 @@ def success_of(r: TaskRecord) -> float | None:
         return None
     if r.success_rate is not None:
         return r.success_rate
-    return sum(ro.correct for ro in r.rollouts) / len(r.rollouts)
+    return success_rate(r.rollouts)
 
 
 def pick_examples(records: Sequence[TaskRecord], n: int, rng: random.Random) -> ProposerExamples:

@@ -25,7 +25,8 @@ from synco.core.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig,
 from synco.learn.fsdp import DataShard, all_reduce_max, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
-from synco.learn.sft import IGNORE, SFTExample, completion_loss
+from synco.learn.sft import IGNORE, completion_loss
+from synco.core.sampling import SFTExample
 from synco.core.prompts import build_prompt
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.tokens import TokenText, eos_token_ids as stop_ids

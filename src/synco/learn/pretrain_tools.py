@@ -188,7 +188,8 @@ def tool_tokens() -> list[str]:
 def heldout_success(model_dir: Path, domain: ToolsDomain, n_per_group: int, limits: EpisodeLimits) -> dict[str, float]:
     """Greedy held-out success per held-out group of the Reasoner saved in ``model_dir`` (synco's own episode path; on
     database variants when ``domain`` has them on)."""
-    from synco.core.policy import PolicyConfig, SamplingParams
+    from synco.core.policy import PolicyConfig
+    from synco.core.sampling import SamplingParams
     from synco.learn.hf_policy import HFPolicy
     from synco.rollout.attempts import heldout_successes
 

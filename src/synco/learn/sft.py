@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from synco.core.sampling import SFTExample  # noqa: F401  (the record the loss is computed for)
 
 IGNORE = -100
 """Target id of a position that is not trained (prompt, padding); the value HF labels use."""

@@ -39,8 +39,9 @@ from typing import Any
 import torch
 
 from synco.learn.hf_policy import DTYPES, GradientStats, HFPolicy, enable_checkpointing, lora_config, resolve_device
-from synco.core.policy import Completion, Experience, Generator, PolicyConfig, SamplingParams, UpdateStats
-from synco.learn.sft import SFTExample
+from synco.core.policy import Generator, PolicyConfig, UpdateStats
+from synco.core.sampling import Completion, Experience, SamplingParams
+from synco.core.sampling import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
 """Adapter names of the two agents (also their checkpoint folder names)."""

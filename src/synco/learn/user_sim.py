@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from synco.core.policy import PolicyConfig, SamplingParams
+from synco.core.episodes import USER_MAX_NEW_TOKENS
+from synco.core.policy import PolicyConfig
+from synco.core.sampling import SamplingParams
 from synco.core.seeds import derive_seed
 from synco.learn.hf_policy import HFPolicy
 
@@ -25,7 +27,7 @@ MAX_REPLY_CHARS = 2000
 class LocalUserSim:
     """A frozen chat model as a simulated user (see the module docstring)."""
 
-    def __init__(self, policy: HFPolicy, model_name: str, max_new_tokens: int = 64, temperature: float = 0.0) -> None:
+    def __init__(self, policy: HFPolicy, model_name: str, max_new_tokens: int = USER_MAX_NEW_TOKENS, temperature: float = 0.0) -> None:
         self.policy = policy
         self.model_name = model_name
         """What plays the user (the config's ``tau2.user_model``): recorded with every episode."""
@@ -54,7 +56,7 @@ class LocalUserSim:
         return c.text.strip()[:MAX_REPLY_CHARS]
 
 
-def load_user_sim(model_path: str, device: str = "cpu", max_new_tokens: int = 64,
+def load_user_sim(model_path: str, device: str = "cpu", max_new_tokens: int = USER_MAX_NEW_TOKENS,
                   temperature: float = 0.0) -> LocalUserSim:
     """The simulated user played by ``model_path`` (a model folder or preset such as ``smollm2``), frozen."""
     from synco.learn.build import build_policy

@@ -1,31 +1,14 @@
-"""Rollout engines other than ``transformers`` generate: the vLLM engine (``rollout_engine: vllm``).
+"""Rollouts: how the agents' samples are made, for every engine and every domain.
 
-* :mod:`synco.core.rollout_config`: :class:`VLLMSettings`, the ``vllm:`` section of a
-  :class:`~synco.core.policy.PolicyConfig` (torch-free, vLLM-free).
-* :mod:`synco.rollout.vllm_engine`: :class:`VLLMEngine` (one ``vllm.LLM`` in this
-  process, shared by the LoRA agents of one base) and :class:`VLLMGenerator`, the
-  :class:`~synco.core.policy.Generator` an :class:`~synco.learn.hf_policy.HFPolicy` samples
-  through when its config says ``rollout_engine: vllm``.
+* :mod:`synco.rollout.attempts`: the rollout seam, tasks in and graded :class:`~synco.core.records.Attempt` records
+  out (one-turn answers graded by the answer checker, or episodes graded by their environments).
+* :mod:`synco.rollout.episodes`: multi-turn episodes, token-in / token-out, in seeded jobs.
+* :mod:`synco.rollout.gold`: a verified card's gold episode replayed, for SFT on verified trajectories.
+* :mod:`synco.rollout.served`: a served endpoint (a vLLM server, or any completions / chat endpoint for a frozen role).
+* :mod:`synco.rollout.vllm_engine`: vLLM in this process (imported lazily; a missing vLLM fails when an engine is
+  built, with how to install it).
+* :mod:`synco.rollout.card_decoding`: template-constrained card decoding.
 
-Importing this package loads neither torch nor vLLM; vLLM is imported when an
-engine is built, and a missing vLLM fails then with how to install it.
+The engines' settings live torch-free in :mod:`synco.core.rollout_config`. Import each name from its own module:
+importing this package loads neither torch nor vLLM.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-from synco.core.rollout_config import RolloutEngine, VLLMSettings
-
-__all__ = ["RolloutEngine", "VLLMSettings", "VLLMEngine", "VLLMGenerator", "VLLMUnavailable", "import_vllm"]
-
-_ENGINE_NAMES = frozenset({"VLLMEngine", "VLLMGenerator", "VLLMUnavailable", "import_vllm"})
-
-
-def __getattr__(name: str) -> Any:
-    """The engine names, from :mod:`synco.rollout.vllm_engine`, loaded only when asked for."""
-    if name in _ENGINE_NAMES:
-        from synco.rollout import vllm_engine
-
-        return getattr(vllm_engine, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

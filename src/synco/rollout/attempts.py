@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from synco.core.episodes import Episode, EpisodeLimits, ToolCall
-from synco.core.policy import Policy, generate_seeded
+from synco.core.policy import GENERATION_BATCH_SIZE, Policy, generate_seeded
 from synco.core.records import Attempt, TaskCard
 from synco.core.rewards import ReasonerRewardConfig, reasoner_reward
 from synco.core.sampling import Completion, SamplingParams
@@ -159,7 +159,7 @@ class EpisodeSolver:
 
     domain: Domain
     limits: EpisodeLimits
-    group_size: int = 64  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
+    group_size: int = GENERATION_BATCH_SIZE  # episodes per job (one lockstep batch, one seed): the Reasoner's generation_batch_size
 
     def attempts(self, policy: Policy, tasks: Sequence[Task], n: int, params: SamplingParams,
                  seed: int | None = None) -> list[list[Attempt]]:
@@ -175,7 +175,7 @@ class EpisodeSolver:
 
 
 def make_solver(domain: Domain, checker: AnswerChecker, rewards: ReasonerRewardConfig | None = None,
-                limits: EpisodeLimits | None = None, group_size: int = 64) -> Solver:
+                limits: EpisodeLimits | None = None, group_size: int = GENERATION_BATCH_SIZE) -> Solver:
     """The domain's solver, chosen once: episodes where the domain has an environment, else graded answers."""
     if isinstance(domain, HasEnvironment):
         return EpisodeSolver(domain, limits or EpisodeLimits(), group_size)
@@ -183,7 +183,7 @@ def make_solver(domain: Domain, checker: AnswerChecker, rewards: ReasonerRewardC
 
 
 def heldout_successes(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], n: int, params: SamplingParams,
-                      limits: EpisodeLimits | None = None, seed: int | None = None, group_size: int = 64,
+                      limits: EpisodeLimits | None = None, seed: int | None = None, group_size: int = GENERATION_BATCH_SIZE,
                       checker: AnswerChecker | None = None) -> list[list[bool]]:
     """Whether each of ``n`` attempts at each held-out item succeeded, item by item, through the seam: the one
     held-out path (the run's held-out curve, the warm starts' scores, the benches). Sample ``j`` of an item is its

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from synco.core.episodes import EnvStep, Environment, Episode, EpisodeGrade, EpisodeLimits
-from synco.core.policy import Policy
+from synco.core.policy import GENERATION_BATCH_SIZE, Policy
 from synco.core.records import TaskCard
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.seeds import derive_seed
@@ -254,7 +254,7 @@ def episode_jobs(prompts: Sequence[str], cards: Sequence[TaskCard], references: 
 
 def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: Sequence[str], n: int,
         params: SamplingParams, limits: EpisodeLimits, seed: int | None = None,
-        group_size: int = 64) -> list[list[Episode]]:
+        group_size: int = GENERATION_BATCH_SIZE) -> list[list[Episode]]:
     """``n`` episodes of ``policy`` on each card, each on its own fresh environment (``domain.environment``, with the
     episode's attempt index 0..n-1 at its card).
 

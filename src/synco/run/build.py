@@ -31,6 +31,7 @@ STEP_SETTINGS_FROM: dict[str, Callable[[RunConfig], Any]] = {
     "checker_sampling": lambda cfg: (cfg.checker or cfg.reasoner).sampling,
     "window": lambda cfg: cfg.report.window,
     "episode_group_size": lambda cfg: cfg.reasoner.generation_batch_size,
+    "mode": lambda cfg: cfg.run_mode,  # the protocol's (rft: static); cfg.mode stays as configured
 }
 """The ``StepSettings`` fields that live elsewhere in the config; every other field is the ``RunConfig`` field of
 the same name."""

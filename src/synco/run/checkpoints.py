@@ -16,7 +16,6 @@ from typing import Callable
 from synco.config import RunConfig
 from synco.run.rng import rng_state
 from synco.run.state import Run
-from synco.run.steps import protocol_state
 
 
 def checkpoint_due(cfg: RunConfig, step: int, minutes_since_last: float) -> bool:
@@ -45,7 +44,7 @@ def save_checkpoint(run: Run, step: int) -> Path:
     evo = run.state.evo
     torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json(),
                 "factor_space": evo.space.model_dump_json() if evo is not None else None,
-                "threads": torch.get_num_threads(), "protocol": protocol_state(run.cfg, step),
+                "threads": torch.get_num_threads(), "protocol": run.protocol.checkpoint(step),
                 "pipeline": run.pipeline.checkpoint() if run.pipeline is not None else None},
                tmp / "trainer_state.pt")
     shutil.rmtree(path, ignore_errors=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from synco.core.policy import Policy, SamplingParams
+from synco.core.policy import GENERATION_BATCH_SIZE, Policy
+from synco.core.sampling import SamplingParams
 from synco.core.episodes import EpisodeLimits
 from synco.domains.base import Domain, HeldoutItem
 from synco.grading.checker import AnswerChecker
@@ -40,7 +41,7 @@ def score_items(items: Sequence[HeldoutItem], outcomes: Sequence[Sequence[bool]]
 def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
                      max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
                      n: int = 1, seed: int = 0, seed_per_request: bool = False,
-                     limits: EpisodeLimits | None = None, group_size: int = 64) -> dict[str, float]:
+                     limits: EpisodeLimits | None = None, group_size: int = GENERATION_BATCH_SIZE) -> dict[str, float]:
     """Held-out accuracy per group (e.g. difficulty level): greedy by default, else the mean over ``n`` samples
     (:func:`evaluate_heldout_scores`' groups)."""
     return evaluate_heldout_scores(policy, domain, items, checker, max_new_tokens, batch_size, params, n, seed,
@@ -50,7 +51,7 @@ def evaluate_heldout(policy: Policy, domain: Domain, items: Sequence[HeldoutItem
 def evaluate_heldout_scores(policy: Policy, domain: Domain, items: Sequence[HeldoutItem], checker: AnswerChecker,
                             max_new_tokens: int, batch_size: int = 256, params: SamplingParams | None = None,
                             n: int = 1, seed: int = 0, seed_per_request: bool = False,
-                            limits: EpisodeLimits | None = None, group_size: int = 64) -> HeldoutScores:
+                            limits: EpisodeLimits | None = None, group_size: int = GENERATION_BATCH_SIZE) -> HeldoutScores:
     """Held-out accuracy per group and per item: greedy by default, else the mean over ``n`` samples.
 
     Sampling runs under a forked torch RNG seeded with ``seed``, so the evaluation is

@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 from synco.config import RunConfig
-from synco.core.policy import SamplingParams, generate_seeded
+from synco.core.policy import generate_seeded
+from synco.core.sampling import SamplingParams
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
+from synco.cotrain.protocols.base import TrainingProtocol
+from synco.cotrain.settings import StepSettings
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert, HealthMonitor, trim_history
 from synco.evosyn.reflector import python_seed
@@ -34,7 +37,6 @@ from synco.run.files import jsonl_rows
 from synco.run.heldout import evaluate_heldout_greedy
 from synco.run.logs import Loggers
 from synco.run.state import Run
-from synco.run.steps import closes_effect_period, closes_round, effect_period, effect_period_steps
 from synco.run.stopping import StopSignals
 
 
@@ -119,7 +121,7 @@ class ReportRefreshHook:
     cfg: RunConfig
 
     def due(self, ctx: StepContext) -> bool:
-        return every(self.cfg.report_refresh_every, ctx.step) or closes_round(self.cfg, ctx.step)
+        return every(self.cfg.report_refresh_every, ctx.step) or ctx.run.protocol.closes_round(ctx.step)
 
     def after_step(self, ctx: StepContext) -> None:
         st, step = ctx.run.state, ctx.step
@@ -139,21 +141,23 @@ class LearningEffectHook:
     measured: dict[int, tuple[int, Period]] = field(default_factory=dict)  # period -> (space version, measure)
 
     def due(self, ctx: StepContext) -> bool:
-        return closes_effect_period(self.cfg, ctx.step) and effect_period(self.cfg, ctx.step) > 0
+        protocol = ctx.run.protocol
+        return protocol.closes_effect_period(ctx.step) and protocol.effect_period(ctx.step) > 0
 
     def after_step(self, ctx: StepContext) -> None:
-        st, period = ctx.run.state, effect_period(self.cfg, ctx.step)
+        st, protocol = ctx.run.state, ctx.run.protocol
+        period = protocol.effect_period(ctx.step)
         assert st.evo is not None
-        log_transition(st.evo, self.period(st, period - 1), self.period(st, period),
-                       self.period(st, period - 2) if period > 1 else None, ctx.step, period, ctx.run.dir)
+        log_transition(st.evo, self.period(st, protocol, period - 1), self.period(st, protocol, period),
+                       self.period(st, protocol, period - 2) if period > 1 else None, ctx.step, period, ctx.run.dir)
         self.measured = {p: m for p, m in self.measured.items() if p >= period - 1}
 
-    def period(self, st: CoTrainState, p: int) -> Period:
+    def period(self, st: CoTrainState, protocol: TrainingProtocol, p: int) -> Period:
         """Period ``p`` measured on the current space (from the pool, unless measured on it already)."""
         assert st.evo is not None
         version, done = self.measured.get(p, (None, None))
         if done is None or version != st.evo.space.version:
-            done = measure_period([r for s in effect_period_steps(self.cfg, p) for r in st.pool.by_step(s)],
+            done = measure_period([r for s in protocol.effect_period_steps(p) for r in st.pool.by_step(s)],
                                   st.evo.space)
             self.measured[p] = (st.evo.space.version, done)
         return done
@@ -183,7 +187,7 @@ class ProposerHook:
     cfg: RunConfig
 
     def due(self, ctx: StepContext) -> bool:
-        return every(self.cfg.evosyn.proposer_settings.every, ctx.step) or closes_round(self.cfg, ctx.step)
+        return every(self.cfg.evosyn.proposer_settings.every, ctx.step) or ctx.run.protocol.closes_round(ctx.step)
 
     def after_step(self, ctx: StepContext) -> None:
         propose_factor(ctx.run, ctx.step)
@@ -197,7 +201,7 @@ class ReflectorHook:
     cfg: RunConfig
 
     def due(self, ctx: StepContext) -> bool:
-        return every(self.cfg.evosyn.reflector_settings.every, ctx.step) or closes_round(self.cfg, ctx.step)
+        return every(self.cfg.evosyn.reflector_settings.every, ctx.step) or ctx.run.protocol.closes_round(ctx.step)
 
     def after_step(self, ctx: StepContext) -> None:
         st, cfg = ctx.run.state, self.cfg
@@ -247,7 +251,7 @@ def build_hooks(run: Run, loggers: Loggers, monitor: HealthMonitor) -> list[Step
     hooks: list[StepHook] = [HealthHook(monitor, loggers), ReportRefreshHook(cfg)]
     if run.state.evo is not None:
         hooks.append(LearningEffectHook(cfg))
-    if reflects(cfg) and run.state.evo is not None:
+    if reflects(cfg, run.settings) and run.state.evo is not None:
         hooks.append(ControlCheckHook(cfg))
         if cfg.evosyn.proposer:
             hooks.append(ProposerHook(cfg))
@@ -258,9 +262,10 @@ def build_hooks(run: Run, loggers: Loggers, monitor: HealthMonitor) -> list[Step
     return hooks
 
 
-def reflects(cfg: RunConfig) -> bool:
-    """Whether the Reflector runs: switched on, with learner feedback, in a mode where the Synthesizer writes."""
-    return cfg.evosyn.reflector and cfg.evosyn.feedback and cfg.mode in ("cotrain", "frozen")
+def reflects(cfg: RunConfig, settings: StepSettings) -> bool:
+    """Whether the Reflector runs: switched on, with learner feedback, in a run whose Synthesizer writes the cards
+    from the report."""
+    return cfg.evosyn.reflector and cfg.evosyn.feedback and settings.reads_report
 
 
 def health_monitor(run: Run) -> HealthMonitor:

@@ -1,8 +1,9 @@
 """The run loop: set the run up, evaluate the held-out set, then per step the protocol's step, its record and
 log lines and the step hooks (``synco.run.hooks``); the final checkpoint and the summary.
 
-The step itself lives in ``synco.cotrain.engine.cotrain_step`` (wrapped by the training protocol's step
-function, ``synco.run.steps.protocol_step``); the run directory's files are listed in ``synco.run.setup``.
+The step itself lives in ``synco.cotrain.engine.cotrain_step``, planned and followed by the run's protocol object
+(``synco.run.steps.protocol_step``; the asynchronous pipeline takes the same object); the run directory's files are
+listed in ``synco.run.setup``.
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def _run_steps(run: Run, bar: Any, hooks: list[StepHook], loggers: Loggers, moni
                signals: StopSignals) -> None:
     """Each step of ``bar``: the protocol's step, its valid tasks and metrics line, the hooks, and the stop
     (``RunInterrupted`` after a signal or a stop alert; the checkpoint hook has saved the step)."""
-    cfg, st = run.cfg, run.state
-    run_step = protocol_step(cfg) if run.pipeline is None else (lambda _, step: run.pipeline.step(step))
+    st = run.state
+    run_step = protocol_step(run.protocol) if run.pipeline is None else (lambda _, step: run.pipeline.step(step))
     for step in bar:
         stats = run_step(st, step)
         st.pool.append_step_jsonl(run.dir / "valid_tasks.jsonl", step, export_fields(st.domain))

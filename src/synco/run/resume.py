@@ -12,7 +12,7 @@ from synco.core.report import CapabilityReport
 from synco.evosyn.run import truncate_logs
 from synco.evosyn.space import FactorSpace
 from synco.run.logs import truncate_metrics
-from synco.run.steps import resume_problem
+from synco.cotrain.protocols.base import TrainingProtocol
 from synco.run.stopping import RunError
 
 
@@ -39,11 +39,11 @@ def load_trainer_state(cfg: RunConfig, ckpt: Path | None, log: Callable[[str], N
     return trainer_state
 
 
-def restore_records(cfg: RunConfig, run_dir: Path, ckpt: Path, trainer_state: dict[str, Any], pool: TaskPool,
-                    log: Callable[[str], None] = print) -> ResumePoint:
+def restore_records(protocol: TrainingProtocol, run_dir: Path, ckpt: Path, trainer_state: dict[str, Any],
+                    pool: TaskPool, log: Callable[[str], None] = print) -> ResumePoint:
     """Rewind the run's records to the checkpoint (``rewind_run``, the Reflector's logs) and read back its report
     and factor space. A protocol that differs from the checkpoint's is a RunError before anything is rewound."""
-    problem = resume_problem(trainer_state.get("protocol"), cfg)
+    problem = protocol.resume_problem(trainer_state.get("protocol"))
     if problem is not None:  # before anything is rewound: the run stays as it was
         raise RunError(f"--resume {run_dir}: {problem}; resume with the run's own settings, or start a new run")
     last = trainer_state["step"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import random
-from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +34,8 @@ from synco.core.pool import TaskPool
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.cotrain.pipeline import Pipeline
+from synco.cotrain.protocols.base import TrainingProtocol
+from synco.cotrain.protocols.registry import build_protocol
 from synco.domains.base import Domain, HasTrajectories, export_fields
 from synco.domains.spec import LoadsModels, ServesEndpoints
 from synco.core.served import ServedSettings
@@ -49,7 +50,6 @@ from synco.run.rng import seed_everything, set_rng_state
 from synco.run.files import write_atomic
 from synco.run.rundir import open_pool, open_run_dir
 from synco.run.state import Run
-from synco.run.steps import closes_round, protocol_after, step_plan
 from synco.run.stopping import RunError
 
 
@@ -80,6 +80,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         check_models(cfg, from_checkpoint=ckpt is not None)
     pool = open_pool(run_dir / "pool.sqlite", check=resume is not None)  # before the models: a bad pool fails fast
 
+    protocol = build_protocol(cfg)  # once: the loop, the pipeline, the hooks and the checkpoints take this object
     seed_everything(cfg.seed)
     rng = random.Random(cfg.seed)
     domain = build_domain(cfg)
@@ -98,7 +99,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
 
     point = ResumePoint(start_step=0, report=build_report([], cfg.report, step=0))
     if ckpt is not None:
-        point = restore_records(cfg, run_dir, ckpt, trainer_state, pool, log)
+        point = restore_records(protocol, run_dir, ckpt, trainer_state, pool, log)
         verifier.load_pool(pool.valid_problems())
         set_rng_state(trainer_state["rng"], rng)
     elif resume is not None:
@@ -110,17 +111,19 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         write_space(evo, run_dir)
         evo.effects = read_effects(run_dir)  # a resumed run's transitions (rewound with its other logs)
     # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
+    settings = step_settings(cfg)  # its mode: the protocol's (rft: static)
     corpus = (domain.static_cards(random.Random(f"static-corpus:{cfg.seed}"), cfg.static_corpus_size)
-              if cfg.mode == "static" else None)
-    state = CoTrainState(settings=step_settings(cfg), domain=domain, synthesizer=synthesizer, reasoner=reasoner,
+              if settings.revisits_corpus else None)
+    state = CoTrainState(settings=settings, domain=domain, synthesizer=synthesizer, reasoner=reasoner,
                          verifier=verifier, checker=checker, pool=pool, report=point.report, rng=rng,
                          consensus_checker=build_consensus_checker(cfg, domain, reasoner), evo=evo, corpus=corpus,
                          sequences=run_sequences(domain, pool))
-    return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout,
-               pipeline=build_pipeline(cfg, state, trainer_state.get("pipeline")) if cfg.max_staleness else None)
+    return Run(cfg=cfg, dir=run_dir, state=state, start_step=point.start_step, heldout=heldout, protocol=protocol,
+               pipeline=(build_pipeline(cfg, state, protocol, trainer_state.get("pipeline")) if cfg.max_staleness
+                         else None))
 
 
-def build_pipeline(cfg: RunConfig, state: CoTrainState, saved: dict | None) -> Pipeline:
+def build_pipeline(cfg: RunConfig, state: CoTrainState, protocol: TrainingProtocol, saved: dict | None) -> Pipeline:
     """The asynchronous step loop of a ``max_staleness`` >= 1 run, continuing a checkpoint's collected steps.
 
     A checkpoint whose collected steps were made at another staleness is refused: they are not in the pool, and
@@ -130,8 +133,7 @@ def build_pipeline(cfg: RunConfig, state: CoTrainState, saved: dict | None) -> P
     if saved is not None and saved["pending"] and saved["max_staleness"] != cfg.max_staleness:
         raise RunError(f"max_staleness={cfg.max_staleness}: the checkpoint holds {len(saved['pending'])} steps "
                        f"collected at max_staleness={saved['max_staleness']}; resume with that setting")
-    pipeline = Pipeline(state, cfg.max_staleness, cfg.steps, plan=partial(step_plan, cfg), after=protocol_after(cfg),
-                        boundary=partial(closes_round, cfg),
+    pipeline = Pipeline(state, cfg.max_staleness, cfg.steps, protocol,
                         publish=lambda: (publish(state.synthesizer), publish(state.reasoner)))
     if saved is not None:
         pipeline.restore(saved)

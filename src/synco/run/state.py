@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 from pathlib import Path
 
 from synco.config import RunConfig
 from synco.cotrain.engine import CoTrainState
+from synco.cotrain.protocols.base import TrainingProtocol
+from synco.cotrain.protocols.registry import build_protocol
+from synco.cotrain.settings import StepSettings
 from synco.domains.base import HeldoutItem
 
 if TYPE_CHECKING:
@@ -25,6 +28,16 @@ class Run:
     start_step: int
     heldout: list[HeldoutItem]
     pipeline: "Pipeline | None" = None  # max_staleness >= 1: the asynchronous step loop
+    protocol: TrainingProtocol = field(default=None)  # type: ignore[assignment]  # None: built from cfg
+
+    def __post_init__(self) -> None:
+        if self.protocol is None:
+            self.protocol = build_protocol(self.cfg)
+
+    @property
+    def settings(self) -> StepSettings:
+        """The run's per-step settings (its mode as the protocol runs it)."""
+        return self.state.settings
 
     @property
     def ckpt_dir(self) -> Path:

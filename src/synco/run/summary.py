@@ -13,7 +13,8 @@ from synco.run.files import jsonl_rows
 from synco.core.learn_retain import LearnRetain, learn_retain
 from synco.run.heldout import HeldoutScores, evaluate_heldout_both, group_key, mean
 from synco.run.state import Run
-from synco.run.steps import counted, describe, round_training
+from synco.cotrain.protocols.rounds import round_training
+from synco.core.text import counted
 
 
 class RunSummary(BaseModel):
@@ -61,6 +62,7 @@ def summarize(run: Run, before_path: Path) -> RunSummary:
         _summarize_heldout(summary, run, before_path, len(rows))
     if rows:
         _summarize_steps(summary, rows, run.dir)
+        summary.protocol_notes = run.protocol.describe(rows)
     for alert in jsonl_rows(run.dir / "alerts.jsonl"):
         summary.alerts += 1
         summary.alerts_by_check[alert["check"]] = summary.alerts_by_check.get(alert["check"], 0) + 1
@@ -122,7 +124,7 @@ def _summarize_steps(summary: RunSummary, rows: list[dict[str, Any]], run_dir: P
     summary.n_valid_tasks = sum(r["n_valid"] for r in rows)
     _summarize_evosyn(summary, rows, first, last, run_dir)
     summary.protocol = rows[0].get("protocol", "online")
-    summary.round_training, summary.protocol_notes = round_training(rows), describe(summary.protocol, rows)
+    summary.round_training = round_training(rows)
 
 
 def _summarize_evosyn(summary: RunSummary, rows: list[dict[str, Any]], first: list[dict[str, Any]],

@@ -7,9 +7,10 @@ import torch
 
 from synco.config import load_config
 from synco.cotrain.settings import StepPlan
-from synco.cotrain.protocols.alternating import alternating_step, phase_of, phase_plan
+from synco.cotrain.protocols.alternating import phase_of, phase_plan
 from synco.cotrain.protocols.config import AlternatingConfig
 from synco.run.setup import setup_run
+from synco.run.steps import protocol_step
 
 
 def test_phases_alternate_from_the_first_learner() -> None:
@@ -41,12 +42,13 @@ def test_only_the_named_agent_changes_in_each_phase(tmp_path, one_thread) -> Non
     overrides = ["protocol=alternating", "alternating.phase_steps=4", "n_cards=16", "k=4", f"runs_dir={tmp_path}",
                  "run_id=t", "heldout_per_group=0", "tensorboard=false", "progress=false", "threads=1"]
     cfg = load_config("arith", overrides=overrides)
-    state = setup_run(cfg).state
+    run = setup_run(cfg)
+    state, step_fn = run.state, protocol_step(run.protocol)
     for first_step, learner, frozen in ((0, "synthesizer", "reasoner"), (4, "reasoner", "synthesizer")):
         learning, fixed = getattr(state, learner), getattr(state, frozen)
         l0, f0 = snapshot(learning), snapshot(fixed)
         for step in range(first_step, first_step + 4):
-            stats = alternating_step(state, step, cfg.alternating)
+            stats = step_fn(state, step)
             assert (stats.protocol, stats.round, stats.phase) == ("alternating", first_step // 4, learner)
             assert getattr(stats, f"{'synth' if frozen == 'synthesizer' else 'reasoner'}_loss") is None
             if getattr(stats, f"{'synth' if learner == 'synthesizer' else 'reasoner'}_loss") is not None:
@@ -64,7 +66,8 @@ def test_both_agents_requests_are_seeded_from_the_runs_rng_and_the_settings_stay
                  f"runs_dir={tmp_path}", "run_id=s", "heldout_per_group=0", "tensorboard=false", "progress=false",
                  "threads=1"]
     cfg = load_config("arith", overrides=overrides)
-    state = setup_run(cfg).state
+    run = setup_run(cfg)
+    state = run.state
     drawn, sent = [], []
     draw = state.rng.getrandbits
     state.rng.getrandbits = lambda k: drawn.append(draw(k)) or drawn[-1]  # type: ignore[method-assign]
@@ -78,7 +81,7 @@ def test_both_agents_requests_are_seeded_from_the_runs_rng_and_the_settings_stay
         setattr(getattr(state, role), "generate", recording)
     settings = state.settings
     for step in range(2):  # a Synthesizer phase, then a Reasoner phase
-        alternating_step(state, step, cfg.alternating)
+        protocol_step(run.protocol)(state, step)
     assert state.settings is settings
     assert [role for role, _ in sent][:2] == ["synthesizer", "reasoner"] and len(sent) >= 3
     assert [seed for _, seed in sent] == drawn and None not in drawn

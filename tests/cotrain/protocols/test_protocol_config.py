@@ -12,15 +12,17 @@ import pytest
 from synco.cli import main
 from synco.config import ConfigError, load_config
 from synco.cotrain.protocols.config import SFT_LR, RoundsConfig
-from synco.run.steps import protocol_state, resume_problem
+from synco.cotrain.protocols.registry import build_protocol
 
 
 def test_default_is_online_and_rft_runs_the_fixed_corpus() -> None:
     cfg = load_config("arith")
     assert (cfg.protocol, cfg.mode) == ("online", "cotrain")
     rft = load_config("arith", overrides=["protocol=rft"])
-    assert (rft.protocol, rft.mode) == ("rft", "static")  # the config written to the run says so
-    assert load_config("arith", overrides=["protocol=rounds", "mode=frozen"]).mode == "frozen"  # EvoSyn's setting
+    assert (rft.protocol, rft.mode, rft.run_mode) == ("rft", "cotrain", "static")  # mode is read, never rewritten
+    assert load_config("arith", overrides=["protocol=rft", "mode=static"]).run_mode == "static"
+    rounds = load_config("arith", overrides=["protocol=rounds", "mode=frozen"])  # EvoSyn's setting
+    assert (rounds.mode, rounds.run_mode) == ("frozen", "frozen")
 
 
 @pytest.mark.parametrize(("overrides", "names"), [
@@ -85,11 +87,12 @@ def test_rounds_lr_still_sets_the_sft_rate_in_every_layer(tmp_path: Path) -> Non
 
 def test_a_checkpoint_that_saved_rounds_lr_resumes_with_the_same_rate() -> None:
     cfg = load_config("arith", overrides=["protocol=rounds", "rounds.lr=0.001"])
-    saved = protocol_state(cfg, 0)
+    saved = build_protocol(cfg).checkpoint(0)
     legacy = {k: v for k, v in saved["settings"]["rounds"].items() if k != "sft_lr"} | {"lr": 0.001}
     before = {**saved, "settings": {"rounds": legacy}}  # what an older release wrote into its checkpoint
-    assert resume_problem(before, cfg) is None
+    assert build_protocol(cfg).resume_problem(before) is None
     other = load_config("arith", overrides=["protocol=rounds", "rounds.sft_lr=0.002"])
-    assert "rounds.sft_lr=0.002 (was 0.001)" in (resume_problem(before, other) or "")
+    assert "rounds.sft_lr=0.002 (was 0.001)" in (build_protocol(other).resume_problem(before) or "")
     grpo_rate = {**saved, "settings": {"rounds": {**legacy, "lr": None}}}  # lr: null, the GRPO rate
-    assert resume_problem(grpo_rate, load_config("arith", overrides=["protocol=rounds", "rounds.sft_lr=null"])) is None
+    null = load_config("arith", overrides=["protocol=rounds", "rounds.sft_lr=null"])
+    assert build_protocol(null).resume_problem(grpo_rate) is None

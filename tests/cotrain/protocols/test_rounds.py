@@ -20,7 +20,8 @@ from synco.cotrain.settings import StepPlan, StepSettings
 from synco.rollout.attempts import AnswerSolver, Task
 from synco.learn.hf_policy import HFPolicy
 from synco.learn.models import unavailable_reason
-from synco.core.policy import Completion, Experience, GRPOConfig, PolicyConfig, SamplingParams, UpdateStats
+from synco.core.policy import GRPOConfig, PolicyConfig, UpdateStats
+from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.pool import TaskPool
 from synco.cotrain.protocols.config import SFT_LR, RoundsConfig
 from synco.cotrain.protocols.rounds import (
@@ -29,12 +30,14 @@ from synco.cotrain.protocols.rounds import (
     round_ends,
     round_of,
     round_plan,
-    rounds_step,
     sft_completions,
     sft_examples,
     training_steps,
 )
-from synco.learn.sft import SFTExample
+from synco.core.sampling import SFTExample
+from synco.cotrain.protocols.rft import RFT
+from synco.cotrain.protocols.rounds import Rounds
+from synco.run.steps import protocol_step
 from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.core.report import build_report
 from synco.core.rewards import ReasonerRewardConfig
@@ -43,6 +46,13 @@ from synco.domains.arith import ArithDomain
 from synco.learn.charlm import tiny_llama
 
 DOMAIN = ArithDomain()
+
+
+def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
+                protocol: str = "rounds"):  # noqa: ANN201
+    """One step of the run as the loop assembles it from the protocol object (rounds, or rft)."""
+    made = (RFT if protocol == "rft" else Rounds)(steps=total_steps, rounds=cfg, seed=seed)
+    return protocol_step(made)(state, step)
 _SMOL = unavailable_reason("smollm2")
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from synco.core.records import CardRejected, TaskCard
 from synco.domains.base import Domain, HasEnvironment, HasExportFields, HasToolSchemas, HasTrajectories, reasoner_prompts
-from synco.domains.registry import DomainContext, DomainError, get_domain
+from synco.domains.registry import get_domain
+from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.calls import format_call
 from synco.domains.tau2.domain import WRITE_ORDER, Tau2Domain
 from synco.domains.tau2.settings import Tau2Settings

@@ -10,10 +10,13 @@ so a resumed run needs no state for it.
 
 from __future__ import annotations
 
-from synco.cotrain.engine import CoTrainState, cotrain_step
-from synco.cotrain.settings import StepPlan
-from synco.cotrain.stats import StepStats
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from synco.cotrain.protocols.base import TrainingProtocol
 from synco.cotrain.protocols.config import AlternatingConfig
+from synco.cotrain.settings import StepPlan
+from synco.core.text import counted
 
 
 def phase_of(step: int, cfg: AlternatingConfig) -> tuple[int, str]:
@@ -30,6 +33,27 @@ def phase_plan(step: int, cfg: AlternatingConfig) -> StepPlan:
                     protocol="alternating", round=index, phase=learner)
 
 
-def alternating_step(state: CoTrainState, step: int, cfg: AlternatingConfig) -> StepStats:
-    """One co-training step in which only the phase's learner updates."""
-    return cotrain_step(state, step, phase_plan(step, cfg))
+@dataclass(frozen=True, kw_only=True)
+class Alternating(TrainingProtocol):
+    """Phases in which only one agent learns; needs ``mode=cotrain`` (the Synthesizer trains in its phases)."""
+
+    name: str = "alternating"
+    alternating: AlternatingConfig = field(default_factory=AlternatingConfig)
+
+    def run_mode(self, mode: str) -> str:
+        if mode != "cotrain":
+            raise ValueError(f"protocol=alternating trains the Synthesizer in its phases and needs mode=cotrain, "
+                             f"got mode={mode!r}")
+        return mode
+
+    def plan(self, step: int) -> StepPlan:
+        return phase_plan(step, self.alternating)
+
+    def settings(self) -> dict[str, Any]:
+        return {"alternating": self.alternating.model_dump()}
+
+    def describe(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        phases = list(dict.fromkeys((r.get("round"), r.get("phase")) for r in rows))
+        if not phases:
+            return []
+        return [f"protocol alternating: {counted(len(phases), 'phase')} ({', '.join(str(p) for _, p in phases)})"]

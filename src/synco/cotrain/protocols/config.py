@@ -1,4 +1,7 @@
-"""The ``protocol`` setting and its sections (torch-free: loaded with every config).
+"""The built-in protocols' settings sections, ``rounds`` and ``alternating`` (torch-free: loaded with every config).
+
+Each protocol is one object (:mod:`synco.cotrain.protocols.base`), named by ``protocol`` in the registry
+(:mod:`synco.cotrain.protocols.registry`):
 
 =============  =================================================================================
 online         co-training as in the paper (default): every step both agents take their GRPO step
@@ -21,9 +24,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-ProtocolName = Literal["online", "rounds", "alternating", "rft"]
-PROTOCOLS: tuple[str, ...] = ("online", "rounds", "alternating", "rft")
 
 SFT_LR = 1e-5
 """Default peak learning rate of a round's supervised steps (``rounds.sft_lr``): of the order of the rates
@@ -81,20 +81,3 @@ class AlternatingConfig(BaseModel):
 
     phase_steps: int = Field(10, ge=1, description="Steps per phase; phases alternate between the two learners.")
     first: Literal["synthesizer", "reasoner"] = Field("synthesizer", description="The agent that learns in the first phase (R-Zero: the Synthesizer, on the initial Reasoner).")
-
-
-def protocol_mode(protocol: str, mode: str) -> str:
-    """The engine ``mode`` a protocol runs with; ValueError naming the fields when they cannot go together.
-
-    rft draws its tasks from the fixed corpus, so it runs ``static`` (the default ``cotrain`` is read as
-    "not chosen"); alternating trains the Synthesizer in its phases, so it needs ``cotrain``.
-    """
-    if protocol == "rft":
-        if mode not in ("cotrain", "static"):
-            raise ValueError(f"protocol=rft samples the fixed corpus of mode=static (no Synthesizer); "
-                             f"mode={mode!r} cannot go with it (use mode=static, or protocol=rounds)")
-        return "static"
-    if protocol == "alternating" and mode != "cotrain":
-        raise ValueError(f"protocol=alternating trains the Synthesizer in its phases and needs mode=cotrain, "
-                         f"got mode={mode!r}")
-    return mode

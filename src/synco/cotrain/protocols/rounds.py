@@ -27,23 +27,25 @@ import dataclasses
 import random
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Sequence, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix,
                                problem_response_prefix, reasoner_prompts)
-from synco.cotrain.batches import attempts_batch
-from synco.cotrain.engine import CoTrainState, cotrain_step
+from synco.cotrain.protocols.base import TrainingProtocol
+from synco.cotrain.protocols.config import RoundsConfig, legacy_rounds
 from synco.cotrain.settings import StepPlan, request_seed
-from synco.cotrain.stats import StepStats
-from synco.cotrain.stats import RoundStats
+from synco.cotrain.stats import RoundStats, StepStats
 from synco.rollout.attempts import Task
 from synco.core.episodes import EpisodeLimits
 from synco.core.policy import Policy, UpdateStats
-from synco.cotrain.protocols.config import RoundsConfig
-from synco.learn.sft import SFTExample
+from synco.core.sampling import SFTExample
 from synco.core.records import TaskCard, TaskRecord
+from synco.core.text import counted
 from synco.rollout.gold import GoldPolicy, gold_episodes
+
+if TYPE_CHECKING:
+    from synco.cotrain.engine import CoTrainState
 
 T = TypeVar("T")
 
@@ -126,7 +128,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
     if cfg.target == "reference":
         if "reference_corrected" in record.verdict.reason_codes and not isinstance(domain, HasAnswerFormat):
             return []
-        text = reference_response(domain, record.card, record.verdict.reference or record.card.final_answer)
+        text = reference_response(domain, record.card, record.reference)
         found[text] = SFTCompletion(text)
     else:
         for r in record.rollouts:
@@ -177,7 +179,7 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
     if not isinstance(policy, GoldPolicy):
         raise TypeError(f"rounds.target=reference on domain {domain.name!r} replays gold episodes with the Reasoner's "
                         f"tokenizer; {type(policy).__name__} has no encode_text / eos_ids (GoldPolicy)")
-    tasks = {(r.card.problem, r.card.solution): (r.card, r.verdict.reference or r.card.final_answer)
+    tasks = {(r.card.problem, r.card.solution): (r.card, r.reference)
              for r in records if r.valid and r.card is not None}
     cards = [c for c, _ in tasks.values()]
     episodes = gold_episodes(policy, domain, cards, [ref for _, ref in tasks.values()], limits)
@@ -192,7 +194,7 @@ def grpo_tasks(records: Sequence[TaskRecord]) -> list[Task]:
     tasks: dict[tuple[str, str], Task] = {}
     for r in records:
         if r.valid and r.card is not None:
-            task = Task.of(r.card, r.verdict.reference or r.card.final_answer)
+            task = Task.of(r.card, r.reference)
             tasks.setdefault((task.problem, task.reference), task)
     return list(tasks.values())
 
@@ -206,6 +208,8 @@ def grpo_update(state: CoTrainState, tasks: Sequence[Task]) -> tuple[UpdateStats
     advantage 0, and no step is taken when nothing is gradient-bearing. Returns the update (None when none
     was taken) and the number of attempts sampled.
     """
+    from synco.cotrain.batches import attempts_batch  # torch: only when a round trains by GRPO
+
     s = state.settings
     groups = state.solver.attempts(state.reasoner, tasks, s.k, s.reasoner_sampling, request_seed(state))
     batch, _ = attempts_batch(groups, s.reasoner_scale_by_std)
@@ -256,13 +260,6 @@ def train_round(state: CoTrainState, step: int, cfg: RoundsConfig, seed: int) ->
     return RoundTraining(examples=n_data, updates=len(stepped), loss=loss, rollouts=rollouts, retokenized=retokenized)
 
 
-def rounds_step(state: CoTrainState, step: int, cfg: RoundsConfig, total_steps: int, seed: int,
-                protocol: str = "rounds") -> StepStats:
-    """One step of a round: collect (the Reasoner solves, nothing trains it); the round's last step then trains it."""
-    stats = cotrain_step(state, step, round_plan(step, cfg, total_steps, protocol))
-    return after_round_step(state, step, stats, cfg, total_steps, seed)
-
-
 def after_round_step(state: CoTrainState, step: int, stats: StepStats, cfg: RoundsConfig, total_steps: int,
                      seed: int) -> StepStats:
     """Once a step of a round is recorded: at the round's last step, train the Reasoner on the round's data."""
@@ -273,3 +270,57 @@ def after_round_step(state: CoTrainState, step: int, stats: StepStats, cfg: Roun
     return stats.model_copy(update={"t_train": stats.t_train + time.perf_counter() - t, "training": RoundStats(
         round_examples=done.examples, round_updates=done.updates, round_loss=done.loss, round_rollouts=done.rollouts,
         round_retokenized=done.retokenized)})
+
+
+def round_training(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per trained round, from metrics.jsonl rows: step, round, examples, updates, loss, rollouts, retokenized."""
+    return [{"step": r["step"], "round": r.get("round"), "examples": r["round_examples"],
+             "updates": r.get("round_updates"), "loss": r.get("round_loss"), "rollouts": r.get("round_rollouts"),
+             "retokenized": r.get("round_retokenized")}
+            for r in rows if r.get("round_examples") is not None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rounds(TrainingProtocol):
+    """EvoSyn's rounds: the Reasoner only solves within a round; the round's last step then trains it (``after``).
+    A learning-effect period is a round, in which the Reasoner does not change."""
+
+    name: str = "rounds"
+    rounds: RoundsConfig = field(default_factory=RoundsConfig)
+    seed: int = 0  # the run seed: a round's shuffling is seeded by it and the round
+
+    def plan(self, step: int) -> StepPlan:
+        return round_plan(step, self.rounds, self.steps, self.name)
+
+    def after(self, state: CoTrainState, step: int, stats: StepStats) -> StepStats:
+        return after_round_step(state, step, stats, self.rounds, self.steps, self.seed)
+
+    def closes_round(self, step: int) -> bool:
+        return round_ends(step, self.rounds, self.steps)
+
+    def period_length(self) -> int:
+        return self.rounds.steps_per_round
+
+    def settings(self) -> dict[str, Any]:
+        return {"rounds": self.rounds.model_dump()}
+
+    def saved_settings(self, saved: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(saved.get("rounds"), dict):  # a checkpoint written before rounds.lr became rounds.sft_lr
+            saved = {**saved, "rounds": legacy_rounds(saved["rounds"])}
+        return saved
+
+    def describe(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        if not rows:
+            return []
+        n_rounds = len({r.get("round") for r in rows})
+        out = [f"protocol {self.name}: {counted(n_rounds, 'round')}; the Reasoner trained at the end of each on"]
+        for t in round_training(rows):
+            loss = "-" if t["loss"] is None else f"{t['loss']:.4f}"
+            extra = f", {t['rollouts']} fresh rollouts" if t.get("rollouts") else ""
+            if t.get("retokenized"):
+                extra += f", {t['retokenized']} attempts re-tokenised from text (no stored ids)"
+            unit = counted(t["examples"], "task") + " (GRPO)" if t.get("rollouts") else \
+                counted(t["examples"], "example") + " (SFT)"
+            out.append(f"  round {t['round']} (step {t['step']}): {unit}, {counted(t['updates'], 'update')}, "
+                       f"loss {loss}{extra}")
+        return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from synco.core.episodes import USER_MAX_NEW_TOKENS
 from synco.core.seeds import derive_seed
 from synco.core.served import ChatRequest, ServedClient, ServedSettings, sampling_fields
 
@@ -20,7 +21,7 @@ Speaker = Literal["agent", "user"]
 class ServedUserSim:
     """A served chat model as τ²'s simulated user."""
 
-    def __init__(self, settings: ServedSettings, max_new_tokens: int = 64, temperature: float = 0.0) -> None:
+    def __init__(self, settings: ServedSettings, max_new_tokens: int = USER_MAX_NEW_TOKENS, temperature: float = 0.0) -> None:
         self.client = ServedClient(settings, "tau2.served")
         self.model_name = f"{settings.model}@{settings.base_url}"
         """What plays the user: recorded with every episode (never the key)."""
@@ -36,6 +37,6 @@ class ServedUserSim:
         return s.text.strip()[:MAX_REPLY_CHARS]
 
 
-def served_user(settings: ServedSettings, max_new_tokens: int = 64, temperature: float = 0.0) -> ServedUserSim:
+def served_user(settings: ServedSettings, max_new_tokens: int = USER_MAX_NEW_TOKENS, temperature: float = 0.0) -> ServedUserSim:
     """The factory the τ² domain calls when an episode first needs its user (picklable through ``partial``)."""
     return ServedUserSim(settings, max_new_tokens, temperature)

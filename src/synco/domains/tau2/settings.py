@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from synco.core.episodes import USER_MAX_NEW_TOKENS
 from synco.core.served import ServedSettings
 
 Tau2DomainName = Literal["airline", "retail", "telecom", "mock"]
@@ -25,7 +26,7 @@ class Tau2Settings(BaseModel):
     user_model: str = Field(
         "smollm2", description="The frozen local model that plays the simulated user (a model directory or a model "
                                "preset such as smollm2). Its text is never trained on; every episode records it.")
-    user_max_new_tokens: int = Field(64, ge=1, description="Tokens per simulated-user message.")
+    user_max_new_tokens: int = Field(USER_MAX_NEW_TOKENS, ge=1, description="Tokens per simulated-user message.")
     user_temperature: float = Field(0.0, ge=0.0, description="Sampling temperature of the simulated user (0: greedy).")
     served: ServedSettings | None = Field(None, description="The simulated user on a served chat endpoint (an OpenAI-compatible server or API provider: base_url, model, api_key_env, timeout_s, max_retries, max_concurrency); replaces tau2.user_model. None: a local model plays the user.")
     train_split: str = Field("train", description="τ²'s split the Synthesizer's examples and the static corpus come from.")
