@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from synco.config import RunConfig, describe_fields, domain_settings_models
+from synco.cotrain.protocols.registry import protocol_names
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -106,8 +107,10 @@ def values_under(prefix: str) -> set[str]:
 
     if isinstance(model, type) and issubclass(model, BaseModel):
         walk(model)
-    elif typing.get_origin(model) is typing.Literal:  # a plain setting (`protocol`): its choices
+    elif typing.get_origin(model) is typing.Literal:  # a plain setting: its choices
         words.update(str(v) for v in typing.get_args(model))
+    elif prefix == "protocol":  # a name in the protocol registry
+        words.update(protocol_names())
     return words
 
 
