@@ -359,7 +359,7 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
 def domain_context(cfg: RunConfig) -> DomainContext:
     """What a domain factory of ``cfg``'s run gets (synco.domains.registry): the prompt folder, the domain's own
     settings section, and the run's simulated-user loader (a frozen local model on the Reasoner's device)."""
-    return DomainContext(prompts_dir=cfg.prompts_dir, settings=cfg.domain_settings(),
+    return DomainContext(prompts_dir=cfg.prompts_dir, settings=cfg.domain_settings(), seed=cfg.seed,
                          simulated_user=partial(local_simulated_user, device=cfg.reasoner.device))
 
 
