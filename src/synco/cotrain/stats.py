@@ -52,7 +52,7 @@ class EpisodeStats(BaseModel):
 
     mean_turns: float | None = None  # agent turns per episode
     finishes: dict[str, int] | None = None  # episodes per finish: done / max_turns / token_budget
-    notes: dict[str, int] | None = None  # episodes per environment note ``key=value`` (rgym: ``scorer=error``)
+    episode_notes: dict[str, int] | None = None  # episodes per environment note ``key=value`` (rgym: ``scorer=error``)
 
 
 class TrajectoryStats(BaseModel):
@@ -255,7 +255,7 @@ class EpisodeMetrics:
                 notes[f"{key}={value}"] = notes.get(f"{key}={value}", 0) + 1
         stats.episodes = EpisodeStats(
             mean_turns=sum(sum(t.role == "agent" for t in a.turns or []) for a in episodes) / len(episodes),
-            finishes=finishes, notes=notes or None)
+            finishes=finishes, episode_notes=notes or None)
 
 
 class TrajectoryMetrics:

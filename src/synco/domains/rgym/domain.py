@@ -206,6 +206,12 @@ class RgymDomain:
             out.append(self.format_card(family.name, self.random_config(rng, family, level), level))
         return out
 
+    def export_fields(self, card: TaskCard) -> dict[str, Any]:
+        """``valid_tasks.jsonl``'s columns ``rgym_config`` and ``rgym_seed``: how the item is regenerated (the export
+        blanks ``solution`` because the Synthesizer's ``final_answer`` is always corrected by the oracle)."""
+        text, seed = split_seeded(card.solution)
+        return {"rgym_config": text, "rgym_seed": seed} if seed is not None else {}
+
     # --- held-out
 
     def heldout_groups(self) -> list[tuple[str, Family, dict[str, Any]]]:
