@@ -73,6 +73,8 @@ BUILTIN_DOMAINS: dict[str, DomainSpec] = {
                         warm_start=WarmStart(pretrain="synco.learn.pretrain_tools:warm_start",
                                              folder="synco.learn.pretrain_tools:load_tools_warm_start")),
     "tau2": DomainSpec(_tau2, settings=Tau2Settings),
-    "rgym": DomainSpec(_rgym, settings=RgymSettings),
+    "rgym": DomainSpec(_rgym, settings=RgymSettings,
+                       warm_start=WarmStart(pretrain="synco.learn.pretrain_rgym:warm_start",
+                                            folder="synco.learn.pretrain_rgym:load_rgym_warm_start")),
 }
 """The built-in registrations, by name."""
