@@ -41,7 +41,6 @@ def _arith_chat(context: DomainContext) -> ArithChatDomain:
 
 def _math(context: DomainContext) -> MathDomain:
     from synco.domains.math import MathDomain
-    from synco.domains.rgym import RgymDomain
 
     return MathDomain(prompts_dir=context.prompts_dir)
 

@@ -85,3 +85,15 @@ def test_only_audited_families_come_from_a_description() -> None:
                    "coin_flip": {"fields": {}, "attributes": {}}}
     found = families_from(description)
     assert list(found) == ["chain_sum"] and found["chain_sum"].attributes[0].levels == (2, 3)
+
+
+def test_settings_refuse_unaudited_families_and_bad_templates() -> None:
+    from pydantic import ValidationError
+
+    from synco.domains.rgym import RgymSettings
+
+    assert RgymSettings(families=["chain_sum", "chain_sum"]).families == ["chain_sum"]
+    with pytest.raises(ValidationError, match="coin_flip"):
+        RgymSettings(families=["coin_flip"])
+    with pytest.raises(ValidationError, match="question"):
+        RgymSettings(reasoner_template="Q:\nA:")

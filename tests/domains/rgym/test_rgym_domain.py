@@ -36,6 +36,9 @@ def test_extract_answer_reads_what_follows_the_prefix() -> None:
     assert extract_answer("<answer>18</answer> and more", "<answer>") == "18"
     assert extract_answer("The answer is 18.\nBecause", "The answer is ") == "18"
     assert extract_answer("<answer>", "<answer>") == "" and len(extract_answer("<answer>" + "9" * 5000, "<answer>")) == 400
+    assert extract_answer("The answer is 10 + 8 = 18", "The answer is ", first_number=True) == "10"
+    assert extract_answer("The answer is -2.5, since", "The answer is ", first_number=True) == "-2.5"
+    assert extract_answer("The answer is unclear", "The answer is ", first_number=True) == ""
 
 
 def test_the_oracle_materialises_a_card(domain: RgymDomain) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import threading
 from collections.abc import Mapping
 from functools import lru_cache
@@ -73,14 +74,21 @@ def split_seeded(text: str) -> tuple[str, int | None]:
     return config_text(str(obj["family"]), obj["config"] if isinstance(obj["config"], dict) else {}), obj["seed"]
 
 
-def extract_answer(response: str, prefix: str) -> str:
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def extract_answer(response: str, prefix: str, first_number: bool = False) -> str:
     """The answer in a whole response (prefix included): after the last ``prefix`` (or from the start), up to
-    ``</answer>`` or a newline, stripped of spaces and a final period; bounded."""
+    ``</answer>`` or a newline, stripped of spaces and a final period; with ``first_number`` the first number there
+    ("" if none). Bounded: the response is model output."""
     text = response[:4 * MAX_ANSWER_CHARS]
     if prefix and prefix in text:
         text = text[text.rindex(prefix) + len(prefix):]
     for stop in ("</answer>", "\n"):
         text = text.split(stop, 1)[0]
+    if first_number:
+        found = _NUMBER.search(text)
+        return found.group() if found else ""
     text = text.strip()
     return (text[:-1] if text.endswith(".") else text).strip()[:MAX_ANSWER_CHARS]
 
@@ -93,7 +101,8 @@ class ScoredAnswer:
         self.answer: str | None = None
 
     def step(self, text: str) -> EnvStep:
-        self.answer = extract_answer(text, self.domain.settings.answer_prefix)
+        settings = self.domain.settings
+        self.answer = extract_answer(text, settings.answer_prefix, settings.first_number)
         return EnvStep(observation="", done=True)
 
     def grade(self) -> EpisodeGrade:
@@ -271,8 +280,9 @@ class RgymDomain:
         return None
 
     def reasoner_prompt(self, problem: str) -> str:
-        """``Q:<question>\\nA:``; the answer follows the prefilled ``rgym.answer_prefix``."""
-        return f"Q:{problem}\nA:"
+        """``rgym.reasoner_template`` with the question (``Q:<question>\\nA:``); the answer follows the prefilled
+        ``rgym.answer_prefix``."""
+        return self.settings.reasoner_template.replace("{question}", problem)
 
     def reasoner_system_prompt(self) -> str | None:
         return None
