@@ -141,7 +141,17 @@ class RgymDomain:
         self._counter = 0
         self._lock = threading.Lock()
         self._heldout_questions: set[str] = set()
+        self._heldout_items: dict[str, tuple[str, dict[str, Any], int]] = {}
         self.reasoner_response_prefix = self.settings.answer_prefix
+
+    def __getstate__(self) -> dict[str, Any]:  # a copy in another process (Ray, spawn) gets its own lock and worker
+        state = dict(self.__dict__)
+        state.pop("_lock")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # --- the families (described by the worker once)
 
@@ -237,7 +247,6 @@ class RgymDomain:
         """``n_per_group`` distinct items per group, from odd (held-out) seeds; a group whose generator fails is left
         out with a warning rather than ending the run."""
         items: list[HeldoutItem] = []
-        self._heldout_items: dict[str, tuple[str, dict[str, Any], int]] = {}
         for group, family, config in self.heldout_groups():
             seen: set[str] = set()
             for attempt in range(20 * n_per_group):
