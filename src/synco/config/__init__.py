@@ -59,8 +59,8 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow")  # only domains' settings sections: checked by _domain_sections
 
     domain: str = Field(DEFAULT_DOMAIN, description="Task domain, a name in the domain registry (synco.domains.registry.available_domains(): the built-in worlds, and domains registered in code or by an installed package's 'synco.domains' entry point, docs/ADDING_A_DOMAIN.md). A domain with a settings model reads its own section, named after it.")
-    mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
-        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
+    mode: Literal["cotrain", "frozen", "static", "uniform", "designer"] = Field(
+        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has); designer: the Designer alone -- its cells, cards drawn uniformly within them by the domain's generator, no Synthesizer (needs evosyn.designer and a domain with HasCellCards, e.g. rgym).")
     protocol: ProtocolName = Field(
         "online", description="Training protocol (synco.cotrain.protocols.config): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus of mode=static, which it sets; see rounds).")
     rounds: RoundsConfig = Field(default_factory=RoundsConfig, description="protocol=rounds / rft: steps per round, SFT or GRPO at the round's end, accumulated data.")
@@ -208,6 +208,19 @@ class RunConfig(BaseModel):
             message = proposer_problem(self.evosyn, self.domain, self.mode, chat_model)
             if message:
                 raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _check_designer_mode(self) -> "RunConfig":
+        """``mode=designer`` needs the Designer and a domain that draws cards inside a cell (``HasCellCards``)."""
+        if self.mode == "designer":
+            from synco.domains.base import HasCellCards
+
+            if not self.evosyn.designer:
+                raise ValueError("mode=designer needs evosyn.designer=true (the Designer chooses the cells)")
+            if not isinstance(get_domain(self.domain, domain_context(self)), HasCellCards):
+                raise ValueError(f"mode=designer needs a domain that draws cards inside a cell (HasCellCards, e.g. "
+                                 f"rgym), got domain={self.domain!r}")
         return self
 
     @model_validator(mode="after")

@@ -21,7 +21,7 @@ from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.run import EvoState
 from synco.grading.verifier import TaskVerifier
 
-Mode = Literal["cotrain", "frozen", "static", "uniform"]
+Mode = Literal["cotrain", "frozen", "static", "uniform", "designer"]
 
 
 @dataclass(frozen=True)

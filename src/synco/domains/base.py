@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerFormat", "HasCardTemplate", "HasCellCards", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
            "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
            "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
@@ -259,6 +259,16 @@ class HasNativeTasks(Protocol):
         """The verdict and the factors of a line holding one task in the domain's own format; None when ``text`` is
         not in that format (it is then verified as a card). ``text`` is a file's line: bound the work, never raise
         on it."""
+        ...
+
+
+@runtime_checkable
+class HasCellCards(Protocol):
+    """The domain draws cards inside a factor cell from its own generator: ``mode=designer`` (the Designer alone, no
+    Synthesizer: the bench's control for whose credit a gain is)."""
+
+    def cell_cards(self, rng: random.Random, cell: Cell, n: int) -> list[str]:
+        """``n`` card texts inside ``cell`` (``()``: anywhere), drawn uniformly within it; never a held-out problem."""
         ...
 
 

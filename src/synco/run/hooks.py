@@ -259,8 +259,9 @@ def build_hooks(run: Run, loggers: Loggers, monitor: HealthMonitor) -> list[Step
 
 
 def reflects(cfg: RunConfig) -> bool:
-    """Whether the Reflector runs: switched on, with learner feedback, in a mode where the Synthesizer writes."""
-    return cfg.evosyn.reflector and cfg.evosyn.feedback and cfg.mode in ("cotrain", "frozen")
+    """Whether the Reflector runs: switched on, with learner feedback, in a mode where the Designer's cells decide the
+    cards (the Synthesizer writes them, or ``designer``: the domain draws them inside the cells)."""
+    return cfg.evosyn.reflector and cfg.evosyn.feedback and cfg.mode in ("cotrain", "frozen", "designer")
 
 
 def health_monitor(run: Run) -> HealthMonitor:

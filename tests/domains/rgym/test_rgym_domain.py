@@ -138,3 +138,22 @@ def test_a_short_run_records_cells_and_heldout_per_family(tmp_path: Path) -> Non
     assert notes and all(set(n) <= {"scorer=ok", "scorer=empty", "scorer=error", "scorer=timeout"} for n in notes)
     task = json.loads((run / "valid_tasks.jsonl").read_text().splitlines()[0])
     assert task["factors"]["family"] in ("chain_sum", "spell_backward") and task["rgym_seed"] % 2 == 0
+
+
+def test_cell_cards_land_in_their_cell(domain: RgymDomain) -> None:
+    rng = random.Random(3)
+    cell = (("family", "chain_sum"), ("level", "2"), ("chain_sum.num_terms", "1"))
+    for text in domain.cell_cards(rng, cell, 5):
+        problem = json.loads(text)["problem"]
+        factors = {d.name: d.value(problem) for d in domain.factor_defs()}
+        assert (factors["family"], factors["level"], factors["chain_sum.num_terms"]) == ("chain_sum", "2", "1")
+
+
+def test_designer_mode_needs_the_designer_and_a_cell_sampler() -> None:
+    from synco.config import ConfigError, load_config
+
+    assert load_config("rgym", overrides=["mode=designer"]).mode == "designer"
+    with pytest.raises(ConfigError, match="evosyn.designer=true"):
+        load_config("rgym", overrides=["mode=designer", "evosyn.designer=false"])
+    with pytest.raises(ConfigError, match="HasCellCards"):
+        load_config("arith", overrides=["mode=designer"])

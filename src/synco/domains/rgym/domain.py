@@ -207,15 +207,40 @@ class RgymDomain:
                   "final_answer": "x", "verification_notes": "x", "novelty_notes": "x"}
         return json.dumps({k: values[k] for k in CARD_FIELDS}, separators=(",", ":"))
 
-    def random_config(self, rng: random.Random, family: Family, level: int) -> dict[str, Any]:
-        """A config of ``level``: the curriculum's own at that level (each range narrowed to a random sub-range)."""
-        config = family.config_at(level)
+    def random_config(self, rng: random.Random, family: Family, level: int,
+                      fixed: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """A config of global ``level`` drawn uniformly: each attribute's level uniform in 0..``level`` (``fixed`` ones
+        as given), one of them raised to ``level`` when none reached it; a range's lower field uniform up to its upper."""
+        fixed = fixed or {}
+        top = min(level, family.n_levels - 1)
+        levels = {a.name: fixed.get(a.name, rng.randint(0, min(top, a.n_levels - 1))) for a in family.attributes}
+        free = [a.name for a in family.attributes if a.name not in fixed and a.n_levels > top]
+        if levels and max(levels.values()) < top and free:
+            levels[rng.choice(free)] = top
+        config: dict[str, Any] = {}
         for attr in family.attributes:
+            values = attr.values_at(levels[attr.name])
             if len(attr.fields) == 2 and attr.numeric and not attr.interval:
-                lo, hi = config[attr.fields[0]], config[attr.fields[1]]
-                if isinstance(lo, int) and isinstance(hi, int) and lo < hi:
-                    config[attr.fields[0]] = rng.randint(lo, hi)
-        return config
+                hi = values[attr.fields[1]]
+                if isinstance(hi, int) and isinstance(attr.levels[0], int) and attr.levels[0] < hi:
+                    values[attr.fields[0]] = rng.randint(attr.levels[0], hi)
+            config.update(values)
+        return dict(sorted(config.items()))
+
+    def cell_cards(self, rng: random.Random, cell: Cell, n: int) -> list[str]:
+        """``n`` cards inside ``cell`` (HasCellCards, ``mode=designer``): its family (else a uniform one), its global
+        level (else uniform) and any promoted ``<family>.<attribute>`` levels, the rest drawn uniformly."""
+        want = dict(cell)
+        out = []
+        for _ in range(n):
+            name = want.get("family") or rng.choice(list(self.families))
+            family = self.families.get(name) or self.families[rng.choice(list(self.families))]
+            level = int(want["level"]) if str(want.get("level", "")).isdigit() else rng.randrange(family.n_levels)
+            fixed = {a.name: int(want[f"{family.name}.{a.name}"]) for a in family.attributes
+                     if str(want.get(f"{family.name}.{a.name}", "")).isdigit()}
+            config = self.random_config(rng, family, level, fixed)
+            out.append(self.format_card(family.name, config, family.level(config)))
+        return out
 
     def static_cards(self, rng: random.Random, n: int) -> list[str]:
         out = []
