@@ -136,6 +136,9 @@ def test_a_short_run_records_cells_and_heldout_per_family(tmp_path: Path) -> Non
     steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     notes = [s["episode_notes"] for s in steps if s.get("episode_notes")]  # scorer failures are counted here
     assert notes and all(set(n) <= {"scorer=ok", "scorer=empty", "scorer=error", "scorer=timeout"} for n in notes)
+    from synco.analysis.run import heldout_by_family  # what `synco analyze` prints per family
+
+    assert set(heldout_by_family(run)) == {"chain_sum", "spell_backward"} == set(summary["heldout_by_family"])
     task = json.loads((run / "valid_tasks.jsonl").read_text().splitlines()[0])
     assert task["factors"]["family"] in ("chain_sum", "spell_backward") and task["rgym_seed"] % 2 == 0
 
