@@ -39,6 +39,8 @@ def test_extract_answer_reads_what_follows_the_prefix() -> None:
     assert extract_answer("The answer is 10 + 8 = 18", "The answer is ", first_number=True) == "10"
     assert extract_answer("The answer is -2.5, since", "The answer is ", first_number=True) == "-2.5"
     assert extract_answer("The answer is unclear", "The answer is ", first_number=True) == ""
+    assert extract_answer("The answer is 24,877. That", "The answer is ", first_number=True) == "24877"
+    assert extract_answer("The answer is 1, since", "The answer is ", first_number=True) == "1"
 
 
 def test_the_oracle_materialises_a_card(domain: RgymDomain) -> None:

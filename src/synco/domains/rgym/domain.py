@@ -74,7 +74,8 @@ def split_seeded(text: str) -> tuple[str, int | None]:
     return config_text(str(obj["family"]), obj["config"] if isinstance(obj["config"], dict) else {}), obj["seed"]
 
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d+(?:\.\d+)?")
+"""A number, with or without thousands separators (``24,877``), bounded by the answer's length cap."""
 
 
 def extract_answer(response: str, prefix: str, first_number: bool = False) -> str:
@@ -87,8 +88,8 @@ def extract_answer(response: str, prefix: str, first_number: bool = False) -> st
     for stop in ("</answer>", "\n"):
         text = text.split(stop, 1)[0]
     if first_number:
-        found = _NUMBER.search(text)
-        return found.group() if found else ""
+        found = _NUMBER.search(text[:MAX_ANSWER_CHARS])
+        return found.group().replace(",", "") if found else ""
     text = text.strip()
     return (text[:-1] if text.endswith(".") else text).strip()[:MAX_ANSWER_CHARS]
 
