@@ -162,3 +162,13 @@ def test_designer_mode_needs_the_designer_and_a_cell_sampler() -> None:
         load_config("rgym", overrides=["mode=designer", "evosyn.designer=false"])
     with pytest.raises(ConfigError, match="HasCellCards"):
         load_config("arith", overrides=["mode=designer"])
+
+
+@pytest.mark.slow
+def test_designer_mode_fills_the_designers_cells(tmp_path: Path) -> None:
+    synco.cli.main(["train", "--preset", "rgym", "mode=designer", "steps=1", "n_cards=8", "k=1",
+                    "heldout_per_group=1", "heldout_samples=0", "threads=1", "run_id=d", f"runs_dir={tmp_path}",
+                    "rgym.families=[chain_sum,gcd]", "rgym.heldout_levels=1", "rgym.transfer=false",
+                    "reasoner.model_path=builtin:arith/reasoner", "synthesizer.model_path=builtin:arith/synthesizer"])
+    step = json.loads((tmp_path / "d" / "metrics.jsonl").read_text().splitlines()[0])
+    assert step["n_cards"] == 8 and step["controllability"] == 1.0  # every card in the cell it was drawn for
