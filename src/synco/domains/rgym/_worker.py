@@ -34,8 +34,10 @@ from typing import Any, TextIO
 
 DEFAULT_BUDGET = 5.0
 MAX_BUDGET = 600.0
-CACHE_ITEMS = 4096
-"""Generated items kept (keyed by family, config and seed), so the K scores of a card do not regenerate it."""
+CACHE_ITEMS = 256
+"""Generated items kept (keyed by family, config and seed), so the K scores of a card do not regenerate it. Each holds
+its dataset object (the scorer is a method of it), ~1 MB for a family that loads a word list (spell_backward): 4096
+of them ran the worker out of its 2 GiB address space."""
 MAX_TEXT = 4000
 """Longest question, answer or model answer passed through (longer ones are refused/cut)."""
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import re
 import threading
@@ -38,6 +39,8 @@ from synco.domains.rgym.catalog import ConfigRejected, Family, config_text, fami
 from synco.domains.rgym.gym import Gym, GymFailure
 from synco.domains.rgym.settings import RgymSettings
 from synco.evosyn.space import Cell, FactorDef
+
+logger = logging.getLogger(__name__)
 
 LEVEL_BUCKETS = tuple(str(i) for i in range(16))
 """Global levels a factor may take (the longest curriculum has 13 levels)."""
@@ -289,6 +292,9 @@ class RgymDomain:
                 self._heldout_questions.add(question.strip())
                 self._heldout_items[question] = (family.name, config, item_seed)
                 items.append(HeldoutItem(problem=question, answer=answer, group=group))
+            if len(seen) < n_per_group:
+                logger.warning("rgym held-out group %s: %d of %d items (its generator failed or repeats itself)",
+                               group, len(seen), n_per_group)
         return items
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
