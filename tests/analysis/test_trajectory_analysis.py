@@ -156,7 +156,7 @@ def test_single_turn_run_has_no_trajectory_key_plot_or_section(tmp_path, capsys)
     out = run / "analysis"
     summary = json.loads((out / "summary.json").read_text())
     assert "trajectory" not in summary
-    assert set(summary) == set(RunAnalysis.model_fields) - {"trajectory"}
+    assert set(summary) == set(RunAnalysis.model_fields) - {"trajectory", "heldout_by_family"}  # both absent here
     assert not (out / "trajectory.png").exists()
     assert "Episodes and trajectories" not in (out / "report.html").read_text()
     assert "trajectories:" not in capsys.readouterr().out

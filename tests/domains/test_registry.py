@@ -87,7 +87,7 @@ def make_toy(context: DomainContext) -> Toy:
 
 
 def test_the_builtins_are_registered_and_build_with_the_context() -> None:
-    assert available_domains() == ["arith", "arith-chat", "math", "tau2", "tools"]
+    assert available_domains() == ["arith", "arith-chat", "math", "rgym", "tau2", "tools"]
     assert isinstance(get_domain("arith"), ArithDomain)
     chat = get_domain("arith-chat")
     assert isinstance(chat, ArithChatDomain) and chat.name == "arith-chat" and chat.needs == DomainNeeds(chat_model=False)
@@ -101,11 +101,11 @@ def test_the_builtins_are_registered_and_build_with_the_context() -> None:
 
 def test_an_unknown_name_is_one_error_listing_the_available_names() -> None:
     register_domain("toy", make_toy)
-    with pytest.raises(DomainError, match=r"unknown domain 'nope'; available: arith, arith-chat, math, tau2, tools, toy \("):
+    with pytest.raises(DomainError, match=r"unknown domain 'nope'; available: arith, arith-chat, math, rgym, tau2, tools, toy \("):
         get_domain("nope")
     with pytest.raises(ConfigError) as e:
         load_config("arith", overrides=["domain=nope"])
-    assert "domain: " in str(e.value) and "unknown domain 'nope'; available: arith, arith-chat, math, tau2, tools, toy" in str(e.value)
+    assert "domain: " in str(e.value) and "unknown domain 'nope'; available: arith, arith-chat, math, rgym, tau2, tools, toy" in str(e.value)
     assert "(got 'nope')" in str(e.value)
 
 
@@ -202,7 +202,7 @@ def test_settings_and_warm_starts_are_checked_when_registered() -> None:
         register_domain("toy.v2", make_set_toy, settings=ToySettings)
     with pytest.raises(DomainError, match=r"'toy': warm_start must be a synco.domains.spec.WarmStart"):
         register_domain("toy", make_toy, warm_start="mymod:pretrain")  # type: ignore[arg-type]
-    with pytest.raises(DomainError, match=r"'toy' has no warm start; worlds with one: arith, tools"):
+    with pytest.raises(DomainError, match=r"'toy' has no warm start; worlds with one: arith, rgym, tools"):
         register_domain("toy", make_toy)
         registry.warm_start("toy")
 
@@ -220,16 +220,16 @@ def test_a_registered_warm_start_is_a_pretrain_world_and_a_builtin_model(
 
     register_domain("toy", make_set_toy, settings=ToySettings,
                     warm_start=WarmStart(pretrain=pretrain, folder=lambda: tmp_path, roles=("reasoner",)))
-    assert registry.warm_start_worlds() == ["arith", "tools", "toy"]
+    assert registry.warm_start_worlds() == ["arith", "rgym", "tools", "toy"]
     with pytest.raises(SystemExit):
         synco.cli.main(["pretrain", "--help"])
-    assert "which world's agents to train: arith, tools, toy (default: arith)" in " ".join(capsys.readouterr().out.split())
+    assert "which world's agents to train: arith, rgym, tools, toy (default: arith)" in " ".join(capsys.readouterr().out.split())
     assert synco.cli.main(["pretrain", "--world", "toy", "--out", str(tmp_path), "--seed", "3", "toy.level=2"]) == 0
     assert calls == [(tmp_path, {"seed": 3, "settings": ToySettings(level=2)})]
     assert "toy warm start" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         synco.cli.main(["pretrain", "--world", "math"])  # a domain without a warm start
-    assert "invalid choice: 'math' (choose from 'arith', 'tools', 'toy')" in capsys.readouterr().err
+    assert "invalid choice: 'math' (choose from 'arith', 'rgym', 'tools', 'toy')" in capsys.readouterr().err
     assert "builtin:toy/reasoner" in registry.builtin_models()
     assert load_config("arith", overrides=["reasoner.model_path=builtin:toy/reasoner"]).domain == "arith"
     assert resolve_model_path("builtin:toy/reasoner") == str(tmp_path / "reasoner")
@@ -277,7 +277,7 @@ def test_an_entry_point_is_listed_without_import_and_loaded_on_first_use(
                                                  "def make_toy(context):\n    return ArithDomain()\n")
     clean_registry.append(EntryPoint(name="toy", value="toy_plugin:make_toy", group="synco.domains"))
     clean_registry.append(EntryPoint(name="other", value="toy_plugin:make_toy", group="some.other.group"))
-    assert available_domains() == ["arith", "arith-chat", "math", "tau2", "tools", "toy"]
+    assert available_domains() == ["arith", "arith-chat", "math", "rgym", "tau2", "tools", "toy"]
     assert "toy_plugin" not in sys.modules  # listed, not imported
     assert load_config("arith").domain == "arith" and "toy_plugin" not in sys.modules
     assert load_config("arith", overrides=["domain=toy"]).domain == "toy"  # its registration says: no settings

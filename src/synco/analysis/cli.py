@@ -193,6 +193,11 @@ def run_analyze(args: argparse.Namespace) -> int:
                 print(table5)
         if a.trajectory is not None:
             print(format_trajectory(a.trajectory, a.label))
+        for family, r in a.heldout_by_family.items():
+            transfer = ("-" if r["transfer_before"] is None else
+                        f"{r['transfer_before']:.2f} -> {r['transfer_after'] or 0.0:.2f}")
+            print(f"  held-out {family}: levels {r['levels_before']:.2f} -> {r['levels_after']:.2f}, transfer "
+                  f"{transfer}, Learn {r['learn']}, Retain lost {r['retain_lost']}")
     print(f"wrote {out / 'report.html'} and {out / 'summary.json'}")
     return 0
 

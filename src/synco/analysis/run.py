@@ -9,8 +9,10 @@ rewards.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_serializer
@@ -185,6 +187,8 @@ class RunAnalysis(BaseModel):
     evosyn: EvoSynAnalysis | None = None  # factor space, Designer and Reflector (None: the run has no EvoSyn)
     # episodes and gold trajectories (domains with an environment); left out of summary.json while None
     trajectory: TrajectoryAnalysis | None = None
+    # held-out per family of FAMILY/PART groups (rgym): levels, transfer, Learn / Retain; left out while empty
+    heldout_by_family: dict[str, dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
     def _omit_absent_trajectory(self, handler: Any) -> dict[str, Any]:
@@ -192,6 +196,8 @@ class RunAnalysis(BaseModel):
         data = handler(self)
         if data.get("trajectory", 0) is None:
             del data["trajectory"]
+        if not data.get("heldout_by_family", 1):
+            del data["heldout_by_family"]
         return data
 
 
@@ -228,7 +234,21 @@ def analyze_run(data: RunData, options: AnalyzeOptions | None = None) -> RunAnal
         heldout=data.heldout,
         evosyn=evosyn_analysis(data),
         trajectory=trajectory_analysis(data),
+        heldout_by_family=heldout_by_family(Path(data.path)),
     )
+
+
+def heldout_by_family(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The run's held-out per family (``synco.run.summary.family_rows``) from ``heldout_before.json`` and
+    ``heldout_after.json``; {} when either is missing or its groups name no family."""
+    from synco.run.summary import family_rows
+
+    try:
+        before = json.loads((run_dir / "heldout_before.json").read_text())
+        after = json.loads((run_dir / "heldout_after.json").read_text())
+        return family_rows(before["greedy"], after["greedy"], before["greedy_items"], after["greedy_items"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def outcome_shares(valid: Sequence[TaskRow]) -> Outcomes:

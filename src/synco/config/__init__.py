@@ -64,8 +64,8 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow")  # only domains' settings sections: checked by _domain_sections
 
     domain: str = Field(DEFAULT_DOMAIN, description="Task domain, a name in the domain registry (synco.domains.registry.available_domains(): the built-in worlds, and domains registered in code or by an installed package's 'synco.domains' entry point, docs/ADDING_A_DOMAIN.md). A domain with a settings model reads its own section, named after it.")
-    mode: Literal["cotrain", "frozen", "static", "uniform"] = Field(
-        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has).")
+    mode: Literal["cotrain", "frozen", "static", "uniform", "designer"] = Field(
+        "cotrain", description="cotrain: update both agents; frozen: Synthesizer fixed; static: a fixed, finite corpus from the domain's generator (static_corpus_size cards, drawn once, revisited); uniform: fresh cards from the domain's generator every step (an oracle of the evaluation distribution that no real domain has); designer: the Designer alone -- its cells, cards drawn uniformly within them by the domain's generator, no Synthesizer (needs evosyn.designer and a domain with HasCellCards, e.g. rgym).")
     protocol: str = Field(
         "online", description="Training protocol, a name in the protocol registry (synco.cotrain.protocols.registry): online (co-training, every step updates as mode says), rounds (EvoSyn: synthesis rounds, then the Reasoner is fine-tuned on the verified data; see rounds), alternating (only one agent learns per phase; see alternating), rft (rejection-sampling fine-tuning on the fixed corpus: it runs mode=static; see rounds), and protocols registered in code.")
     rounds: RoundsConfig = Field(default_factory=RoundsConfig, description="protocol=rounds / rft: steps per round, SFT or GRPO at the round's end, accumulated data.")
@@ -230,6 +230,19 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _check_designer_mode(self) -> "RunConfig":
+        """``mode=designer`` needs the Designer and a domain that draws cards inside a cell (``HasCellCards``)."""
+        if self.mode == "designer":
+            from synco.domains.base import HasCellCards
+
+            if not self.evosyn.designer:
+                raise ValueError("mode=designer needs evosyn.designer=true (the Designer chooses the cells)")
+            if not isinstance(get_domain(self.domain, domain_context(self)), HasCellCards):
+                raise ValueError(f"mode=designer needs a domain that draws cards inside a cell (HasCellCards, e.g. "
+                                 f"rgym), got domain={self.domain!r}")
+        return self
+
+    @model_validator(mode="after")
     def _check_card_template(self) -> "RunConfig":
         """``synth_decoding=card`` needs a domain with a card template: checked at load, before any model is built."""
         if self.synth_decoding == "card" and not isinstance(get_domain(self.domain, domain_context(self)),
@@ -378,7 +391,7 @@ def prompts_dir_problem(prompts_dir: str | None, domain: str) -> str | None:
 def domain_context(cfg: RunConfig) -> DomainContext:
     """What a domain factory of ``cfg``'s run gets (synco.domains.registry): the prompt folder, the domain's own
     settings section, and the run's simulated-user loader (a frozen local model on the Reasoner's device)."""
-    return DomainContext(prompts_dir=cfg.prompts_dir, settings=cfg.domain_settings(),
+    return DomainContext(prompts_dir=cfg.prompts_dir, settings=cfg.domain_settings(), seed=cfg.seed,
                          simulated_user=partial(local_simulated_user, device=cfg.reasoner.device))
 
 

@@ -3,6 +3,8 @@
 * :class:`SynthesizerCards`: the Synthesizer writes them from the capability report, in one context per
   Designer cell (EvoSyn: the Designer splits the N slots over the factor space's cells, each context's prompt
   names its cell and its cards form one GRPO group) or in ``n_contexts`` report-only contexts (plain SynCo).
+* :class:`DesignerCards`: the Designer alone (``designer``): its cells and slots, each cell's cards drawn uniformly
+  within it by the domain's generator (:class:`~synco.domains.base.HasCellCards`), no Synthesizer.
 * :class:`CorpusCards`: no model writes them: ``static`` revisits a fixed corpus drawn once from the domain's
   generator (the paper's static-corpus baseline), ``uniform`` draws fresh ones every step.
 
@@ -21,6 +23,7 @@ from synco.core.report import build_report
 from synco.core.sampling import Completion
 from synco.cotrain.settings import StepState, request_seed
 from synco.cotrain.stats import Design
+from synco.domains.base import HasCellCards
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
 from synco.evosyn.space import Cell
 
@@ -96,6 +99,22 @@ class SynthesizerCards:
         return [ContextPlan(None, base + (i < extra)) for i in range(n_ctx)], Design()
 
 
+class DesignerCards(SynthesizerCards):
+    """The Designer's cells and slots, as a steered Synthesizer gets them, filled by the domain's own generator."""
+
+    def __init__(self) -> None:
+        super().__init__(designer=True)
+
+    def draw(self, state: StepState) -> tuple[list[Draft], Design, float]:
+        domain = state.domain
+        if not isinstance(domain, HasCellCards):  # the config refuses it; a domain swapped in later is a bug
+            raise TypeError(f"mode=designer: domain {domain.name!r} cannot draw cards inside a cell (HasCellCards)")
+        contexts, design = self.plan(state)
+        drafts = [Draft(raw, None, ci, c.target) for ci, c in enumerate(contexts)
+                  for raw in domain.cell_cards(state.rng, c.target or (), c.n)]
+        return drafts, design, 0.0
+
+
 class CorpusCards:
     """Cards no model wrote: the fixed corpus, revisited (``static``; distinct within a step while it lasts), or
     fresh draws from the domain's generator every step (``uniform``, or a static run without a corpus)."""
@@ -121,7 +140,9 @@ def card_source(mode: str, designer: bool, corpus: list[str] | None) -> CardSour
         return CorpusCards(None)
     if mode == "static":
         return CorpusCards(corpus)
+    if mode == "designer":
+        return DesignerCards()
     return SynthesizerCards(designer and mode in ("cotrain", "frozen"))
 
 
-__all__ = ["CardSource", "ContextPlan", "CorpusCards", "Draft", "SynthesizerCards", "card_source"]
+__all__ = ["CardSource", "ContextPlan", "CorpusCards", "DesignerCards", "Draft", "SynthesizerCards", "card_source"]

@@ -22,7 +22,7 @@ from synco.evosyn.config import EvoSynConfig
 from synco.evosyn.run import EvoState
 from synco.grading.verifier import TaskVerifier
 
-Mode = Literal["cotrain", "frozen", "static", "uniform"]
+Mode = Literal["cotrain", "frozen", "static", "uniform", "designer"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ class StepSettings:
         """Whether a model writes the cards from the capability report (``cotrain`` / ``frozen``), so a card is
         rewarded for following what the report asks."""
         return self.mode in ("cotrain", "frozen")
+
+    @property
+    def cells_decide_cards(self) -> bool:
+        """Whether the cards can follow the Designer's cells (a model writing from the report, or ``designer``: the
+        domain draws them inside the cells), so the Reflector's factors can steer them."""
+        return self.reads_report or self.mode == "designer"
 
 
 @dataclass(frozen=True)

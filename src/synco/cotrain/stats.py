@@ -52,6 +52,7 @@ class EpisodeStats(BaseModel):
 
     mean_turns: float | None = None  # agent turns per episode
     finishes: dict[str, int] | None = None  # episodes per finish: done / max_turns / token_budget
+    episode_notes: dict[str, int] | None = None  # episodes per environment note ``key=value`` (rgym: ``scorer=error``)
 
 
 class TrajectoryStats(BaseModel):
@@ -270,11 +271,14 @@ class EpisodeMetrics:
         if not episodes:
             return
         finishes: dict[str, int] = {}
+        notes: dict[str, int] = {}
         for a in episodes:
             finishes[str(a.finish)] = finishes.get(str(a.finish), 0) + 1
+            for key, value in (a.episode_info or {}).items():
+                notes[f"{key}={value}"] = notes.get(f"{key}={value}", 0) + 1
         stats.episodes = EpisodeStats(
             mean_turns=sum(sum(t.role == "agent" for t in a.turns or []) for a in episodes) / len(episodes),
-            finishes=finishes)
+            finishes=finishes, episode_notes=notes or None)
 
 
 class TrajectoryMetrics:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasCellCards", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
            "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
            "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
@@ -292,6 +292,16 @@ class HasNativeTasks(Protocol):
 def answer_form(domain: Domain) -> Callable[[str], str | None] | None:
     """``domain.canonical_answer`` when its answers have a form of their own (:class:`HasAnswerForm`), else None."""
     return domain.canonical_answer if isinstance(domain, HasAnswerForm) else None
+
+
+@runtime_checkable
+class HasCellCards(Protocol):
+    """The domain draws cards inside a factor cell from its own generator: ``mode=designer`` (the Designer alone, no
+    Synthesizer: the bench's control for whose credit a gain is)."""
+
+    def cell_cards(self, rng: random.Random, cell: Cell, n: int) -> list[str]:
+        """``n`` card texts inside ``cell`` (``()``: anywhere), drawn uniformly within it; never a held-out problem."""
+        ...
 
 
 def export_fields(domain: Domain) -> Callable[[TaskCard], dict[str, Any]] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from synco.domains.spec import DomainContext, DomainSpec, WarmStart
+from synco.domains.rgym.settings import RgymSettings
 from synco.domains.tau2.settings import Tau2Settings
 from synco.domains.tools.settings import ToolsSettings
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from synco.domains.arith import ArithDomain
     from synco.domains.arith_chat import ArithChatDomain
     from synco.domains.math import MathDomain
+    from synco.domains.rgym import RgymDomain
     from synco.domains.tau2.domain import Tau2Domain
     from synco.domains.tools import ToolsDomain
 
@@ -55,6 +57,12 @@ def _tau2(context: DomainContext) -> Tau2Domain:
     return make_domain(context)
 
 
+def _rgym(context: DomainContext) -> RgymDomain:
+    from synco.domains.rgym import RgymDomain
+
+    return RgymDomain(context.settings, seed=context.seed)  # type: ignore[arg-type]  # validated: RgymSettings
+
+
 BUILTIN_DOMAINS: dict[str, DomainSpec] = {
     "arith": DomainSpec(_arith, warm_start=WarmStart(pretrain="synco.learn.pretrain:pretrain_arith",
                                                      folder="synco.learn.pretrain:load_arith_warm_start")),
@@ -64,5 +72,8 @@ BUILTIN_DOMAINS: dict[str, DomainSpec] = {
                         warm_start=WarmStart(pretrain="synco.learn.pretrain_tools:warm_start",
                                              folder="synco.learn.pretrain_tools:load_tools_warm_start")),
     "tau2": DomainSpec(_tau2, settings=Tau2Settings),
+    "rgym": DomainSpec(_rgym, settings=RgymSettings,
+                       warm_start=WarmStart(pretrain="synco.learn.pretrain_rgym:warm_start",
+                                            folder="synco.learn.pretrain_rgym:load_rgym_warm_start")),
 }
 """The built-in registrations, by name."""

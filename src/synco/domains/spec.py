@@ -53,6 +53,10 @@ class DomainContext:
     (:class:`DomainSpec`); the model's defaults when the config has no such section. None for a domain that declares
     no settings model. ``get_domain`` validates a plain dict here too."""
 
+    seed: int = 0
+    """The run's seed: a domain that draws its own tasks (reasoning-gym's generators, ``domain: rgym``) derives their
+    seeds from it."""
+
     simulated_user: Callable[..., Any] | None = field(default=None, compare=False)
     """Loads a frozen local chat model that plays the user of an episode:
     ``simulated_user(model, max_new_tokens=..., temperature=...)`` returns an object with ``reply(system,

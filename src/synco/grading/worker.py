@@ -37,11 +37,12 @@ class _WorkerLate(Exception):
 
 
 class _WorkerProcess:
-    """One math-verify child process and the line protocol to it (see :mod:`synco.grading._mathverify_worker`)."""
+    """One child process and the line protocol to it: math-verify's (:mod:`synco.grading._mathverify_worker`) by
+    default, or another standalone ``script`` speaking the same protocol (reasoning-gym's: ``synco.domains.rgym``)."""
 
-    def __init__(self, memory_mb: int, warm_up: bool = True) -> None:
+    def __init__(self, memory_mb: int, warm_up: bool = True, script: Path = _WORKER_PATH) -> None:
         self.owner_pid = os.getpid()
-        command = [sys.executable, "-I", str(_WORKER_PATH), "--memory-mb", str(memory_mb)]
+        command = [sys.executable, "-I", str(script), "--memory-mb", str(memory_mb)]
         self.proc = subprocess.Popen(
             command if warm_up else command + ["--no-warm-up"],
             stdin=subprocess.PIPE,
@@ -117,4 +118,4 @@ class _WorkerProcess:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            logger.warning("math-verify worker %d did not exit after SIGKILL", self.proc.pid)
+            logger.warning("worker %d did not exit after SIGKILL", self.proc.pid)

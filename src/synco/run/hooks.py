@@ -263,9 +263,9 @@ def build_hooks(run: Run, loggers: Loggers, monitor: HealthMonitor) -> list[Step
 
 
 def reflects(cfg: RunConfig, settings: StepSettings) -> bool:
-    """Whether the Reflector runs: switched on, with learner feedback, in a run whose Synthesizer writes the cards
-    from the report."""
-    return cfg.evosyn.reflector and cfg.evosyn.feedback and settings.reads_report
+    """Whether the Reflector runs: switched on, with learner feedback, in a run whose Designer cells decide the cards
+    (the Synthesizer writes them from the report, or ``designer``: the domain draws them inside the cells)."""
+    return cfg.evosyn.reflector and cfg.evosyn.feedback and settings.cells_decide_cards
 
 
 def health_monitor(run: Run) -> HealthMonitor:

@@ -27,6 +27,7 @@ class RunSummary(BaseModel):
     heldout_sampled_before: dict[str, float] = {}  # mean over heldout_samples answers at the training temperature
     heldout_sampled_after: dict[str, float] = {}
     heldout_learn_retain: LearnRetain | None = None  # greedy, per held-out item: newly solved vs forgotten
+    heldout_by_family: dict[str, dict[str, Any]] = {}  # groups named FAMILY/PART (rgym): per family, see family_rows
     heldout_curve: dict[int, float] = {}  # step -> greedy held-out mean, from heldout.jsonl (heldout_every)
     gradient_share_first: float = 0.0
     gradient_share_last: float = 0.0
@@ -85,11 +86,35 @@ def _summarize_heldout(summary: RunSummary, run: Run, before_path: Path, n_steps
     summary.heldout_before, summary.heldout_after = before["greedy"], after["greedy"]
     if "greedy_items" in before:  # absent from a run directory written before Learn / Retain existed
         summary.heldout_learn_retain = learn_retain("heldout", before["greedy_items"], after["greedy_items"])
+        summary.heldout_by_family = family_rows(before["greedy"], after["greedy"], before["greedy_items"],
+                                                after["greedy_items"])
     if "sampled" in before and "sampled" in after:
         summary.heldout_sampled_before, summary.heldout_sampled_after = before["sampled"], after["sampled"]
     if curve:
         summary.heldout_curve = {0: mean(before["greedy"]), **{c["step"]: c["mean"] for c in curve},
                                  n_steps: mean(after["greedy"])}
+
+
+def family_rows(before: dict[str, float], after: dict[str, float], before_items: dict[str, float],
+                after_items: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Per family of groups named ``FAMILY/PART`` (rgym: ``chain_sum/L0``, ``chain_sum/default``): greedy accuracy
+    before and after over its level groups and over its ``default`` group (the transfer set), and Learn / Retain
+    over its items. {} when no group has a ``/``."""
+    families = sorted({g.split("/", 1)[0] for g in before if "/" in g})
+    out: dict[str, dict[str, Any]] = {}
+    for family in families:
+        levels = [g for g in before if g.startswith(family + "/") and not g.endswith("/default")]
+        transfer = f"{family}/default"
+
+        def items(scores: dict[str, float]) -> dict[str, float]:
+            return {k: v for k, v in scores.items() if k.split(":", 1)[-1].startswith(family + "/")}
+
+        lr = learn_retain(family, items(before_items), items(after_items))
+        out[family] = {
+            "levels_before": mean({g: before[g] for g in levels}), "levels_after": mean({g: after.get(g, 0.0) for g in levels}),
+            "transfer_before": before.get(transfer), "transfer_after": after.get(transfer),
+            "learn": f"{lr.learn_gain}/{lr.learn.n}", "retain_lost": f"{lr.retain_loss}/{lr.retain.n}"}
+    return out
 
 
 def _summarize_steps(summary: RunSummary, rows: list[dict[str, Any]], run_dir: Path) -> None:
@@ -169,6 +194,15 @@ def format_summary(s: RunSummary) -> str:
     if lr is not None and lr.n:
         out.append(f"held-out items, greedy: {lr.learn_gain} of {lr.learn.n} unsolved before now solved (Learn), "
                    f"{lr.retain_loss} of {lr.retain.n} solved before now failed (Retain); net {lr.extra_solved:+d}")
+    if s.heldout_by_family:
+        out.append("held-out per family, greedy before -> after: levels | transfer (default difficulty) | "
+                   "Learn (unsolved now solved) | Retain (solved now failed)")
+        width = max(len(f) for f in s.heldout_by_family)
+        for family, r in s.heldout_by_family.items():
+            transfer = ("-" if r["transfer_before"] is None else
+                        f"{r['transfer_before']:.2f} -> {r['transfer_after'] or 0.0:.2f}")
+            out.append(f"  {family:>{width}}: {r['levels_before']:.2f} -> {r['levels_after']:.2f} | {transfer} | "
+                       f"learn {r['learn']} | lost {r['retain_lost']}")
     if len(s.heldout_curve) > 2:
         out.append("held-out greedy mean by step: " + "  ".join(f"{k}:{v:.3f}" for k, v in s.heldout_curve.items()))
     out.append(f"gradient-bearing share of valid tasks: first 10% of steps {s.gradient_share_first:.2f} -> "
