@@ -16,7 +16,8 @@ never touch. The loop itself is domain-free.
     where the factor space lives);
   - agents that act: :class:`HasEnvironment`, :class:`HasGoldTurns`, :class:`HasToolSchemas`,
     :class:`HasTrajectories`, :class:`HasExportFields`;
-  - its own task files: :class:`HasNativeTasks` (``synco verify`` reads lines in the domain's task format).
+  - its own task files: :class:`HasNativeTasks` (``synco verify`` reads lines in the domain's task format);
+  - the Designer alone: :class:`HasCellCards` (``mode=designer``: cards drawn inside a cell by the domain).
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
 ``docs/ADDING_A_DOMAIN.md`` walks through all of it with a complete example;
