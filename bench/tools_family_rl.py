@@ -37,7 +37,7 @@ from synco.domains.tools import ToolsDomain
 from synco.domains.tools.syntax import format_outputs
 from synco.domains.tools.tasks import FAMILY_NAMES, Task, is_heldout_task, raw_task
 from synco.learn.hf_policy import HFPolicy
-from synco.rollout.attempts import heldout_successes
+from synco.rollout.attempts import episode_attempt, heldout_successes
 from synco.rollout.episodes import act
 
 LIMITS = EpisodeLimits(8, 400)  # the preset's max_turns and max_episode_tokens
@@ -119,7 +119,8 @@ def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: in
         groups = act(policy, domain, cards, [c.final_answer for c in cards], args.k, SAMPLED, LIMITS,
                      seed=seed * 100_003 + step)
         rewards = [[e.grade.reward if e.grade else 0.0 for e in g] for g in groups]
-        batch, _ = groups_batch(groups, rewards, True)
+        attempts = [[episode_attempt(e) if e.grade else None for e in g] for g in groups]  # an episode trains as its Attempt
+        batch, _ = groups_batch(attempts, rewards, True)
         if batch:
             policy.update(batch)
         if (step + 1) % 5 == 0:

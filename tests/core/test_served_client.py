@@ -222,7 +222,7 @@ def test_a_malformed_reply_is_one_served_error_naming_the_endpoint(relay, fault:
     kind, edit = MALFORMED[fault]
     path = {"chat": "/chat/completions", "models": "/models", "completions": "/completions"}[kind]
     relay.fault = only(path, rewrite(edit))
-    client = ServedClient(settings(relay.base_url), "reasoner.served")
+    client = ServedClient(settings(relay.base_url, timeout_s=120.0), "reasoner.served")  # a loaded server: no retry
     with pytest.raises(ServedError) as err:
         if kind == "chat":
             client.chat([ChatRequest((("user", "Say hi."),))], 1, SAMPLING, [0])

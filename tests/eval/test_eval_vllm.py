@@ -31,7 +31,7 @@ from synco.eval.evaluation import (
     read_raw_records,
     run_eval,
 )
-from synco.rollout import VLLMSettings
+from synco.core.rollout_config import VLLMSettings
 from synco.rollout import vllm_engine as ve
 
 EXTRA_EOS = 40  # a second stop id, from the folder's generation config

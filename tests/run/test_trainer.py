@@ -336,8 +336,12 @@ def test_resume_restores_the_thread_count_before_any_model_is_built(tmp_path, mo
 def test_summary_counts_in_the_right_number_and_names_the_runs_group_factor():
     """A one-step, one-round run reads "1 step", "1 round", "1 update"; a tools / τ² / math run's distribution is
     named after its group_factor (pattern, topic), not "levels"."""
-    from synco.run.steps import describe
+    from synco.config import load_config
+    from synco.cotrain.protocols.registry import build_protocol
     from synco.run.summary import RunSummary
+
+    def describe(protocol: str, rows: list[dict]) -> list[str]:
+        return build_protocol(load_config("arith", overrides=[f"protocol={protocol}"])).describe(rows)
 
     s = RunSummary(run_dir="r", steps=1, n_tasks=1, n_valid_tasks=1, group_factor="pattern",
                    groups_first={"rw": 1.0}, groups_last={"rw": 1.0})

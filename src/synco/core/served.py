@@ -68,7 +68,7 @@ class ServedSettings(BaseModel):
     base_url: str = Field(description="The server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp) or a provider's.")
     model: str = Field(description="The model name the server serves (checked against its /v1/models at startup); a trained agent's adapters are served as '<model>-v<version>'.")
     api_key_env: str | None = Field(None, description="The NAME of the environment variable holding the API key (the key itself never goes into config.yaml, a log, the pool or a checkpoint); None: no key (a local server).")
-    timeout_s: float = Field(60.0, gt=0, description="Seconds one request attempt may take, start to last byte, before it is retried (or fails).")
+    timeout_s: float = Field(300.0, gt=0, description="Seconds one request attempt may take, start to last byte, before it is retried (or fails): a wall-clock deadline, so it must cover a whole batch of completions on a slow server (a CPU server takes minutes for a large one).")
     max_retries: int = Field(3, ge=0, le=10, description="Retries of a request after a connection error, a timeout, a 429 or a 5xx, with exponential backoff (at most 10).")
     max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
     endpoint: Literal["completions", "chat"] = Field("completions", description="completions: token ids in, token ids and log-probs out (needs vLLM's return_token_ids; required to train); chat: messages and tool schemas in, text or tool calls out (any provider; frozen roles).")

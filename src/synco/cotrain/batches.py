@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synco.core.episodes import Episode
 from synco.core.records import Attempt, TaskRecord
 from synco.core.rewards import is_gradient_bearing
 from synco.core.sampling import Completion, Experience
@@ -20,7 +19,7 @@ def advantages(rewards: Sequence[float], scale_by_std: bool) -> list[float]:
     return group_advantages(torch.tensor(rewards, dtype=torch.float64), scale_by_std=scale_by_std).tolist()
 
 
-def group_experiences(samples: Sequence[Completion | Attempt | Episode | None], rewards: Sequence[float],
+def group_experiences(samples: Sequence[Completion | Attempt | None], rewards: Sequence[float],
                       scale_by_std: bool) -> list[Experience]:
     """One GRPO group's experiences: :func:`advantages` of its rewards, or all 0 when the rewards are equal
     (kept, so the loss is normalised over the whole batch). A sample that is None (a card of a fixed
@@ -31,7 +30,7 @@ def group_experiences(samples: Sequence[Completion | Attempt | Episode | None], 
     return [c.to_experience(a) for c, a in zip(samples, advs) if c is not None]
 
 
-def groups_batch(groups: Sequence[Sequence[Completion | Attempt | Episode | None]], rewards: Sequence[Sequence[float]],
+def groups_batch(groups: Sequence[Sequence[Completion | Attempt | None]], rewards: Sequence[Sequence[float]],
                  scale_by_std: bool) -> tuple[list[Experience], int]:
     """The GRPO batch of several groups and the number of groups skipped for equal rewards.
 
