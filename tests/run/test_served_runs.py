@@ -35,7 +35,7 @@ def metrics(run: Path) -> list[dict]:
             for x in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: the served group interleaves modules on its worker, and a module fixture would run again
 def uninterrupted(vllm_server, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: ANN001
     """The frozen served Synthesizer's 3-step run, uninterrupted: what an interrupted and resumed one must equal."""
     tmp = tmp_path_factory.mktemp("served-runs")
