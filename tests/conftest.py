@@ -84,3 +84,16 @@ def vllm_tiny_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 
     its tests in their own ``served-tiny`` xdist group (under ``--dist loadgroup`` it starts on the other worker
     while the SmolLM2 server starts); ``$SYNCO_TEST_VLLM_TINY_URL``: one already running."""
     yield from _served(tmp_path_factory, "SYNCO_TEST_VLLM_TINY_URL", "TINY")
+
+
+@pytest.fixture()
+def relay(vllm_server):  # noqa: ANN001, ANN201 - a fixture
+    """An HTTP relay in front of the real SmolLM2 server (tests/served.py), passing responses on until a test sets a
+    fault (rewrite, truncate, drip, withhold)."""
+    from urllib.parse import urlparse
+
+    from served import Relay
+
+    r = Relay(urlparse(vllm_server.base_url).port or 80, http=True).start()
+    yield r
+    r.cut()

@@ -310,12 +310,7 @@ class Relay:
         except (OSError, ValueError, IndexError):
             pass
         finally:
-            for s in (client, upstream):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
+            _shut(client, upstream, close=True)
 
     @staticmethod
     def _pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -325,11 +320,18 @@ class Relay:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shut(src, dst)
+
+
+def _shut(*socks: socket.socket, close: bool = False) -> None:
+    """Shut both directions of each socket (one already gone is fine), closing them too with ``close``."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if close:
+            s.close()
 
 
 def _read_until(sock: socket.socket, buf: bytearray, marker: bytes) -> bytes:

@@ -10,7 +10,6 @@ import asyncio
 import math
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
@@ -173,16 +172,6 @@ SAMPLING = {"max_tokens": 4, "temperature": 1.0}
 def on_server(test):  # noqa: ANN001, ANN201 - a decorator
     """A test beside the real server (its xdist group; slow)."""
     return pytest.mark.slow(pytest.mark.xdist_group("served")(test))
-
-
-@pytest.fixture()
-def relay(vllm_server):  # noqa: ANN001, ANN201 - a fixture
-    """An HTTP relay in front of the real server (tests/served.py), passing responses on until a test sets a fault."""
-    from served import Relay
-
-    r = Relay(urlparse(vllm_server.base_url).port or 80, http=True).start()
-    yield r
-    r.cut()
 
 
 def _tool_calls(data: dict) -> None:

@@ -5,7 +5,6 @@ ids outside the vocabulary and an adapter load whose answer never came."""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
 
 import torch
 
@@ -32,15 +31,6 @@ def smol(server, lora: LoraSettings | None = None, trainable: bool = False, **kw
     cfg = PolicyConfig(model_path=str(server.model_dir), device="cpu", trainable=trainable, lora=lora,
                        rollout_engine="served", served=served(server, **kw))
     return build_policy(cfg, role="reasoner", frozen=not trainable)
-
-
-@pytest.fixture()
-def relay(vllm_server):  # noqa: ANN001, ANN201 - a fixture
-    from served import Relay
-
-    r = Relay(urlparse(vllm_server.base_url).port or 80, http=True).start()
-    yield r
-    r.cut()
 
 
 def _no_ids(data: dict) -> None:
