@@ -719,6 +719,19 @@ def train_role(spec: RoleSpec) -> RoleResult:
         torch.set_num_threads(old_threads)
 
 
+def train_roles(train: Callable[[Any], Any], specs: Sequence[Any], parallel: bool) -> list[Any]:
+    """``train(spec)`` for each role's spec, in spawned processes side by side (``parallel``; each exits if this
+    process dies) or one after the other; the results in the specs' order. Every world's warm start uses it."""
+    if not parallel:
+        return [train(spec) for spec in specs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=len(specs), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+        return list(pool.map(train, specs))
+
+
 def exit_with_parent(parent_pid: int, poll_seconds: float = 1.0) -> None:
     """Worker-process initializer: exit as soon as ``parent_pid`` is gone.
 
@@ -798,15 +811,7 @@ def pretrain_arith(
                  lr=synthesizer_lr, hidden=synthesizer_hidden, layers=synthesizer_layers,
                  control_per_target=control_per_target, targets=targets, **common),
     ]
-    if parallel:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
-            reasoner, synthesizer = pool.map(train_role, specs)
-    else:
-        reasoner, synthesizer = (train_role(spec) for spec in specs)
+    reasoner, synthesizer = train_roles(train_role, specs, parallel)
     cards = synthesizer.cards or CardStats(0, 0.0, 0.0, 0.0, {})
     meta = PretrainMeta(
         seed=seed, reasoner_steps=reasoner_steps, synthesizer_steps=synthesizer_steps,

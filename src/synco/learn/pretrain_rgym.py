@@ -18,7 +18,6 @@ Held-out success per group (greedy) and the Synthesizer's card validity are meas
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from synco.domains.rgym.domain import derive_seed
 from synco.domains.rgym.gym import GymFailure
 from synco.grading.cards import CardError, parse_task_card
 from synco.learn.charlm import card_tokenizer, char_tokenizer, tiny_llama
-from synco.learn.pretrain import (INIT_STD, exit_with_parent, generate_texts, init_weights, random_report, train_sft,
+from synco.learn.pretrain import (INIT_STD, train_roles, generate_texts, init_weights, random_report, train_sft,
                                   warm_start_folder)
 
 ASSET_DIR = Path(rgym_package.__file__).resolve().parent / "assets"
@@ -214,15 +213,7 @@ def pretrain_rgym(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 1500
     items = tuple(draw_items(domain, per_level, seed))
     specs = [_Role("reasoner", seed, reasoner_steps, batch, lr, out, items, tuple(families), progress),
              _Role("synthesizer", seed + 1, synthesizer_steps, batch, lr, out, (), tuple(families), progress)]
-    if parallel:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
-            (r_loss, r_params), (s_loss, s_params) = pool.map(_train_role, specs)
-    else:
-        (r_loss, r_params), (s_loss, s_params) = (_train_role(s) for s in specs)
+    (r_loss, r_params), (s_loss, s_params) = train_roles(_train_role, specs, parallel)
     import torch
 
     old = torch.get_num_threads()

@@ -24,7 +24,6 @@ variants (``heldout_success_on_variants``).
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -48,7 +47,7 @@ from synco.learn.charlm import card_tokenizer, tiny_llama
 from synco.learn.pretrain import (
     INIT_STD,
     draw_factors,
-    exit_with_parent,
+    train_roles,
     init_weights,
     random_report,
     train_sft,
@@ -354,15 +353,7 @@ def pretrain_tools(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 400
     out.mkdir(parents=True, exist_ok=True)
     specs = [_Role("reasoner", seed, reasoner_steps, batch, lr, out, progress, db_variants),
              _Role("synthesizer", seed + 1, synthesizer_steps, batch, lr, out, progress)]
-    if parallel:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
-            (r_loss, r_params), (s_loss, s_params) = pool.map(_train_role, specs)
-    else:
-        (r_loss, r_params), (s_loss, s_params) = (_train_role(s) for s in specs)
+    (r_loss, r_params), (s_loss, s_params) = train_roles(_train_role, specs, parallel)
     domain = ToolsDomain()
     old = torch.get_num_threads()
     torch.set_num_threads(1)
