@@ -239,3 +239,13 @@ def test_help_documents_the_choice_of_files() -> None:
     configure_contamination(p)
     text = " ".join(p.format_help().split())
     assert "verifier.benchmark_paths" in text and "--data-dir" in text and "data/benchmarks" in text
+
+
+def test_a_broken_saved_config_is_one_line_naming_the_file_and_place(tmp_path: Path) -> None:
+    from synco.grading.contamination import saved_benchmark_paths
+
+    (tmp_path / "config.yaml").write_text("verifier:\n  benchmark_paths: [a\nseed: 0\n")
+    with pytest.raises(ContaminationError) as err:
+        saved_benchmark_paths(tmp_path)
+    msg = str(err.value)
+    assert "\n" not in msg and "config.yaml" in msg and "line " in msg and "--data-dir" in msg, msg

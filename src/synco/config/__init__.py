@@ -26,6 +26,7 @@ from synco.evosyn.config import EvoSynConfig, proposer_problem
 from synco.cotrain.health import HealthConfig
 from synco.core.episodes import MAX_EPISODE_TOKENS, MAX_TURNS, USER_MAX_NEW_TOKENS
 from synco.core.policy import PolicyConfig
+from synco.core.text import yaml_problem
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
 from synco.domains.builtins import DEFAULT_DOMAIN
 from synco.domains.registry import (BUILTIN_MODEL_PREFIX, available_domains, builtin_model, builtin_models,
@@ -546,16 +547,6 @@ def preset_path(name: str) -> Path:
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return Path(str(resources.files("synco") / "presets" / f"{name}.yaml"))
-
-
-def yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML error in one line, ``line L, column C: problem``, for a message that names the file or key itself (the
-    error's own text names the string it parsed, ``"<unicode string>"``, over several lines)."""
-    mark = getattr(err, "problem_mark", None)
-    problem = " ".join(str(getattr(err, "problem", None) or "").split()) or type(err).__name__
-    context = " ".join(str(getattr(err, "context", None) or "").split())
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + problem + (f" ({context})" if context else "")
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

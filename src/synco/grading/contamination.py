@@ -41,6 +41,7 @@ from synco.grading.benchmarks import (
 )
 from synco.grading.novelty import NoveltyIndex
 from synco.core.pool import SCHEMA_VERSION
+from synco.core.text import yaml_problem
 
 POOL_FILE = "pool.sqlite"
 CONFIG_FILE = "config.yaml"
@@ -146,7 +147,8 @@ def saved_benchmark_paths(run_dir: Path) -> list[str] | None:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
-        raise ContaminationError(f"{path}: cannot read the run's config ({err}); pass --data-dir") from None
+        why = yaml_problem(err) if isinstance(err, yaml.YAMLError) else (err.strerror or type(err).__name__)
+        raise ContaminationError(f"{path}: cannot read the run's config ({why}); pass --data-dir") from None
     verifier = data.get("verifier") if isinstance(data, dict) else None
     paths = verifier.get("benchmark_paths", []) if isinstance(verifier, dict) else []
     if not isinstance(paths, list) or not all(isinstance(x, str) for x in paths):
