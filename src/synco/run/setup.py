@@ -213,15 +213,24 @@ def configured_endpoints(cfg: RunConfig) -> dict[str, ServedSettings]:
 
 def check_endpoints(cfg: RunConfig) -> None:
     """Refuse a wrong ``base_url`` or ``model`` of every served endpoint within seconds (``/v1/models``), before any
-    model loads: one ConfigError naming each field."""
+    model loads: one ConfigError naming each field. The endpoints are checked at once, so silent hosts cost one
+    check's deadline, not one per endpoint."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from synco.core.served import ServedClient, ServedError
 
-    problems = []
-    for section, settings in configured_endpoints(cfg).items():
+    def problem(item: tuple[str, ServedSettings]) -> str | None:
         try:
-            ServedClient(settings, section).check()
+            ServedClient(item[1], item[0]).check()
         except ServedError as err:
-            problems.append(str(err))
+            return str(err)
+        return None
+
+    endpoints = list(configured_endpoints(cfg).items())
+    if not endpoints:
+        return
+    with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
+        problems = [p for p in pool.map(problem, endpoints) if p]
     if problems:
         raise ConfigError("cannot reach the run's served models:\n" + "\n".join(f"  {p}" for p in problems))
 
