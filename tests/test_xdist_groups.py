@@ -1,0 +1,16 @@
+"""The suite's xdist groups hold: under ``make test`` (``-n 2 --dist loadgroup``) every test of a group runs on one
+worker, so each served group starts its inference server once. pytest 9.2 stopped reading the group suffix that
+pytest-xdist 3.8 writes into a test's id (``item._nodeid``): the groups silently split, both workers started every
+server and the suite grew by minutes. pyproject.toml keeps pytest below 9.2; this test fails if a pair that splits
+the groups comes back."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.xdist_group("group-check")
+def test_a_grouped_test_carries_its_group_under_loadgroup(request: pytest.FixtureRequest) -> None:
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not run under xdist's --dist loadgroup (make test runs it so)")
+    assert request.node.nodeid.endswith("@group-check"), request.node.nodeid
