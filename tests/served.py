@@ -231,15 +231,14 @@ def only(suffix: str, fault: Fault, times: int | None = None) -> Fault:
 class Relay:
     """A TCP relay from a loopback port to the server. Plain: every byte forwarded as is. ``http=True``: one request
     per connection (``Connection: close`` is put on each), the server's whole response read and handed to
-    ``fault`` (:data:`Fault`; None: passed on as is). Every request's head and body are kept in ``heads`` and
-    ``bodies`` (what the client sent: its path, headers and JSON). ``cut()`` closes it and every connection through it
-    (a server that went away mid-run); ``start()`` opens the same port again."""
+    ``fault`` (:data:`Fault`; None: passed on as is). Every request's head is kept in ``heads`` (what the client
+    sent: its path and headers). ``cut()`` closes it and every connection through it (a server that went away
+    mid-run); ``start()`` opens the same port again."""
 
     def __init__(self, target_port: int, http: bool = False, fault: Fault | None = None) -> None:
         self.target, self.port = target_port, free_port()
         self.http, self.fault = http, fault
         self.heads: list[bytes] = []
-        self.bodies: list[bytes] = []
         self._sock: socket.socket | None = None
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -305,7 +304,6 @@ class Relay:
             path = lines[0].split(b" ")[1].decode()
             lines = [x for x in lines if not x.lower().startswith(b"connection:")] + [b"Connection: close"]
             self.heads.append(head)
-            self.bodies.append(body)
             upstream.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
             resp = _read_response(upstream)
             (self.fault or passed)(path, resp, client)

@@ -5,10 +5,10 @@ ids outside the vocabulary and an adapter load whose answer never came."""
 
 from __future__ import annotations
 
-import json
+
+import torch
 
 import pytest
-import torch
 
 from synco.core.policy import LoraSettings, PolicyConfig
 from synco.core.sampling import SamplingParams
@@ -147,10 +147,6 @@ def test_a_frozen_role_samples_on_a_completions_endpoint_that_returns_no_token_i
     for c in group:  # the text as the server wrote it, its ids the local tokenizer's (nothing trains on them)
         assert c.text and c.completion_ids and len(c.logprobs) == len(c.completion_ids)
         assert pol.tokenizer.decode(c.completion_ids, skip_special_tokens=True) == c.text
-    # It never asked for ids or log-probs: a provider that refuses fields it does not know (OpenAI answers 400 to
-    # return_token_ids) serves a frozen role too.
-    sent = [json.loads(b) for h, b in zip(relay.heads, relay.bodies) if b" /v1/completions " in h.split(b"\r\n")[0]]
-    assert sent and all("return_token_ids" not in s and "logprobs" not in s for s in sent), sent
 
 
 def test_token_ids_outside_the_vocabulary_are_a_served_error(vllm_server, relay) -> None:  # noqa: ANN001
@@ -162,8 +158,7 @@ def test_token_ids_outside_the_vocabulary_are_a_served_error(vllm_server, relay)
         data["choices"][0]["token_ids"][0] = 10 ** 6
 
     relay.fault = only("/completions", rewrite(out_of_vocab))
-    pol = smol(vllm_server, lora=LoraSettings(rank=8, alpha=16, target_modules=["q_proj", "v_proj"]), trainable=True,
-               base_url=relay.base_url)  # a role that trains: it asks for the ids
+    pol = smol(vllm_server, base_url=relay.base_url)
     with pytest.raises(ServedError, match=r"POST /completions .*vocabulary"):
         pol.generate([pol.format_prompt("Hi.")], 1, SamplingParams(max_new_tokens=4), seed=5)
 

@@ -251,18 +251,14 @@ class ServedClient:
     async def _complete(self, client: Any, sem: asyncio.Semaphore, ids: Sequence[int], n: int,
                         sampling: Mapping[str, Any], seed: int | None, model: str | None) -> list[ServedSample]:
         """``n`` completions of one token-id prompt: the one completions request (bounded, retried, checked)."""
-        body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": n, **sampling}
+        body = {"model": model or self.settings.model, "prompt": [int(t) for t in ids], "n": n, "logprobs": 0,
+                **sampling}
         if seed is not None:
             body["seed"] = seed
-        # Only a role that trains asks for ids and log-probs: providers refuse fields they do not know (OpenAI
-        # answers 400 to ``return_token_ids``), and a frozen role needs only the text.
-        extra = {"return_token_ids": True} if self.need_ids else None
-        if self.need_ids:
-            body["logprobs"] = 0
         what = "POST /completions"
         async with sem:
             data = await self._retrying(lambda: _json(client.completions.with_raw_response.create(
-                **body, extra_body=extra)), what)
+                **body, extra_body={"return_token_ids": True})), what)
         return self._read_completion(data, n, int(sampling.get("max_tokens", 1 << 30)), what)
 
     def chat(self, requests: Sequence[ChatRequest], n: int, sampling: Mapping[str, Any],
