@@ -122,7 +122,7 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", tool_choice="required")))
     tasks = heldout_tasks(domain, domain.heldout(2, seed=0))
     assert tasks
-    solver = make_solver(domain, AnswerChecker(use_math_verify=False), limits=EpisodeLimits(3, 300), group_size=8)
+    solver = make_solver(domain, AnswerChecker(use_math_verify=False), limits=EpisodeLimits(3, 300), group_size=4)
     runs = []
     for concurrency, lora in ((1, None), (16, None), (16, LoraSettings(rank=8, alpha=16, target_modules=["q_proj"]))):
         cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=lora is not None, lora=lora,

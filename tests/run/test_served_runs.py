@@ -59,10 +59,10 @@ def test_a_frozen_served_synthesizer_runs_the_default_world(vllm_server, tmp_pat
 
 def test_a_served_reasoner_trains_through_its_adapter_and_records_versions(vllm_server, tmp_path: Path) -> None:  # noqa: ANN001
     url = vllm_server.base_url
-    code = main(["train", "--preset", "smollm2-arith", "steps=2", "k=8", "reasoner.lora.rank=8",
+    code = main(["train", "--preset", "smollm2-arith", "steps=2", "k=4", "reasoner.lora.rank=8",
                  "reasoner.lora.alpha=16", "reasoner.lora.target_modules=[q_proj,v_proj]", "reasoner.grpo.lr=1e-3",
                  "reasoner.rollout_engine=served", f"reasoner.served.base_url={url}", "reasoner.served.model=smol",
-                 "reasoner.served.max_retries=1", *small(tmp_path, "reasoner"), "n_cards=6", "heldout_per_group=0"])
+                 "reasoner.served.max_retries=1", *small(tmp_path, "reasoner"), "heldout_per_group=0"])  # 4 cards x 4
     assert code == 0
     run = tmp_path / "reasoner"
     lines = metrics(run)
