@@ -262,7 +262,7 @@ def trl_side(spec_path: Path, out_path: Path) -> None:
 
 def build_model(folder: Path, seed: int, warm_steps: int = 0) -> None:
     """The char tiny Llama of the tools warm start's shape, random or after ``warm_steps`` supervised steps on
-    gold episodes (the warm start's own data and loss, ``synco.learn.pretrain_tools``), so that its turns are
+    gold episodes (the warm start's own data and loss, ``synco.domains.tools.warm_start``), so that its turns are
     real calls and its rewards vary; and a tiny card-token Synthesizer beside it."""
     import random
 
@@ -272,8 +272,8 @@ def build_model(folder: Path, seed: int, warm_steps: int = 0) -> None:
     model = tiny_llama(tok, seed=seed, hidden_size=128, num_layers=3, max_positions=768)
     if warm_steps > 0:
         from synco.domains.tools.domain import ToolsDomain
-        from synco.learn.pretrain import INIT_STD, init_weights, train_sft
-        from synco.learn.pretrain_tools import encode_segments, reasoner_row
+        from synco.domains.tools.warm_start import reasoner_row
+        from synco.learn.pretrain import INIT_STD, encode_segments, init_weights, train_sft
 
         init_weights(model, INIT_STD, seed)
         domain, rng = ToolsDomain(), random.Random(f"bench-tools-trl-{seed}")

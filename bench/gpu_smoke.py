@@ -53,7 +53,8 @@ def build_agent(role: str, out: Path, hidden: int, layers: int, seed: int, devic
     import torch
     from transformers import AutoTokenizer
 
-    from synco.learn.pretrain import cell_catalog, encode_pairs, reasoner_pair, synthesizer_pair
+    from synco.domains.arith_warm_start import cell_catalog, reasoner_pair, synthesizer_pair
+    from synco.learn.pretrain import encode_pairs
     from synco.learn.build import resolve_model_path
     from synco.domains.arith import ArithDomain
     from synco.learn.charlm import tiny_llama

@@ -25,9 +25,9 @@ import torch
 from synco.core.policy import GRPOConfig, PolicyConfig
 from synco.domains.tools import ToolsDomain
 from synco.learn.hf_policy import HFPolicy
-from synco.learn.pretrain import train_sft
-from synco.learn.pretrain_tools import (encode_segments, gold_segments, load_tools_warm_start, reasoner_row,
-                                        segment_ids, weighted_family)
+from synco.domains.tools.warm_start import gold_segments, reasoner_row, weighted_family
+from synco.learn.pretrain import encode_segments, segment_ids, train_sft
+from synco.run.pretrain.tools import load_tools_warm_start
 from synco.core.sampling import SFTExample
 
 

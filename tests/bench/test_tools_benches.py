@@ -106,7 +106,7 @@ def test_first_step_bench_trains_the_agents_ids_of_gold_episodes() -> None:
     from synco.core.policy import PolicyConfig
     from synco.domains.tools import ToolsDomain
     from synco.learn.hf_policy import HFPolicy
-    from synco.learn.pretrain_tools import load_tools_warm_start
+    from synco.run.pretrain.tools import load_tools_warm_start
 
     bench = _load("tools_first_step")
     policy = HFPolicy.from_config(PolicyConfig(model_path=str(load_tools_warm_start() / "reasoner"), device="cpu",
@@ -128,7 +128,7 @@ def test_family_rl_bench_trains_on_its_families_and_scores_heldout_ones(monkeypa
 
     from synco.domains.tools import ToolsDomain
     from synco.domains.tools.tasks import family_of_instruction, is_heldout_task
-    from synco.learn.pretrain_tools import load_tools_warm_start
+    from synco.run.pretrain.tools import load_tools_warm_start
 
     bench = _load("tools_family_rl")
     tasks = bench.heldout_tasks(ToolsDomain(), "buy", 5, random.Random(0))

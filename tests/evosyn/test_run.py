@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from synco.evosyn.config import EvoSynConfig, ReflectorConfig
-from synco.evosyn.run import build_evo_state, reflect_and_log, truncate_logs, write_space
+from synco.evosyn.effect import Transition
+from synco.evosyn.proposed import ProposedFactor
+from synco.evosyn.run import (EFFECT_FILE, build_evo_state, read_effects, reflect_and_log, truncate_logs,
+                              with_proposed_values, write_space)
 from synco.evosyn.space import SPACE_CHANGES, FactorSpace, factor_values
 from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.domains.arith import ArithDomain
@@ -194,3 +197,42 @@ def test_resume_restores_the_factor_space_exactly(tmp_path: Path, monkeypatch: p
     assert [(r["allocation"], r["space_version"]) for r in m_half] == [(r["allocation"], r["space_version"]) for r in m_full]
     assert m_half[2]["space_version"] > 0 and set(m_half[2]["allocation"]) != {""}  # step 2 ran on the restored space
     assert sum(m_half[2]["allocation"].values()) == 8
+
+
+def test_truncate_logs_reports_a_torn_line_and_refuses_a_bad_middle_line(tmp_path: Path) -> None:
+    """The run's other logs' rule (one shared rewind): nothing unreadable is dropped silently."""
+    (tmp_path / "factors.jsonl").write_text('{"step": 9}\n{"step": 19, "a"')
+    said: list[str] = []
+    truncate_logs(tmp_path, 19, log=said.append)
+    assert (tmp_path / "factors.jsonl").read_text() == '{"step": 9}\n'
+    assert len(said) == 1 and "torn last line" in said[0] and "factors.jsonl" in said[0]
+    (tmp_path / "reflector.jsonl").write_text('{"step": 9}\n{oops\n{"step": 12}\n')
+    with pytest.raises(RuntimeError, match="reflector.jsonl: line 2 is not a JSON object with a step"):
+        truncate_logs(tmp_path, 19, error=RuntimeError, log=said.append)
+    assert (tmp_path / "reflector.jsonl").read_text() == '{"step": 9}\n{oops\n{"step": 12}\n'  # left as it was
+
+
+def test_read_effects_reads_transitions_and_names_a_bad_line(tmp_path: Path) -> None:
+    t = Transition(step=9, period=0, pre_steps=(0, 9), post_steps=(10, 19), cells=[])
+    path = tmp_path / EFFECT_FILE
+    assert read_effects(tmp_path) == []
+    path.write_text(t.model_dump_json() + "\n" + t.model_dump_json()[:20])  # a torn last line is dropped
+    assert read_effects(tmp_path) == [t]
+    path.write_text(t.model_dump_json() + "\n" + '{"step": "nine"}\n' + t.model_dump_json() + "\n")
+    with pytest.raises(RuntimeError, match=f"{EFFECT_FILE}:2: not a learning-effect transition"):
+        read_effects(tmp_path, RuntimeError)
+
+
+def test_proposed_values_are_computed_from_the_domains_factor_subject() -> None:
+    """As the step computes a new card's factors (``factor_subject``): in the tools world the instruction and the gold
+    actions, so a keyword of the actions counts (from the problem alone this card would be in ``plus``)."""
+    from synco.domains.tools.domain import ToolsDomain
+
+    evo = build_evo_state(ToolsDomain())
+    assert evo is not None
+    evo.add_proposal(ProposedFactor(name="who", buckets={"zed": ["zed"], "plus": ["plus"]}, step=0), 4)
+    fields = {name: "x" for name in CARD_FIELDS} | {"problem": "what is 3 plus 4", "solution": "find_user(zed)"}
+    rec = TaskRecord(step=0, slot=0, raw="r", card=TaskCard(**fields), verdict=Verdict(valid=True))
+    [out] = with_proposed_values([rec], evo)
+    assert out.card is not None and out.card.factors["who"] == "zed"
+    assert rec.card is not None and "who" not in rec.card.factors  # the given record is not changed

@@ -142,7 +142,7 @@ def test_grep_finds_one_grading_function_and_one_vllm_generator() -> None:
     assert grep(r"\.grade\(|match_many\(") <= {"grading/checker.py", "grading/grade.py", "grading/verifier.py",
                                                "distributed/ray_checks.py",
                                                "rollout/episodes.py",  # env.grade(): an environment scores an episode
-                                               "learn/pretrain_rgym.py"}  # the rgym warm start's held-out, likewise
+                                               "domains/rgym/warm_start.py"}  # the rgym warm start's held-out, likewise
     assert grep(r"checker\.grade\(|match_many\(") <= {"grading/checker.py", "grading/grade.py", "grading/verifier.py",
                                                        "distributed/ray_checks.py"}
     assert grep(r"extract_answer_with_method\(") <= {"grading/checker.py", "grading/extract.py", "grading/grade.py"}

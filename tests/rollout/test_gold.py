@@ -16,7 +16,8 @@ from synco.domains.tools.settings import ToolsSettings
 from synco.learn.charlm import char_tokenizer, tiny_llama
 from synco.learn.hf_policy import HFPolicy
 from synco.domains.tools.tasks import task_of_instruction
-from synco.learn.pretrain_tools import gold_segments, segment_ids
+from synco.domains.tools.warm_start import gold_segments
+from synco.learn.pretrain import segment_ids
 from synco.rollout.gold import gold_episodes
 
 torch.set_num_threads(1)

@@ -52,6 +52,17 @@ def test_three_step_run_writes_a_complete_run_directory(tmp_path):
     assert (ckpt / "trainer_state.pt").is_file()
     assert (run / "reports" / "step_2.txt").is_file()
     assert any((run / "tb").iterdir())
+    # each update's UpdateStats reach metrics.jsonl and TensorBoard, per agent
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from synco.cotrain.stats import UPDATE_DETAILS
+
+    assert set(UPDATE_DETAILS) == {"clip_frac", "kl", "ratio_mean", "lr", "is_weight_max"}
+    tags = set(EventAccumulator(str(run / "tb")).Reload().Tags()["scalars"])
+    for name in ("clip_frac", "kl", "ratio_mean", "lr"):  # is_weight_max: the decoupled objective's only (None here)
+        for key, tag in ((f"reasoner_{name}", f"reasoner/{name}"), (f"synth_{name}", f"synthesizer/{name}")):
+            assert any(isinstance(r[key], float) for r in rows) and tag in tags, (key, [r[key] for r in rows])
+    assert all(r["reasoner_is_weight_max"] is None for r in rows)
     assert set(summary.heldout_before) == set(summary.heldout_after) and summary.heldout_before
     assert set(summary.heldout_sampled_before) == set(summary.heldout_sampled_after) == set(summary.heldout_before)
     assert all(0 <= v <= 1 for v in [*summary.heldout_sampled_before.values(), *summary.heldout_sampled_after.values()])

@@ -34,6 +34,7 @@ from synco.domains.registry import (BUILTIN_MODEL_PREFIX, available_domains, bui
 from synco.domains.spec import DomainContext, DomainError
 from synco.cotrain.protocols.config import AlternatingConfig, RoundsConfig, legacy_rounds
 from synco.cotrain.protocols.registry import build_protocol, protocol_names, unknown_protocol_message
+from synco.cotrain.settings import MODE_TRAITS
 from synco.core.report import ReportConfig
 from synco.core.served import could_be_secret
 from synco.core.rewards import ReasonerRewardConfig, SynthesizerRewardConfig
@@ -225,7 +226,8 @@ class RunConfig(BaseModel):
         """The LLM proposer needs a chat-model domain (its ``needs``, so the domain is built only when it is on)."""
         if self.evosyn.proposer:
             chat_model = get_domain(self.domain, domain_context(self)).needs.chat_model
-            message = proposer_problem(self.evosyn, self.domain, self.run_mode, chat_model)
+            message = proposer_problem(self.evosyn, self.domain, self.run_mode, chat_model,
+                                       MODE_TRAITS[self.run_mode].reads_report)
             if message:
                 raise ValueError(message)
         return self
@@ -233,7 +235,7 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_designer_mode(self) -> "RunConfig":
         """``mode=designer`` needs the Designer and a domain that draws cards inside a cell (``HasCellCards``)."""
-        if self.mode == "designer":
+        if MODE_TRAITS[self.run_mode].draws_in_cells:
             from synco.domains.base import HasCellCards
 
             if not self.evosyn.designer:
@@ -254,16 +256,13 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_episodes(self) -> "RunConfig":
-        """A domain with an environment (multi-turn episodes) runs every protocol; rounds / rft with
-        ``rounds.update=grpo`` (GRPO on fresh episodes), or ``update=sft`` on ``rounds.target=attempts`` (an
-        episode's own ids and mask) or, where the domain's cards carry a replayable gold trajectory
-        (:class:`HasGoldTurns`), on ``rounds.target=reference``: each task's gold episode."""
-        if self.protocol in ("online", "alternating"):
+        """A domain with an environment (multi-turn episodes) runs every protocol; one that fine-tunes on references
+        (its declared ``sft_on_references``: rounds / rft with ``rounds.update=sft``, ``rounds.target=reference``) only
+        where the domain's cards carry a replayable gold trajectory (:class:`HasGoldTurns`): each task's gold episode."""
+        if not build_protocol(self).sft_on_references:
             return self
         domain = get_domain(self.domain, domain_context(self))
-        if not isinstance(domain, HasEnvironment):
-            return self
-        if self.rounds.update == "sft" and self.rounds.target == "reference" and not isinstance(domain, HasGoldTurns):
+        if isinstance(domain, HasEnvironment) and not isinstance(domain, HasGoldTurns):
             raise ValueError(f"domain={self.domain!r} runs multi-turn episodes and its cards have no replayable gold "
                              f"episode: protocol={self.protocol!r} trains on the Reasoner's own correct episodes, "
                              f"rounds.target=attempts (got rounds.target={self.rounds.target!r})")
@@ -314,7 +313,7 @@ class RunConfig(BaseModel):
         """Whether ``role`` never trains in this run: the checker, a Synthesizer outside ``mode=cotrain``, or an agent
         with ``trainable: false``."""
         policy: PolicyConfig | None = getattr(self, role)
-        return (role == "checker" or (role == "synthesizer" and self.run_mode != "cotrain")
+        return (role == "checker" or (role == "synthesizer" and not MODE_TRAITS[self.run_mode].trains_synthesizer)
                 or (policy is not None and not policy.trainable))
 
     def loads_weights(self, role: str) -> bool:

@@ -1,18 +1,23 @@
-"""The one reader of a JSONL file of typed records (run files, evaluation records): each line one pydantic model.
+"""The one reader of a JSONL file of typed records (run files, evaluation records): each line one pydantic model;
+and the one rewind of a run's step-stamped JSONL logs (:func:`truncate_jsonl`).
 
-Torch-free and free of the layers above, so ``synco.analysis`` (torch-free) and ``synco.eval`` read their files
-with the same rules: a missing file is no records, blank lines are skipped, and a line that is not a record is an
-error naming the file, the line and the first field that is wrong, raised as the caller's own error type.
+Torch-free and free of the layers above, so ``synco.analysis`` (torch-free), ``synco.eval``, ``synco.evosyn`` and
+``synco.run`` read their files with the same rules: a missing file is no records, blank lines are skipped, a torn
+last line (a write cut by a kill) is dropped where appends may be cut, and any other line that is not a record is an
+error naming the file, the line and what is wrong, raised as the caller's own error type. No bad line is skipped
+silently.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["read_jsonl", "validation_message"]
+__all__ = ["read_jsonl", "truncate_jsonl", "validation_message"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,3 +54,31 @@ def read_jsonl(path: Path, model: type[M], what: str, *, error: type[Exception] 
         except ValidationError as err:
             raise error(f"{path}:{lineno}: not a {what} ({validation_message(err)})") from err
     return records
+
+
+def truncate_jsonl(path: Path, last_step: int, *, error: type[Exception] = ValueError,
+                   log: Callable[[str], None] = print) -> int:
+    """Drop the rows of a step-stamped JSONL log (each line an object with a ``step``) logged after ``last_step``
+    (rows a resumed run logs again); returns how many lines were dropped. Nothing to do when the file is absent.
+
+    A torn last line (the run was killed while writing it) is dropped and reported through ``log``; an unreadable
+    line elsewhere raises ``error`` naming the file and line. The file is rewritten whole or not at all.
+    """
+    if not path.exists():
+        return 0
+    lines = [ln for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    keep = []
+    for i, ln in enumerate(lines):
+        try:
+            step = json.loads(ln)["step"]
+        except (ValueError, KeyError, TypeError) as e:
+            if i == len(lines) - 1:
+                log(f"{path}: dropped a torn last line (the run was stopped while writing it)")
+                continue
+            raise error(f"{path}: line {i + 1} is not a JSON object with a step ({e}); fix or delete that line") from None
+        if step <= last_step:
+            keep.append(ln)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(ln + "\n" for ln in keep))
+    tmp.replace(path)
+    return len(lines) - len(keep)

@@ -21,7 +21,7 @@ from typing import Protocol
 from synco.core.policy import generate_seeded
 from synco.core.report import build_report
 from synco.core.sampling import Completion
-from synco.cotrain.settings import StepState, request_seed
+from synco.cotrain.settings import MODE_TRAITS, StepState, request_seed
 from synco.cotrain.stats import Design
 from synco.domains.base import HasCellCards
 from synco.evosyn.designer import allocate, cell_needs, cell_stats
@@ -134,15 +134,17 @@ class CorpusCards:
 
 
 def card_source(mode: str, designer: bool, corpus: list[str] | None) -> CardSource:
-    """The run's card source: the Synthesizer (steered by the Designer in ``cotrain`` / ``frozen`` runs with one)
-    or, in ``static`` / ``uniform`` runs, the domain's generator."""
-    if mode == "uniform":
-        return CorpusCards(None)
-    if mode == "static":
+    """The run's card source, from its mode's traits: the Synthesizer (steered by the Designer in ``cotrain`` /
+    ``frozen`` runs with one), the domain drawing inside the Designer's cells (``designer``) or, in ``static`` /
+    ``uniform`` runs, the domain's generator (a fixed corpus, or fresh draws)."""
+    traits = MODE_TRAITS[mode]
+    if traits.revisits_corpus:
         return CorpusCards(corpus)
-    if mode == "designer":
+    if traits.draws_in_cells:
         return DesignerCards()
-    return SynthesizerCards(designer and mode in ("cotrain", "frozen"))
+    if traits.reads_report:
+        return SynthesizerCards(designer)
+    return CorpusCards(None)
 
 
 __all__ = ["CardSource", "ContextPlan", "CorpusCards", "DesignerCards", "Draft", "SynthesizerCards", "card_source"]

@@ -26,6 +26,39 @@ Mode = Literal["cotrain", "frozen", "static", "uniform", "designer"]
 
 
 @dataclass(frozen=True)
+class ModeTraits:
+    """What a mode means to the step and to the config's checks, declared once per mode (read these, never the
+    mode's name)."""
+
+    trains_synthesizer: bool
+    """The Synthesizer may take its GRPO step (``cotrain``; a step's plan may still skip it)."""
+    revisits_corpus: bool
+    """The cards come from a fixed corpus revisited on purpose (``static``): no novelty against the pool, and a valid
+    problem is not admitted to the novelty index."""
+    reads_report: bool
+    """A model writes the cards from the capability report (``cotrain`` / ``frozen``), so a card is rewarded for
+    following what the report asks."""
+    draws_in_cells: bool
+    """The domain draws the cards inside the Designer's cells (``designer``: needs the Designer and ``HasCellCards``)."""
+
+    @property
+    def cells_decide_cards(self) -> bool:
+        """Whether the cards can follow the Designer's cells (a model writing from the report, or the domain drawing
+        inside the cells), so the Reflector's factors can steer them."""
+        return self.reads_report or self.draws_in_cells
+
+
+MODE_TRAITS: dict[str, ModeTraits] = {
+    "cotrain": ModeTraits(trains_synthesizer=True, revisits_corpus=False, reads_report=True, draws_in_cells=False),
+    "frozen": ModeTraits(trains_synthesizer=False, revisits_corpus=False, reads_report=True, draws_in_cells=False),
+    "static": ModeTraits(trains_synthesizer=False, revisits_corpus=True, reads_report=False, draws_in_cells=False),
+    "uniform": ModeTraits(trains_synthesizer=False, revisits_corpus=False, reads_report=False, draws_in_cells=False),
+    "designer": ModeTraits(trains_synthesizer=False, revisits_corpus=False, reads_report=False, draws_in_cells=True),
+}
+"""Every :data:`Mode`'s traits."""
+
+
+@dataclass(frozen=True)
 class StepSettings:
     """The per-step knobs of the loop (a view of the run config), the same for every step of a run.
 
@@ -58,30 +91,23 @@ class StepSettings:
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(self.max_turns, self.max_episode_tokens)
 
-    # What the mode means to the step, in one place (the step reads these, never the mode's name).
+    # What the mode means to the step, in one place (the step reads these, never the mode's name): ModeTraits.
 
     @property
     def trains_synthesizer(self) -> bool:
-        """Whether the Synthesizer may take its GRPO step (``cotrain``; a step's plan may still skip it)."""
-        return self.mode == "cotrain"
+        return MODE_TRAITS[self.mode].trains_synthesizer
 
     @property
     def revisits_corpus(self) -> bool:
-        """Whether the cards come from a fixed corpus revisited on purpose (``static``): no novelty against the
-        pool, and a valid problem is not admitted to the novelty index."""
-        return self.mode == "static"
+        return MODE_TRAITS[self.mode].revisits_corpus
 
     @property
     def reads_report(self) -> bool:
-        """Whether a model writes the cards from the capability report (``cotrain`` / ``frozen``), so a card is
-        rewarded for following what the report asks."""
-        return self.mode in ("cotrain", "frozen")
+        return MODE_TRAITS[self.mode].reads_report
 
     @property
     def cells_decide_cards(self) -> bool:
-        """Whether the cards can follow the Designer's cells (a model writing from the report, or ``designer``: the
-        domain draws them inside the cells), so the Reflector's factors can steer them."""
-        return self.reads_report or self.mode == "designer"
+        return MODE_TRAITS[self.mode].cells_decide_cards
 
 
 @dataclass(frozen=True)

@@ -64,16 +64,16 @@ def _rgym(context: DomainContext) -> RgymDomain:
 
 
 BUILTIN_DOMAINS: dict[str, DomainSpec] = {
-    "arith": DomainSpec(_arith, warm_start=WarmStart(pretrain="synco.learn.pretrain:pretrain_arith",
-                                                     folder="synco.learn.pretrain:load_arith_warm_start")),
+    "arith": DomainSpec(_arith, warm_start=WarmStart(pretrain="synco.run.pretrain.arith:pretrain_arith",
+                                                     folder="synco.run.pretrain.arith:load_arith_warm_start")),
     "arith-chat": DomainSpec(_arith_chat),
     "math": DomainSpec(_math),
     "tools": DomainSpec(_tools, settings=ToolsSettings,
-                        warm_start=WarmStart(pretrain="synco.learn.pretrain_tools:warm_start",
-                                             folder="synco.learn.pretrain_tools:load_tools_warm_start")),
+                        warm_start=WarmStart(pretrain="synco.run.pretrain.tools:warm_start",
+                                             folder="synco.run.pretrain.tools:load_tools_warm_start")),
     "tau2": DomainSpec(_tau2, settings=Tau2Settings),
     "rgym": DomainSpec(_rgym, settings=RgymSettings,
-                       warm_start=WarmStart(pretrain="synco.learn.pretrain_rgym:warm_start",
-                                            folder="synco.learn.pretrain_rgym:load_rgym_warm_start")),
+                       warm_start=WarmStart(pretrain="synco.run.pretrain.rgym:warm_start",
+                                            folder="synco.run.pretrain.rgym:load_rgym_warm_start")),
 }
 """The built-in registrations, by name."""

@@ -107,18 +107,19 @@ class EvoSynConfig(BaseModel):
         return self
 
 
-def proposer_problem(evosyn: EvoSynConfig, domain: str, mode: str, chat_model: bool) -> str | None:
+def proposer_problem(evosyn: EvoSynConfig, domain: str, mode: str, chat_model: bool, writes_tasks: bool) -> str | None:
     """Why ``evosyn.proposer`` cannot run with ``domain`` and ``mode``, naming the fields, or None when it can.
 
     ``chat_model``: whether the domain's Synthesizer is a chat LM that can write a proposal (the domain
-    says so itself, ``DomainNeeds.chat_model``; arith's tiny char models cannot).
+    says so itself, ``DomainNeeds.chat_model``; arith's tiny char models cannot). ``writes_tasks``: whether the
+    mode has the Synthesizer write the tasks (its declared ``reads_report``: cotrain, frozen).
     """
     if not evosyn.proposer:
         return None
     if not chat_model:
         return (f"evosyn.proposer=true needs a domain whose Synthesizer is a chat model "
                 f"(DomainNeeds.chat_model, e.g. math), got domain={domain!r}")
-    if mode not in ("cotrain", "frozen"):
+    if not writes_tasks:
         return (f"evosyn.proposer=true needs a mode where the Synthesizer writes tasks (cotrain, frozen), "
                 f"got mode={mode!r}")
     return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 import random
 from collections.abc import Callable, Sequence
@@ -27,7 +28,8 @@ from synco.evosyn.proposed import RAW_CHARS, ProposedFactor
 from synco.evosyn.proposer import parse_proposal, pick_examples, proposer_prompt, to_def
 from synco.evosyn.reflector import Reflection, python_seed, reflect
 from synco.evosyn.space import (Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, cell_key,
-                                feasible_cells)
+                                factor_subject, feasible_cells)
+from synco.core.jsonl import read_jsonl, truncate_jsonl
 from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord
 
 
@@ -41,6 +43,8 @@ class EvoState:
     cells: list[Cell]  # feasible cells of the current space (recomputed when it changes)
     sample: Callable[[random.Random], str] | None = None  # the domain's problem generator, for feasibility
     effects: list[Transition] = field(default_factory=list)  # learning_effect.jsonl so far: the measured transitions
+    subject: Callable[[TaskCard], str] = field(default=lambda card: card.problem)
+    """The text a card's factor values are computed from: the domain's ``factor_subject``, as the step's."""
 
     def refresh_cells(self) -> None:
         """Recompute the feasible cells after the space changed."""
@@ -97,7 +101,8 @@ def build_evo_state(domain: object, space: FactorSpace | None = None,
         space = FactorSpace.from_defs([by_name[n] for n in builtin])  # in the order given: the first is each cell's parent
     known = {d.name for d in defs}
     defs += [to_def(p) for p in space.proposed if p.name not in known]  # the LLM proposer's, on resume
-    evo = EvoState(space=space, defs=defs, builtin=builtin, cells=[], sample=sample)
+    evo = EvoState(space=space, defs=defs, builtin=builtin, cells=[], sample=sample,
+                   subject=partial(factor_subject, domain))
     evo.refresh_cells()
     return evo
 
@@ -157,23 +162,18 @@ def log_transition(evo: EvoState, pre: Period, post: Period, before: Period | No
     return t
 
 
-def read_effects(run_dir: Path) -> list[Transition]:
-    """The transitions ``learning_effect.jsonl`` holds (a resumed run's, already truncated; torn lines skipped)."""
-    path = run_dir / EFFECT_FILE
-    if not path.exists():
-        return []
-    out = []
-    for ln in path.read_text().splitlines():
-        try:
-            out.append(Transition.model_validate_json(ln))
-        except ValueError:
-            continue
-    return out
+def read_effects(run_dir: Path, error: type[Exception] = ValueError) -> list[Transition]:
+    """The transitions ``learning_effect.jsonl`` holds (a resumed run's, already rewound by :func:`truncate_logs`):
+    a torn last line is dropped, any other line that is not a transition raises ``error`` naming file:line
+    (:func:`synco.core.jsonl.read_jsonl`)."""
+    return read_jsonl(run_dir / EFFECT_FILE, Transition, "learning-effect transition", error=error, torn_tail=True)
 
 
 def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskRecord]:
     """``records`` with each proposed factor's value filled in where the card lacks it (cards recorded before the
-    proposal), computed from the problem text as for new cards; the given records are not changed."""
+    proposal), computed from the card's factor subject as the step computes it for new cards (``evo.subject``: the
+    problem text, or what the domain names instead, e.g. the tools world's instruction); the given records are not
+    changed."""
     names = {p.name for p in evo.space.proposed}
     defs = [d for d in evo.defs if d.name in names]
     if not defs:
@@ -187,7 +187,7 @@ def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskR
             continue
         factors = dict(card.factors)
         for d in missing:
-            v = d.value(card.problem)
+            v = d.value(evo.subject(card))
             if v is not None:
                 factors[d.name] = v
         out.append(rec.model_copy(update={"card": card.model_copy(update={"factors": factors})}))
@@ -257,21 +257,10 @@ def write_space(evo: EvoState, run_dir: Path) -> None:
     tmp.replace(run_dir / "factor_space.json")
 
 
-def truncate_logs(run_dir: Path, last_step: int) -> None:
+def truncate_logs(run_dir: Path, last_step: int, error: type[Exception] = ValueError,
+                  log: Callable[[str], None] = print) -> None:
     """Drop factors.jsonl / reflector.jsonl / learning_effect.jsonl lines after ``last_step`` (a resumed run redoes
-    them).
-
-    A torn last line (a kill while writing) is dropped too.
-    """
+    them), as the run's other logs (:func:`synco.core.jsonl.truncate_jsonl`): a torn last line (a kill while
+    writing) is dropped and reported through ``log``; an unreadable line elsewhere raises ``error`` naming it."""
     for name in ("factors.jsonl", "reflector.jsonl", EFFECT_FILE):
-        path = run_dir / name
-        if not path.exists():
-            continue
-        keep = []
-        for ln in path.read_text().splitlines():
-            try:
-                if json.loads(ln)["step"] <= last_step:
-                    keep.append(ln)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-        path.write_text("".join(ln + "\n" for ln in keep))
+        truncate_jsonl(run_dir / name, last_step, error=error, log=log)

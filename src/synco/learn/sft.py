@@ -1,7 +1,7 @@
 """The supervised (SFT) loss: next-token cross-entropy on the completion tokens only.
 
 One implementation for every supervised update in synco: the arith warm start
-(``synco.learn.pretrain.train_sft``) and :meth:`synco.learn.hf_policy.HFPolicy.sft_update`,
+(``synco.learn.pretrain.train_sft``, on the data a world hands it) and :meth:`synco.learn.hf_policy.HFPolicy.sft_update`,
 which the ``rounds`` and ``rft`` protocols call, both go through
 :func:`completion_loss`, which takes token ids (the targets), never text. Prompt and
 padding positions carry :data:`IGNORE` and add nothing to the loss or its normaliser.

@@ -9,7 +9,7 @@ from typing import Callable
 
 from synco.cotrain.stats import StepStats
 from synco.cotrain.health import Alert
-from synco.run.files import write_atomic
+from synco.core.jsonl import truncate_jsonl
 from synco.run.heldout import HeldoutScores, mean
 from synco.run.state import Run
 from synco.run.stopping import RunError
@@ -92,23 +92,7 @@ def tb_name(key: str) -> str:
 
 
 def truncate_metrics(path: Path, last_step: int, log: Callable[[str], None] = print) -> None:
-    """Drop the JSONL rows logged after ``last_step`` (rows a resumed run will log again).
-
-    A torn last line (the run was killed while writing it) is dropped and reported; an
-    unreadable line elsewhere is a RunError naming the file and line.
-    """
-    if not path.exists():
-        return
-    lines = [ln for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines() if ln.strip()]
-    keep = []
-    for i, ln in enumerate(lines):
-        try:
-            step = json.loads(ln)["step"]
-        except (ValueError, KeyError, TypeError) as e:
-            if i == len(lines) - 1:
-                log(f"{path}: dropped a torn last line (the run was stopped while writing it)")
-                continue
-            raise RunError(f"{path}: line {i + 1} is not a JSON object with a step ({e}); fix or delete that line") from None
-        if step <= last_step:
-            keep.append(ln)
-    write_atomic(path, "".join(ln + "\n" for ln in keep))
+    """Drop the JSONL rows logged after ``last_step`` (rows a resumed run will log again): a torn last line is
+    dropped and reported, an unreadable line elsewhere is a RunError naming the file and line
+    (:func:`synco.core.jsonl.truncate_jsonl`)."""
+    truncate_jsonl(path, last_step, error=RunError, log=log)

@@ -50,7 +50,7 @@ def restore_records(protocol: TrainingProtocol, run_dir: Path, ckpt: Path, train
     dropped = rewind_run(run_dir, pool, last, log)
     log(f"resuming {run_dir} after step {last} ({ckpt.relative_to(run_dir)}){dropped}")
     space = trainer_state.get("factor_space")
-    truncate_logs(run_dir, last)
+    truncate_logs(run_dir, last, RunError, log)
     return ResumePoint(start_step=last + 1, report=CapabilityReport.from_json(trainer_state["report"]),
                        space=FactorSpace.model_validate_json(space) if space else None)
 
@@ -58,7 +58,7 @@ def restore_records(protocol: TrainingProtocol, run_dir: Path, ckpt: Path, train
 def restart_records(run_dir: Path, pool: TaskPool, log: Callable[[str], None] = print) -> None:
     """A resumed run without a checkpoint restarts from step 0 in its directory: everything recorded is dropped."""
     dropped = rewind_run(run_dir, pool, -1, log)
-    truncate_logs(run_dir, -1)
+    truncate_logs(run_dir, -1, RunError, log)
     log(f"no checkpoint under {run_dir / 'checkpoints'}: restarting from step 0{dropped}")
 
 

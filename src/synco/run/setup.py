@@ -109,7 +109,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
     evo = build_evo_state(domain, point.space, cfg.evosyn.factors)
     if evo is not None:
         write_space(evo, run_dir)
-        evo.effects = read_effects(run_dir)  # a resumed run's transitions (rewound with its other logs)
+        evo.effects = read_effects(run_dir, RunError)  # a resumed run's transitions (rewound with its other logs)
     # static: the paper's fixed corpus, drawn once (from its own seeded stream) and revisited every step
     settings = step_settings(cfg)  # its mode: the protocol's (rft: static)
     corpus = (domain.static_cards(random.Random(f"static-corpus:{cfg.seed}"), cfg.static_corpus_size)

@@ -46,4 +46,4 @@ class Run:
 
 def new_run_id(cfg: RunConfig) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{cfg.domain}-{cfg.mode if cfg.protocol == 'online' else cfg.protocol}-s{cfg.seed}-{stamp}"
+    return f"{cfg.domain}-{build_protocol(cfg).run_label(cfg.mode)}-s{cfg.seed}-{stamp}"

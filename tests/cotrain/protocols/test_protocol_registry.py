@@ -21,6 +21,7 @@ from synco.cotrain.protocols.registry import build_protocol, protocol_names, reg
 from synco.cotrain.settings import StepPlan
 from synco.cotrain.stats import StepStats
 from synco.run.loop import train
+from synco.run.state import new_run_id
 
 AFTER: list[tuple[str, int]] = []  # (run, step) of each `after` call, in order
 
@@ -56,6 +57,18 @@ class ReasonerFirst(TrainingProtocol):
 
     def describe(self, rows: Sequence[dict[str, Any]]) -> list[str]:
         return [f"protocol reasoner_first: {sum(r['phase'] == 'warmup' for r in rows)} warm-up steps"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldOnly(TrainingProtocol):
+    """A protocol written outside the package that declares it fine-tunes on references: the config asks the domain
+    for replayable gold episodes, with no edit in ``synco.config`` either."""
+
+    name: str = "gold_only"
+
+    @property
+    def sft_on_references(self) -> bool:
+        return True
 
 
 def factory(cfg: Any) -> ReasonerFirst:
@@ -95,6 +108,19 @@ def test_a_name_is_a_protocol_only_once_registered() -> None:
         unregister_protocol("reasoner_first")
     with pytest.raises(ValueError, match="identifier"):
         register_protocol("not a name", factory)
+
+
+def test_a_registered_protocols_declarations_reach_the_config_and_the_run_folder(registered) -> None:  # noqa: ANN001
+    register_protocol("gold_only", lambda cfg: GoldOnly(steps=cfg.steps))
+    try:
+        assert load_config("tools", overrides=["protocol=gold_only"]).protocol == "gold_only"  # tools: gold episodes
+        with pytest.raises(ConfigError, match="no replayable gold episode: protocol='gold_only'"):
+            load_config("rgym", overrides=["protocol=gold_only"])  # rgym's Reasoner acts, with no gold episode
+        assert load_config("rgym", overrides=["protocol=reasoner_first"]).protocol == "reasoner_first"
+        assert new_run_id(load_config("arith", overrides=["protocol=gold_only"])).startswith("arith-gold_only-s0-")
+        assert new_run_id(load_config("arith", overrides=["mode=frozen"])).startswith("arith-frozen-s0-")  # online
+    finally:
+        unregister_protocol("gold_only")
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ replaces):
   and the factor space are refreshed; the learning-effect periods, :meth:`~TrainingProtocol.period_length`);
 * what a checkpoint records of it and what a resume checks (:meth:`~TrainingProtocol.checkpoint`,
   :meth:`~TrainingProtocol.resume_problem`);
-* how it describes its rows in the run's summary (:meth:`~TrainingProtocol.describe`).
+* how it describes its rows in the run's summary (:meth:`~TrainingProtocol.describe`) and names its run's folder
+  (:meth:`~TrainingProtocol.run_label`);
+* what the config checks of it against the domain (:attr:`~TrainingProtocol.sft_on_references`).
 
 This base class is online co-training: every default is "nothing special". A protocol overrides what it changes;
 one added from outside the package is a subclass registered by name
@@ -44,6 +46,18 @@ class TrainingProtocol:
         """The engine mode this protocol runs with, given the configured one; ValueError naming both when they
         cannot go together."""
         return mode
+
+    @property
+    def sft_on_references(self) -> bool:
+        """Whether the protocol fine-tunes the Reasoner on each task's verified reference: in a domain whose Reasoner
+        acts (``HasEnvironment``) that is a replayed gold episode, so the config asks the domain for one
+        (``HasGoldTurns``)."""
+        return False
+
+    def run_label(self, mode: str) -> str:
+        """What a new run's folder is named after, given the configured ``mode`` (``<domain>-<label>-s<seed>-...``):
+        the protocol's name (online runs: the mode)."""
+        return self.name
 
     def plan(self, step: int) -> StepPlan:
         """What the protocol changes in the co-training step ``step``: who updates, its round and phase."""

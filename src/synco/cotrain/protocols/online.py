@@ -14,3 +14,6 @@ class Online(TrainingProtocol):
     """Online co-training: the co-training step, every step, nothing after it."""
 
     name: str = "online"
+
+    def run_label(self, mode: str) -> str:
+        return mode

@@ -289,6 +289,10 @@ class Rounds(TrainingProtocol):
     rounds: RoundsConfig = field(default_factory=RoundsConfig)
     seed: int = 0  # the run seed: a round's shuffling is seeded by it and the round
 
+    @property
+    def sft_on_references(self) -> bool:
+        return self.rounds.update == "sft" and self.rounds.target == "reference"
+
     def plan(self, step: int) -> StepPlan:
         return round_plan(step, self.rounds, self.steps, self.name)
 
