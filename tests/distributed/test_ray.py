@@ -98,15 +98,16 @@ def test_lora_sync_sends_only_adapters_and_the_worker_then_samples_like_the_lear
     params = SamplingParams(max_new_tokens=5)
     prompts = ["1+2=", "9-3="]
     before = worker.generate(prompts, 2, params, seed=3)
-    load_payload(worker, payload)
+    load_payload(worker, payload, 4)
     a, b = learner.generate(prompts, 2, params, seed=3), worker.generate(prompts, 2, params, seed=3)
     assert [c.logprobs for g in a for c in g] == [c.logprobs for g in b for c in g]  # bit for bit
+    assert {c.version for g in before for c in g} == {0} and {c.version for g in b for c in g} == {4}  # its stamp
     assert [c.logprobs for g in a for c in g] != [c.logprobs for g in before for c in g]
     with pytest.raises(KeyError, match="not in this rollout worker's model"):
-        load_payload(worker, {"no.such.weight": torch.zeros(1)})
+        load_payload(worker, {"no.such.weight": torch.zeros(1)}, 5)
     name = next(iter(payload))
     with pytest.raises(ValueError, match=f"weight '{name}'"):
-        load_payload(worker, {name: torch.zeros(3, 3, 3)})
+        load_payload(worker, {name: torch.zeros(3, 3, 3)}, 5)
 
 
 # --------------------------------------------------------------------------- on local Ray

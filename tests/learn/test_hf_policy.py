@@ -291,10 +291,10 @@ def test_decoupled_loss_by_hand_both_ways(is_mode: str) -> None:
 def test_decoupled_keeps_a_recomputing_samplers_logprobs_and_reuses_the_proximal() -> None:
     shift = [1.0, -0.5]
     plain = make_policy()
-    plain.generator.recompute_old_logprobs = True  # type: ignore[attr-defined]  # as vLLM's generator sets it
+    plain.generator.recompute_proximal = True  # type: ignore[misc]  # as vLLM's generator declares it
     assert plain.update(sampled(plain, shift)).clip_frac == 0.0  # dropped: recomputed, on-policy
     dec = make_policy(decoupled=True)
-    dec.generator.recompute_old_logprobs = True  # type: ignore[attr-defined]
+    dec.generator.recompute_proximal = True  # type: ignore[misc]
     one = dec.update(sampled(dec, shift))
     assert one.is_truncated_frac is not None and one.is_truncated_frac > 0  # kept as the behaviour log-probs
     two_pol = make_policy(decoupled=True, epochs=2)

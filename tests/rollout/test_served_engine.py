@@ -64,14 +64,16 @@ def test_an_adapter_hot_load_changes_the_output_and_names_its_version(vllm_serve
     greedy = SamplingParams(greedy=True, max_new_tokens=10)
     prompt = pol.format_prompt("Name a colour.")
     [[base]] = pol.generate([prompt], 1, greedy, seed=1)
-    assert gen.version == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
+    assert gen.loaded == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
+    assert base.version == 0
     with torch.no_grad():
         for name, p in pol.model.named_parameters():
             if "lora_B" in name:
                 p.copy_(torch.randn_like(p) * 0.5, )
-    gen.sync_weights(pol.model)  # what an optimizer step does
+    gen.load(pol.model, 3)  # what the learner's publish does, at version 3
+    assert gen.loaded == 1  # pushed now, before any request
     [[moved]] = pol.generate([prompt], 1, greedy, seed=1)
-    assert gen.version == 1 and moved.completion_ids != base.completion_ids
+    assert moved.version == 3 and moved.completion_ids != base.completion_ids  # stamped by the sampler
     names = ServedClient(served(vllm_server)).models()
     assert gen.adapter_name(1) in names and gen.adapter_name(0) not in names  # the old version was unloaded
 
@@ -172,6 +174,6 @@ def test_an_adapter_load_whose_answer_was_lost_is_not_loaded_twice(vllm_server, 
     gen = pol.generator
     [[c]] = pol.generate([pol.format_prompt("Name a colour.")], 1, SamplingParams(greedy=True, max_new_tokens=4),
                          seed=1)
-    assert c.completion_ids and gen.version == 0
+    assert c.completion_ids and gen.loaded == 0
     assert gen.adapter_name(0) in ServedClient(served(vllm_server)).models()
     gen.close()

@@ -169,10 +169,10 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
         step = env.step(prefix + text)
     except Exception:  # environments turn model text into error observations; this is a bug
         logger.exception("an environment's step raised")
-        ep.add_agent(text, ids, logprobs, None)
+        ep.add_agent(text, ids, logprobs, None, c.version)
         ep.finish, ep.grade = "done", _failed("env_error")
         return
-    ep.add_agent(text, ids, logprobs, step)
+    ep.add_agent(text, ids, logprobs, step, c.version)
     if step.done:
         ep.finish = "done"
     elif cut or len(ep.completion_ids) >= limits.max_tokens:
