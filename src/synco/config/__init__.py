@@ -271,23 +271,26 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_async(self) -> "RunConfig":
         """Asynchronous co-training: each trained agent samples apart from its learner's weights, and its update
-        corrects for the lag (``grpo.decoupled``, set here for every trained agent, so every backend reads it)."""
+        corrects for the lag (``grpo.decoupled``, set here for every trained agent, so every backend reads it).
+
+        Every engine samples apart (:meth:`~synco.core.policy.Learner.sample_apart`); refused are only settings that
+        contradict overlapping sampling with the update: vLLM's sleep mode (it frees the engine's memory for the
+        update, which then runs beside sampling), Ray with no rollout worker (the learner actor samples itself), and a
+        round's GRPO (it samples between its own updates)."""
         if self.max_staleness == 0:
             return self
         trained = [role for role in ("synthesizer", "reasoner") if not self.frozen(role)]
         unsupported = [f"{name}={value}" for name, value, bad in (
-            ("shared_base", "true", self.shared_base),
             ("rounds.update", "grpo", self.protocol in ("rounds", "rft") and self.rounds.update == "grpo"),
-            *((f"{role}.rollout_engine", getattr(self, role).rollout_engine, getattr(self, role).rollout_engine == "vllm")
-              for role in trained),
+            *((f"{role}.vllm.sleep_between_steps", "true", getattr(self, role).rollout_engine == "vllm"
+               and getattr(self, role).vllm.sleep_between_steps) for role in trained),
             *((f"ray.{role}.rollout_workers", 0, self.backend == "ray" and getattr(self.ray, role).rollout_workers == 0)
               for role in trained),
         ) if bad]
         if unsupported:
-            raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(unsupported)} yet: "
-                             f"a trained agent must sample from weights apart from its learner's (the transformers "
-                             f"engine's snapshot, a served adapter, Ray rollout workers), and a round's GRPO samples "
-                             f"between its own updates (set max_staleness=0 for these)")
+            raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(unsupported)}: "
+                             f"a trained agent samples while its learner trains, and a round's GRPO samples between "
+                             f"its own updates (set max_staleness=0 for these)")
         for role in trained:
             getattr(self, role).grpo.decoupled = True
         return self
