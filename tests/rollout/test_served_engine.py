@@ -119,7 +119,6 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     from synco.domains.tau2.settings import Tau2Settings
     from synco.grading.checker import AnswerChecker
     from synco.rollout.attempts import heldout_tasks, make_solver
-    from synco.rollout.episodes import row_sampler
 
     domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", tool_choice="required")))
     tasks = heldout_tasks(domain, domain.heldout(2, seed=0))
@@ -130,7 +129,7 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
         cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=lora is not None, lora=lora,
                            rollout_engine="served", served=served(vllm_server, max_concurrency=concurrency))
         pol = build_policy(cfg, role="reasoner", frozen=lora is None)
-        assert row_sampler(pol) is pol.generator
+        assert pol.row_sampler() is pol.generator
         groups = solver.attempts(pol, tasks, 2, SamplingParams(max_new_tokens=24, temperature=1.0), seed=11)
         runs.append([[(a.completion_ids, [t.text for t in a.turns or []], a.reward) for a in g] for g in groups])
     assert runs[0] == runs[1]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,9 @@ from synco.core.sampling import SFTExample
 from synco.core.prompts import build_prompt
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.tokens import TokenText, eos_token_ids as stop_ids
+
+if TYPE_CHECKING:
+    from synco.rollout.episodes import RowSampler
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """Torch dtype of each ``PolicyConfig.dtype`` name."""
@@ -466,6 +469,13 @@ class HFPolicy(TokenText):
         results = [[g[0] for g in self.generator.generate([ids[p] for p in rows], 1, params, seed=chunk_seed(seed, j))]
                    for j, rows in enumerate(chunks)]
         return regroup(len(ids), chunks, results)
+
+    def row_sampler(self) -> RowSampler | None:
+        """Its sampler when that samples one row at a time (a served endpoint: episodes then advance each as its
+        response arrives; :class:`~synco.rollout.episodes.RowSampler`), else None."""
+        from synco.rollout.episodes import RowSampler
+
+        return self.generator if isinstance(self.generator, RowSampler) else None
 
     # ------------------------------------------------------------------ training
 
