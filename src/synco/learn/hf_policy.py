@@ -728,8 +728,10 @@ class HFPolicy(TokenText):
         return self.generator.version
 
     def publish(self) -> int:
-        """The one weight sync: the sampler samples the current weights as version :attr:`version` from now on."""
-        self.generator.load(self.model, self.step)
+        """The one weight sync: the sampler samples the current weights as version :attr:`version` from now on
+        (nothing to do when it already does)."""
+        if self.generator.version != self.step:
+            self.generator.load(self.model, self.step)
         return self.step
 
     def _published_if(self, stats: UpdateStats) -> None:
