@@ -114,9 +114,12 @@ def test_lora_sync_sends_only_adapters_and_the_worker_then_samples_like_the_lear
 
 
 def pool_rows(path: Path) -> list[tuple]:
+    """Every task, then every attempt's sampling version as its sampler stamped it (a rollout worker's: the
+    learner version it loaded) and the card's Synthesizer version."""
     with sqlite3.connect(path) as db:
-        return db.execute("select task_id, step, slot, raw, valid, reference, success_rate from tasks "
-                          "order by task_id").fetchall()
+        return db.execute("select task_id, step, slot, raw, valid, reference, success_rate, synth_version from tasks "
+                          "order by task_id").fetchall() + db.execute(
+            "select task_id, idx, policy_version from rollouts order by task_id, idx").fetchall()
 
 
 def kill_worker_while_sampling(policy: RayPolicy, index: int) -> list[int]:
