@@ -314,8 +314,10 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
 
 @pytest.mark.slow
 def test_asynchronous_ray_run_records_the_in_process_asynchronous_run(tmp_path, local_ray, one_thread):
-    """max_staleness=1 on Ray: the rollout workers sample the next step on the weights of the last publish while
-    the learner actors update, and the run records what the in-process pipeline records (seeds per request)."""
+    """max_staleness=1 on Ray: the Reasoner's rollout worker samples the next step on the weights of the last publish
+    while the learner actors update, the Synthesizer's learner (no rollout worker) on a copy of its own weights of the
+    last publish; the run records what the in-process pipeline records (seeds per request), each attempt and card
+    stamped with the same version."""
     from synco.run.loop import train
 
     def run(run_id: str, *extra: str) -> list[dict]:
@@ -325,7 +327,7 @@ def test_asynchronous_ray_run_records_the_in_process_asynchronous_run(tmp_path, 
         return [{k: v for k, v in json.loads(ln).items() if not k.startswith("t_")} for ln in lines]
 
     ref = run("inprocess", "seed_per_request=true")
-    got = run("ray", "backend=ray", "ray.synthesizer.rollout_workers=1", "ray.reasoner.rollout_workers=1",
+    got = run("ray", "backend=ray", "ray.synthesizer.rollout_workers=0", "ray.reasoner.rollout_workers=1",
               "ray.synthesizer.learner.num_cpus=0.25", "ray.synthesizer.worker.num_cpus=0.25",
               "ray.reasoner.learner.num_cpus=0.25", "ray.reasoner.worker.num_cpus=0.25", "ray.checks.workers=0")
     assert [m["staleness"] for m in got] == [0.0, 1.0]

@@ -231,7 +231,6 @@ def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    (["backend=ray", "ray.synthesizer.rollout_workers=0"], "ray.synthesizer.rollout_workers=0"),
     (["reasoner.rollout_engine=vllm", "reasoner.vllm.sleep_between_steps=true"], "reasoner.vllm.sleep_between_steps"),
 ])
 def test_settings_it_cannot_run_are_refused_naming_them(extra, named):

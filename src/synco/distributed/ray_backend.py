@@ -267,6 +267,15 @@ class LearnerActor(_AgentActor):
     def weights(self) -> dict[str, torch.Tensor]:
         return weight_payload(self.policy)
 
+    def sample_apart(self) -> None:
+        """No rollout workers, asynchronous co-training: this learner samples a copy of its weights that only
+        :meth:`publish` changes (:meth:`HFPolicy.sample_apart <synco.learn.hf_policy.HFPolicy.sample_apart>`)."""
+        self.policy.sample_apart()
+
+    def publish(self) -> int:
+        """The learner's weights into its own sampler; the version."""
+        return self.policy.publish()
+
     def export(self) -> list[ray.ObjectRef]:
         """The current weights, put into the object store once by rank 0 (the other ranks only help gather them,
         and return an empty list); the list keeps Ray from resolving the ref."""
@@ -433,10 +442,14 @@ class RayPolicy(TokenText):
         return self.policy_version
 
     def sample_apart(self) -> None:
-        """Asynchronous co-training: the rollout workers keep their weights through updates until :meth:`publish`,
-        so they sample while the learner trains; without rollout workers the learner samples itself (ValueError)."""
+        """Asynchronous co-training: the rollout workers keep their weights through updates until :meth:`publish`;
+        without rollout workers the learner actor samples a copy of its own (its calls run one at a time, so its
+        sampling waits for its update: correct, not overlapped). A ValueError saying why when it cannot."""
         if not self.workers:
-            raise ValueError(f"ray.{self.role}.rollout_workers=0: the learner samples itself; set it >= 1")
+            try:
+                self._learner("sample_apart")
+            except RayTaskError as e:
+                raise ValueError(last_line(e)) from e
         self.publishes_updates = False
 
     def save(self, path: str | Path) -> None:
@@ -517,6 +530,9 @@ class RayPolicy(TokenText):
         A worker that dies meanwhile is not waited for: it holds an older version, so its next request
         re-sends the weights first (see :meth:`_chunk_result`).
         """
+        if not self.workers:  # the learner samples itself: its own sampler gets the weights
+            self.policy_version = self._learner("publish")
+            return
         [payload] = self._group("export")
         self.publication += 1
         self.policy_version = self.version
