@@ -10,7 +10,7 @@ import torch
 
 import pytest
 
-from synco.core.policy import LoraSettings, PolicyConfig
+from synco.core.policy import LoraSettings, PolicyConfig, Sampler
 from synco.core.sampling import SamplingParams
 from synco.core.served import ServedClient, ServedSettings
 from synco.learn.build import build_policy
@@ -64,6 +64,7 @@ def test_an_adapter_hot_load_changes_the_output_and_names_its_version(vllm_serve
     greedy = SamplingParams(greedy=True, max_new_tokens=10)
     prompt = pol.format_prompt("Name a colour.")
     [[base]] = pol.generate([prompt], 1, greedy, seed=1)
+    assert isinstance(gen, Sampler) and gen.recompute_proximal  # the server's numerics are not the trainer's
     assert gen.loaded == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
     assert base.version == 0
     with torch.no_grad():

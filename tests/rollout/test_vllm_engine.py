@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 
 from synco.core.seeds import chunk_seed, derive_seed
 from synco.learn.hf_policy import HFGenerator, HFPolicy
-from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig, Sampler
 from synco.core.sampling import Experience, SamplingParams
 from synco.core.rollout_config import VLLMSettings
 from synco.rollout import vllm_engine as ve
@@ -317,7 +317,7 @@ def test_weights_pushed_after_a_step_not_after_a_skipped_update(fake_vllm: Any) 
     real_load = pol.generator.load
     pol.generator.load = lambda m, v: (synced.append(v), real_load(m, v))  # type: ignore[method-assign]
     [[first]] = pol.generate(["2+2="], 1)
-    assert first.version == 0
+    assert first.version == 0 and isinstance(pol.generator, Sampler) and pol.generator.recompute_proximal
     assert len(pushes(llm)) == 1  # the engine first sees the policy's own weights
     assert llm.names()[llm.names().index("rpc:reload_weights") + 1] == "reset_prefix_cache"
     sd = pol.model.state_dict()
