@@ -166,7 +166,7 @@ class Sampler(Protocol):
     """A sampling engine for a learner's weights: it samples, and it loads the weights of a given version.
 
     Every engine is one: ``transformers`` on the training model (:class:`~synco.learn.hf_policy.HFGenerator`), a
-    copy of it (:class:`~synco.learn.snapshot.SnapshotSampler`), vLLM in process
+    copy of it (:class:`~synco.learn.hf_policy.SnapshotSampler`), vLLM in process
     (:class:`~synco.rollout.vllm_engine.VLLMGenerator`), a served endpoint
     (:class:`~synco.rollout.served.ServedGenerator`), Ray's rollout workers (each holds one of the above). The
     learner changes a sampler's weights only through :meth:`load`, called by its :meth:`Learner.publish`.

@@ -161,7 +161,7 @@ def lora_config(lora: LoraSettings, trainable: bool = True) -> Any:
 class HFGenerator:
     """Default :class:`~synco.core.policy.Sampler`: batched ``model.generate`` with left padding, on the training
     model itself (``load`` copies nothing: it samples what the learner holds, so sampling and an update cannot
-    overlap; :class:`~synco.learn.snapshot.SnapshotSampler` is the copy that can).
+    overlap; :class:`SnapshotSampler` is the copy that can).
 
     ``n`` samples per prompt are made by repeating each prompt ``n`` times.
     Per-token log-probs come from the raw (pre-temperature, pre-top-k/p) logits
@@ -295,6 +295,49 @@ class HFGenerator:
         finally:
             self.model.train(was_training)
         return out
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``model`` in eval mode that no optimizer reaches (no parameter requires a gradient)."""
+    out = copy.deepcopy(model).eval()
+    for p in out.parameters():
+        p.requires_grad_(False)
+    return out
+
+
+class SnapshotSampler(HFGenerator):
+    """The snapshot: an :class:`HFGenerator` on a copy of the learner's weights, changed only by :meth:`load`.
+
+    :class:`HFGenerator` samples with the training model itself, so sampling and an update cannot run at the same
+    time; this copy can (asynchronous co-training, :mod:`synco.cotrain.pipeline`): the learner's :meth:`HFPolicy.publish`
+    copies its exported weights (those an update changes: the adapters under LoRA) in at the pipeline's publish point.
+    Memory: one more copy of the model (a shared base's two agents share one:
+    :meth:`synco.learn.shared_base.SharedBase.sampling_model`). An engine with weights of its own (vLLM, a server,
+    Ray's rollout workers) needs none.
+
+    ``names``: the parameters :meth:`load` copies (the learner's export); ``model``: the copy to sample (default:
+    a fresh one of ``base``'s model).
+    """
+
+    holds_copy = True
+
+    def __init__(self, base: HFGenerator, version: int, names: Sequence[str],
+                 model: torch.nn.Module | None = None) -> None:
+        super().__init__(model if model is not None else frozen_copy(base.model), base.tokenizer, base.eos_ids,
+                         base.pad_id, batch_size=base.batch_size, keep_logprobs=base.keep_logprobs,
+                         max_positions=base.max_positions, view=base.view)
+        self.constraint = base.constraint
+        self.names = list(names)
+        self.version = version
+
+    def load(self, model: torch.nn.Module, version: int) -> None:
+        """Copy the learner's exported weights in now; the copy samples version ``version`` from the next generate."""
+        src = dict(model.named_parameters())
+        dst = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name in self.names:
+                dst[name].copy_(src[name])
+        self.version = version
 
 
 # --------------------------------------------------------------------------- HF policy
@@ -742,7 +785,7 @@ class HFPolicy(TokenText):
     def sample_apart(self) -> None:
         """Asynchronous co-training: sample from weights only :meth:`publish` changes. An engine holding weights of
         its own (vLLM, a server) keeps sampling them; the in-process one becomes a copy
-        (:class:`~synco.learn.snapshot.SnapshotSampler`), whose sampling draws from torch's random stream while the
+        (:class:`SnapshotSampler`), whose sampling draws from torch's random stream while the
         update runs on another thread: the update must draw none (no dropout), or a run would not repeat."""
         if isinstance(self.generator, HFGenerator) and not self.generator.holds_copy:
             drops = [name for name, m in self.model.named_modules() if isinstance(m, torch.nn.Dropout) and m.p > 0]
@@ -755,8 +798,6 @@ class HFPolicy(TokenText):
 
     def _snapshot(self) -> Sampler:
         """The in-process sampler's copy, at the current version (a shared base's views share one)."""
-        from synco.learn.snapshot import SnapshotSampler
-
         assert isinstance(self.generator, HFGenerator)
         return SnapshotSampler(self.generator, self.step, [name for name, _ in self.trainable_parameters()])
 

@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from synco.learn.hf_policy import (DTYPES, GradientStats, HFGenerator, HFPolicy, enable_checkpointing, lora_config,
-                                   resolve_device)
+from synco.learn.hf_policy import (DTYPES, GradientStats, HFGenerator, HFPolicy, SnapshotSampler,
+                                   enable_checkpointing, frozen_copy, lora_config, resolve_device)
 from synco.core.policy import PolicyConfig, Sampler, UpdateStats
 from synco.core.sampling import Experience
 from synco.core.sampling import SFTExample
@@ -208,8 +208,6 @@ class SharedBase:
         never switches the adapter of the model an update is training. Each agent's publish copies its own
         adapter into it; the frozen base view samples it with the adapters disabled."""
         if self.sampling_copy is None:
-            from synco.learn.snapshot import frozen_copy
-
             self.sampling_copy = frozen_copy(self.model)
         return self.sampling_copy
 
@@ -264,8 +262,6 @@ class AdapterPolicy(HFPolicy):
 
     def _snapshot(self) -> Sampler:
         """The sampler on the shared base's one sampling copy (:meth:`SharedBase.sampling_model`)."""
-        from synco.learn.snapshot import SnapshotSampler
-
         assert isinstance(self.generator, HFGenerator)
         return SnapshotSampler(self.generator, self.step, [name for name, _ in self.trainable_parameters()],
                                model=self.shared.sampling_model())
