@@ -49,7 +49,7 @@ demo: install
 # the import contract (pyproject.toml [tool.importlinter]) and the linter run before the tests, so an upward
 # import, a cycle or an unused name fails CI with a message that names it. The in-process vLLM engine's real tests
 # (marker vllm, deselected where vllm is missing) then run in the server's environment, which has vllm.
-VLLM_TESTS ?= tests/rollout/test_vllm_engine.py tests/eval/test_eval_vllm.py
+VLLM_TESTS ?= tests/rollout/test_vllm_engine.py tests/eval/test_eval_vllm.py tests/run/test_async_runs.py
 test: install serve-venv
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/ruff check src tests bench

@@ -45,7 +45,7 @@ def test_fresh_drops_whole_groups_and_cards_beyond_max_staleness():
 def pipeline(max_staleness: int, steps: int, protocol: TrainingProtocol | None = None) -> Pipeline:
     state = SimpleNamespace(reasoner=SimpleNamespace(policy_version=0), synthesizer=SimpleNamespace(policy_version=0))
     return Pipeline(state, max_staleness, steps, protocol or Online(steps=steps),  # type: ignore[arg-type]
-                    publish=lambda: None)
+                    learners=[])
 
 
 def test_collects_ahead_up_to_max_staleness_within_the_run_and_never_across_a_boundary():

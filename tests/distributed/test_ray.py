@@ -98,24 +98,28 @@ def test_lora_sync_sends_only_adapters_and_the_worker_then_samples_like_the_lear
     params = SamplingParams(max_new_tokens=5)
     prompts = ["1+2=", "9-3="]
     before = worker.generate(prompts, 2, params, seed=3)
-    load_payload(worker, payload)
+    load_payload(worker, payload, 4)
     a, b = learner.generate(prompts, 2, params, seed=3), worker.generate(prompts, 2, params, seed=3)
     assert [c.logprobs for g in a for c in g] == [c.logprobs for g in b for c in g]  # bit for bit
+    assert {c.version for g in before for c in g} == {0} and {c.version for g in b for c in g} == {4}  # its stamp
     assert [c.logprobs for g in a for c in g] != [c.logprobs for g in before for c in g]
     with pytest.raises(KeyError, match="not in this rollout worker's model"):
-        load_payload(worker, {"no.such.weight": torch.zeros(1)})
+        load_payload(worker, {"no.such.weight": torch.zeros(1)}, 5)
     name = next(iter(payload))
     with pytest.raises(ValueError, match=f"weight '{name}'"):
-        load_payload(worker, {name: torch.zeros(3, 3, 3)})
+        load_payload(worker, {name: torch.zeros(3, 3, 3)}, 5)
 
 
 # --------------------------------------------------------------------------- on local Ray
 
 
 def pool_rows(path: Path) -> list[tuple]:
+    """Every task, then every attempt's sampling version as its sampler stamped it (a rollout worker's: the
+    learner version it loaded) and the card's Synthesizer version."""
     with sqlite3.connect(path) as db:
-        return db.execute("select task_id, step, slot, raw, valid, reference, success_rate from tasks "
-                          "order by task_id").fetchall()
+        return db.execute("select task_id, step, slot, raw, valid, reference, success_rate, synth_version from tasks "
+                          "order by task_id").fetchall() + db.execute(
+            "select task_id, idx, policy_version from rollouts order by task_id, idx").fetchall()
 
 
 def kill_worker_while_sampling(policy: RayPolicy, index: int) -> list[int]:
@@ -310,8 +314,10 @@ def test_ray_tools_run_records_the_in_process_episodes(tmp_path, local_ray, one_
 
 @pytest.mark.slow
 def test_asynchronous_ray_run_records_the_in_process_asynchronous_run(tmp_path, local_ray, one_thread):
-    """max_staleness=1 on Ray: the rollout workers sample the next step on the weights of the last publish while
-    the learner actors update, and the run records what the in-process pipeline records (seeds per request)."""
+    """max_staleness=1 on Ray: the Reasoner's rollout worker samples the next step on the weights of the last publish
+    while the learner actors update, the Synthesizer's learner (no rollout worker) on a copy of its own weights of the
+    last publish; the run records what the in-process pipeline records (seeds per request), each attempt and card
+    stamped with the same version."""
     from synco.run.loop import train
 
     def run(run_id: str, *extra: str) -> list[dict]:
@@ -321,7 +327,7 @@ def test_asynchronous_ray_run_records_the_in_process_asynchronous_run(tmp_path, 
         return [{k: v for k, v in json.loads(ln).items() if not k.startswith("t_")} for ln in lines]
 
     ref = run("inprocess", "seed_per_request=true")
-    got = run("ray", "backend=ray", "ray.synthesizer.rollout_workers=1", "ray.reasoner.rollout_workers=1",
+    got = run("ray", "backend=ray", "ray.synthesizer.rollout_workers=0", "ray.reasoner.rollout_workers=1",
               "ray.synthesizer.learner.num_cpus=0.25", "ray.synthesizer.worker.num_cpus=0.25",
               "ray.reasoner.learner.num_cpus=0.25", "ray.reasoner.worker.num_cpus=0.25", "ray.checks.workers=0")
     assert [m["staleness"] for m in got] == [0.0, 1.0]

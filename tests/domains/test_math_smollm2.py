@@ -127,12 +127,12 @@ def test_smollm2_preset_runs_a_real_cotrain_step(tmp_path: Path, one_thread: Non
 
     calls = itertools.count()
 
-    def first_attempt_only(c, graded, version, t_sample, cfg):  # noqa: ANN001, ANN202
+    def first_attempt_only(c, graded, t_sample, cfg):  # noqa: ANN001, ANN202
         ok = next(calls) == 0
         return Attempt(text=c.text, answer="42" if ok else None, method="boxed" if ok else "none", correct=ok,
                        reward=reasoner_reward(ok, ["42"] if ok else [], cfg), n_tokens=len(c.completion_ids),
                        completion_ids=list(c.completion_ids), prompt_ids=list(c.prompt_ids), logprobs=list(c.logprobs),
-                       policy_version=version)
+                       policy_version=c.version)
 
     st.synthesizer.generate = as_cards
     short = tmp_path / "short_prompts"  # a short Synthesizer prompt keeps its update cheap on CPU

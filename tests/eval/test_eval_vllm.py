@@ -96,7 +96,7 @@ def test_the_vllm_backend_builds_the_rollout_layers_generator(fake_vllm: Any, mo
     assert llm.kwargs["gpu_memory_utilization"] == 0.9 and llm.kwargs["skip_tokenizer_init"]
     eos = policy.tokenizer.eos_token_id
     assert gen.eos_ids == [eos, EXTRA_EOS]
-    assert gen.flush() is False  # frozen on the folder's weights: nothing to push
+    assert gen.pushes == 0  # frozen on the folder's weights: nothing pushed
 
 
 def test_synco_eval_backend_vllm_end_to_end(fake_vllm: Any, model_dir: Path, tmp_path: Path,

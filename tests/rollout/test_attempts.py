@@ -30,7 +30,7 @@ class BatchOnlyChecker:
 
 
 class Scripted:
-    """A policy whose answers are scripted per prompt, at optimizer step ``policy_version``."""
+    """A policy whose answers are scripted per prompt, sampled (and stamped) at version ``policy_version``."""
 
     def __init__(self, texts: Sequence[Sequence[str]], version: int) -> None:
         self.texts, self.policy_version = texts, version
@@ -41,7 +41,7 @@ class Scripted:
     def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None) -> list[list[Completion]]:
         assert len(prompts) == len(self.texts)
         return [[Completion(text=t, prompt_ids=[1, 2], completion_ids=[3, 4], logprobs=[-0.1, -0.2], truncated=False,
-                            finish_reason="stop") for t in group] for group in self.texts]
+                            finish_reason="stop", version=self.policy_version) for t in group] for group in self.texts]
 
 
 def test_a_requests_answers_are_checked_in_one_batch_and_carry_the_version() -> None:
@@ -64,11 +64,11 @@ def test_a_requests_answers_are_checked_in_one_batch_and_carry_the_version() -> 
 
 def test_an_episode_attempt_keeps_ids_mask_logprobs_and_version() -> None:
     ep = Episode(prompt_ids=[5, 6])
-    ep.add_agent("a", [7, 8], [-1.0, -0.5], None)
+    ep.add_agent("a", [7, 8], [-1.0, -0.5], None, version=7)
     ep.add_env("e", [9], None)
-    ep.add_agent("b", [2], [-0.25], None)
+    ep.add_agent("b", [2], [-0.25], None, version=8)  # the episode is as old as its oldest turn
     ep.finish, ep.grade = "done", EpisodeGrade(reward=1.0, correct=True, parts={"db": 1.0})
-    a = episode_attempt(ep, version=7, t_sample=0.5)
+    a = episode_attempt(ep, t_sample=0.5)
     assert (a.policy_version, a.prompt_ids, a.completion_ids) == (7, [5, 6], [7, 8, 9, 2])
     assert a.loss_mask == [1, 1, 0, 1] and a.logprobs == [-1.0, -0.5, 0.0, -0.25] and a.n_tokens == 3
     assert a.transcript == a.turns and a.finish == "done" and a.reward_parts == {"db": 1.0}

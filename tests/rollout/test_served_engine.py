@@ -10,7 +10,7 @@ import torch
 
 import pytest
 
-from synco.core.policy import LoraSettings, PolicyConfig
+from synco.core.policy import LoraSettings, PolicyConfig, Sampler
 from synco.core.sampling import SamplingParams
 from synco.core.served import ServedClient, ServedSettings
 from synco.learn.build import build_policy
@@ -64,14 +64,17 @@ def test_an_adapter_hot_load_changes_the_output_and_names_its_version(vllm_serve
     greedy = SamplingParams(greedy=True, max_new_tokens=10)
     prompt = pol.format_prompt("Name a colour.")
     [[base]] = pol.generate([prompt], 1, greedy, seed=1)
-    assert gen.version == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
+    assert isinstance(gen, Sampler) and gen.recompute_proximal  # the server's numerics are not the trainer's
+    assert gen.loaded == 0 and gen.served_model.endswith("-v0")  # the fresh adapter (B = 0) went up first
+    assert base.version == 0
     with torch.no_grad():
         for name, p in pol.model.named_parameters():
             if "lora_B" in name:
                 p.copy_(torch.randn_like(p) * 0.5, )
-    gen.sync_weights(pol.model)  # what an optimizer step does
+    gen.load(pol.model, 3)  # what the learner's publish does, at version 3
+    assert gen.loaded == 1  # pushed now, before any request
     [[moved]] = pol.generate([prompt], 1, greedy, seed=1)
-    assert gen.version == 1 and moved.completion_ids != base.completion_ids
+    assert moved.version == 3 and moved.completion_ids != base.completion_ids  # stamped by the sampler
     names = ServedClient(served(vllm_server)).models()
     assert gen.adapter_name(1) in names and gen.adapter_name(0) not in names  # the old version was unloaded
 
@@ -117,7 +120,6 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
     from synco.domains.tau2.settings import Tau2Settings
     from synco.grading.checker import AnswerChecker
     from synco.rollout.attempts import heldout_tasks, make_solver
-    from synco.rollout.episodes import row_sampler
 
     domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", tool_choice="required")))
     tasks = heldout_tasks(domain, domain.heldout(2, seed=0))
@@ -128,7 +130,7 @@ def test_served_episodes_advance_on_their_own_whatever_order_responses_arrive_in
         cfg = PolicyConfig(model_path=str(vllm_server.model_dir), device="cpu", trainable=lora is not None, lora=lora,
                            rollout_engine="served", served=served(vllm_server, max_concurrency=concurrency))
         pol = build_policy(cfg, role="reasoner", frozen=lora is None)
-        assert row_sampler(pol) is pol.generator
+        assert pol.row_sampler() is pol.generator
         groups = solver.attempts(pol, tasks, 2, SamplingParams(max_new_tokens=24, temperature=1.0), seed=11)
         runs.append([[(a.completion_ids, [t.text for t in a.turns or []], a.reward) for a in g] for g in groups])
     assert runs[0] == runs[1]
@@ -172,6 +174,6 @@ def test_an_adapter_load_whose_answer_was_lost_is_not_loaded_twice(vllm_server, 
     gen = pol.generator
     [[c]] = pol.generate([pol.format_prompt("Name a colour.")], 1, SamplingParams(greedy=True, max_new_tokens=4),
                          seed=1)
-    assert c.completion_ids and gen.version == 0
+    assert c.completion_ids and gen.loaded == 0
     assert gen.adapter_name(0) in ServedClient(served(vllm_server)).models()
     gen.close()

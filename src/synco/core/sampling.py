@@ -58,7 +58,8 @@ class Completion:
 
     ``completion_ids`` carry no padding and include the EOS token when one was
     generated; ``logprobs`` has one entry per completion id (log-prob under the
-    model at temperature 1); ``text`` is decoded with special tokens skipped.
+    model at temperature 1); ``text`` is decoded with special tokens skipped. ``version`` is the learner version of
+    the weights that sampled it, stamped by the sampler (:class:`~synco.core.policy.Sampler`; 0: never loaded).
     """
 
     text: str
@@ -67,6 +68,7 @@ class Completion:
     logprobs: list[float]
     truncated: bool
     finish_reason: FinishReason
+    version: int = 0
 
     def to_experience(self, advantage: float, keep_logprobs: bool = True) -> Experience:
         """The :class:`Experience` of this completion with ``advantage`` (sampling log-probs kept as old log-probs)."""

@@ -68,7 +68,7 @@ class SynthesizerCards:
         system = state.domain.synthesizer_system_prompt()
         prompts = [state.synthesizer.format_prompt(state.domain.synthesizer_prompt(report, target=c.target),
                                                    system=system) for c in contexts]
-        version, t = state.synthesizer.policy_version, time.perf_counter()
+        t = time.perf_counter()
         if len({c.n for c in contexts}) == 1:
             groups = generate_seeded(state.synthesizer, prompts, contexts[0].n, s.synth_sampling, request_seed(state))
         else:  # contexts of different sizes: one row per card, regrouped by context
@@ -77,7 +77,7 @@ class SynthesizerCards:
             it = iter(g[0] for g in flat)
             groups = [[next(it) for _ in range(c.n)] for c in contexts]
         dt = time.perf_counter() - t
-        drafts = [Draft(c.text, c, ci, contexts[ci].target, version) for ci, g in enumerate(groups) for c in g]
+        drafts = [Draft(c.text, c, ci, contexts[ci].target, c.version) for ci, g in enumerate(groups) for c in g]
         return drafts, design, dt
 
     def plan(self, state: StepState) -> tuple[list[ContextPlan], Design]:

@@ -5,8 +5,13 @@ One step ``t`` at staleness N, in the steady state::
     learner thread   update_agents(t) ........................┐
     main thread      collect(t + N), on the engines' weights ─┴ join ─ finish(t): the pool, one transaction ─ publish
 
-The engines sample from a snapshot of each learner's weights (:mod:`synco.learn.snapshot`), copied in only at
-``publish``, after a step is finished. So the attempts of step ``t + N`` were sampled by the weights after update
+Each trained agent's samplers hold weights apart from its learner's (:meth:`~synco.core.policy.Learner.sample_apart`:
+the transformers engine's snapshot, vLLM's engine, a server's adapter, Ray's rollout workers), loaded only at the
+learner's ``publish(version)``, after a step is finished::
+
+    learner ──update──▶ learner ──publish(v)──▶ samplers (snapshot | vLLM | server | Ray workers) ──▶ Completion.version = v
+
+ So the attempts of step ``t + N`` were sampled by the weights after update
 ``t - 1`` and are trained by update ``t + N``: N published versions behind the learner. An attempt more than
 ``max_staleness`` versions behind (:func:`staleness`) is not trained on (:func:`fresh`; counted per step) -- with
 one update per step this never happens, it guards every other schedule. The update corrects for the lag with
@@ -29,11 +34,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from synco.core.policy import UpdateStats
+from synco.core.policy import Learner, UpdateStats
 from synco.core.records import TaskRecord
 from synco.cotrain.engine import Collected, CoTrainState, Updates, collect, finish, update_agents
 from synco.cotrain.protocols.base import TrainingProtocol
@@ -89,7 +94,7 @@ class Pipeline:
     """The asynchronous step loop of one run: collections ahead of the learners, at most ``max_staleness``.
 
     ``protocol``: the run's protocol (its plan of a step, what it runs once a step is finished, its round ends);
-    ``publish``: copy both learners' weights into their engines. ``pending``: collected steps not yet trained
+    ``learners``: the trained agents, each published to its samplers once a step is finished. ``pending``: collected steps not yet trained
     (restored from a checkpoint on resume).
     """
 
@@ -97,7 +102,7 @@ class Pipeline:
     max_staleness: int
     steps: int
     protocol: TrainingProtocol
-    publish: Callable[[], None]
+    learners: Sequence[Learner]
     pending: deque[Collected] = field(default_factory=deque)
     published: dict[str, list[int]] = field(default_factory=lambda: {"reasoner": [], "synthesizer": []})
     _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="learner"))
@@ -125,7 +130,8 @@ class Pipeline:
         t_collect = time.perf_counter() - t0
         updates: Updates = job.result()
         stats = self.protocol.after(self.state, step, finish(self.state, c, updates))
-        self.publish()
+        for learner in self.learners:  # the publish point: the learner thread is idle, nothing is sampling
+            learner.publish()
         self._note_versions()
         stats.pipeline = PipelineStats(max_staleness=self.max_staleness, collected_ahead=len(self.pending),
                                        staleness=lag, stale_attempts_dropped=dropped_attempts,

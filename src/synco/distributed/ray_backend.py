@@ -34,10 +34,11 @@ round-robin and run in parallel. Each agent is built from ``agent_seed(seed, rol
 driver, and actors use the driver's torch thread count, so a Ray run records the same pool and metrics as the
 in-process run with ``seed_per_request: true`` (which ``backend: ray`` forces).
 
-**Weight sync.** After every update that took an optimizer step the learner puts its trainable weights (only
-the LoRA adapters under LoRA) into the object store once (``ray.put``) and every worker loads that one object;
-the weights carry a version number and a worker asked to sample with another version than it holds refuses
-(:class:`StaleWeights`). A learner group gathers the full weights (every rank takes part) and rank 0 puts them.
+**Weight sync.** At every publish (:meth:`RayPolicy.publish`: after every update that took an optimizer step, or
+at the pipeline's publish point) the learner exports its trainable weights (only the LoRA adapters under LoRA)
+into the object store once (``ray.put``) and every worker loads that one object with the learner's version, which
+its sampler stamps on every completion; each publish has a number, and a worker asked to sample for another
+publish than the one it holds refuses (:class:`StaleWeights`). A learner group gathers the full weights (every rank takes part) and rank 0 puts them.
 
 **Failures.** A rollout worker that dies is restarted by Ray (``ray.max_restarts``); its model is rebuilt from
 the config, so before it samples again it is re-sent the learner's current weights, and the chunk it was
@@ -115,8 +116,9 @@ def weight_payload(policy: Any) -> dict[str, torch.Tensor]:
     return {name: full_tensors(p.detach()).to("cpu", copy=True) for name, p in policy.trainable_parameters()}
 
 
-def load_payload(policy: Any, payload: dict[str, torch.Tensor]) -> None:
-    """Copy a :func:`weight_payload` into ``policy``'s model (names must exist with the same shapes).
+def load_payload(policy: Any, payload: dict[str, torch.Tensor], version: int) -> None:
+    """Copy a :func:`weight_payload` into ``policy``'s model (names must exist with the same shapes); its sampler
+    samples them as the learner's ``version``.
 
     The loaded parameters are marked ``requires_grad`` as in the learner (nothing is trained here):
     CPU kernels dispatch on it, and a frozen copy's log-probs differed from the learner's by ~1e-6,
@@ -137,7 +139,7 @@ def load_payload(policy: Any, payload: dict[str, torch.Tensor]) -> None:
                                  f"the worker holds {tuple(dst.shape)}")
             dst.copy_(tensor.to(device=dst.device, dtype=dst.dtype))
             dst.requires_grad_(True)
-    policy.generator.sync_weights(policy.model)
+    policy.generator.load(policy.model, version)
 
 
 # --------------------------------------------------------------------------- actors
@@ -156,7 +158,7 @@ class _AgentActor:
         torch.set_num_threads(threads)  # the driver's count: CPU results are bit-identical only at equal counts
         with seeded_rng(seed):  # as trainer.build_policies does under seed_per_request
             self.policy = build_policy(config, model_path)
-        self.version = -1  # no weights from the learner yet
+        self.publication = -1  # the learner's publish this actor's weights came from (-1: none yet)
 
     def pid(self) -> int:
         return os.getpid()
@@ -168,21 +170,23 @@ class _AgentActor:
         return list(self.policy.eos_ids)
 
     def generate_chunk(self, texts: Sequence[str], params: SamplingParams, seed: int,
-                       version: int | None) -> list[Completion]:
+                       publication: int | None) -> list[Completion]:
         """One completion per formatted prompt of one chunk, sampled from ``seed`` alone."""
-        if version is not None and version != self.version:
-            raise StaleWeights(f"this rollout worker holds weights version {self.version}, the request needs {version}")
+        if publication is not None and publication != self.publication:
+            raise StaleWeights(f"this rollout worker holds weights publication {self.publication}, the request needs "
+                               f"{publication}")
         ids = [self.policy.encode_prompt(t) for t in texts]
         if any(not x for x in ids):
             raise ValueError("a prompt tokenized to zero tokens")
         return [g[0] for g in self.policy.generator.generate(ids, 1, params, seed=seed)]
 
 
-    def run_episode_job(self, domain: Domain, job: EpisodeJob, version: int | None) -> list[Episode]:
+    def run_episode_job(self, domain: Domain, job: EpisodeJob, publication: int | None) -> list[Episode]:
         """One job of episodes (:func:`synco.rollout.episodes.run_job`): sampled and stepped here, where the
         environments live for the episodes' length."""
-        if version is not None and version != self.version:
-            raise StaleWeights(f"this rollout worker holds weights version {self.version}, the request needs {version}")
+        if publication is not None and publication != self.publication:
+            raise StaleWeights(f"this rollout worker holds weights publication {self.publication}, the request needs "
+                               f"{publication}")
         return run_job(self.policy, domain, job)
 
 
@@ -231,7 +235,7 @@ class LearnerActor(_AgentActor):
 
     def optimizer_steps(self) -> int:
         """The learner's optimizer-step count: the version of the weights it publishes."""
-        return self.policy.policy_version
+        return self.policy.version
 
     def sft_update(self, batch: list[SFTExample], lr: float | None) -> UpdateStats:
         return self.policy.sft_update(batch, lr)
@@ -263,7 +267,16 @@ class LearnerActor(_AgentActor):
     def weights(self) -> dict[str, torch.Tensor]:
         return weight_payload(self.policy)
 
-    def publish_weights(self) -> list[ray.ObjectRef]:
+    def sample_apart(self) -> None:
+        """No rollout workers, asynchronous co-training: this learner samples a copy of its weights that only
+        :meth:`publish` changes (:meth:`HFPolicy.sample_apart <synco.learn.hf_policy.HFPolicy.sample_apart>`)."""
+        self.policy.sample_apart()
+
+    def publish(self) -> int:
+        """The learner's weights into its own sampler; the version."""
+        return self.policy.publish()
+
+    def export(self) -> list[ray.ObjectRef]:
         """The current weights, put into the object store once by rank 0 (the other ranks only help gather them,
         and return an empty list); the list keeps Ray from resolving the ref."""
         payload = weight_payload(self.policy)
@@ -271,12 +284,15 @@ class LearnerActor(_AgentActor):
 
 
 class RolloutWorker(_AgentActor):
-    """A frozen copy of an agent's model that samples chunks of requests with the learner's latest weights."""
+    """A frozen copy of an agent's model that samples chunks of requests with the learner's latest weights: a
+    :class:`~synco.core.policy.Sampler` of the learner, whose completions its own sampler stamps with the learner
+    version it loaded."""
 
-    def load_weights(self, payload: dict[str, torch.Tensor], version: int) -> int:
-        load_payload(self.policy, payload)
-        self.version = version
-        return version
+    def load(self, payload: dict[str, torch.Tensor], publication: int, version: int) -> int:
+        """The learner's weights of ``version``, its ``publication``-th publish (what requests name)."""
+        load_payload(self.policy, payload, version)
+        self.publication = publication
+        return publication
 
 
 # --------------------------------------------------------------------------- driver side
@@ -343,13 +359,12 @@ class RayPolicy(TokenText):
         self.learner = self.learners[0]  # rank 0: tokenizer, stats, the weights it publishes
         worker_cfg = placed(config, agent.worker).model_copy(update={"trainable": False})
         self.workers = [worker_cls.remote(worker_cfg, model_path, seed, threads) for _ in range(agent.rollout_workers)]
-        self.version = 0  # weight publications (the workers' staleness check)
-        self.policy_version = 0  # the learner's optimizer-step count (Policy.policy_version), as of the last sync
+        self.publication = 0  # weight publications (what a request names: the workers' staleness check)
+        self.policy_version = 0  # the learner version the workers sample (Policy.policy_version), the last published
         self.tokenizer: Any = None
         self.eos_ids: list[int] = []
         self.retried_chunks = 0  # chunks sampled again after their worker died or held stale weights
-        self.deferred = False  # asynchronous co-training: workers load new weights only at publish_samplers
-        self.unpublished = False  # deferred, and the learner stepped since the workers last loaded its weights
+        self.publishes_updates = True  # synchronous: every update is published; sample_apart: the pipeline does
 
     def wait_ready(self) -> None:
         """Block until the actors are up (a learner group joins its process group and shards the model);
@@ -359,10 +374,10 @@ class RayPolicy(TokenText):
             self._group("join_group", address, port)
         self.tokenizer = self._learner("tokenizer")
         self.eos_ids = self._learner("eos_ids")
-        [payload] = self._group("publish_weights")
+        [payload] = self._group("export")
         for i, w in enumerate(self.workers):
             try:
-                ray.get(w.load_weights.remote(payload, self.version))
+                ray.get(w.load.remote(payload, self.publication, self.policy_version))
             except RayActorError as e:
                 raise RayBackendError(f"the {self.role}'s rollout worker {i} could not start: {last_line(e)}") from e
 
@@ -410,28 +425,32 @@ class RayPolicy(TokenText):
         return stats
 
     def _stepped(self) -> None:
-        """After an optimizer step: the workers load the new weights now, or (deferred) at the next publish."""
-        if self.deferred:
-            self.unpublished = True
-        else:
+        """After an update that stepped: published now, unless the pipeline publishes (:meth:`sample_apart`)."""
+        if self.publishes_updates:
             self._sync()
 
-    def defer_sync(self) -> None:
-        """Asynchronous co-training: the rollout workers keep their weights through updates until
-        :meth:`publish_samplers`, so they sample while the learner trains."""
-        self.deferred = True
+    @property
+    def version(self) -> int:
+        """The learner's optimizer-step count (rank 0's)."""
+        return int(self._learner("optimizer_steps"))
 
-    def defer_problem(self) -> str | None:
-        """Why the agent cannot sample beside its updates: without rollout workers the learner samples itself."""
+    def publish(self) -> int:
+        """The learner's weights into the rollout workers, if it stepped since they last loaded them; the version."""
+        version = self.version
+        if version != self.policy_version:
+            self._sync()
+        return self.policy_version
+
+    def sample_apart(self) -> None:
+        """Asynchronous co-training: the rollout workers keep their weights through updates until :meth:`publish`;
+        without rollout workers the learner actor samples a copy of its own (its calls run one at a time, so its
+        sampling waits for its update: correct, not overlapped). A ValueError saying why when it cannot."""
         if not self.workers:
-            return f"ray.{self.role}.rollout_workers=0: the learner samples itself; set it >= 1"
-        return None
-
-    def publish_samplers(self) -> None:
-        """The learner's weights into the rollout workers, if it stepped since they last loaded them."""
-        if self.unpublished:
-            self._sync()
-            self.unpublished = False
+            try:
+                self._learner("sample_apart")
+            except RayTaskError as e:
+                raise ValueError(last_line(e)) from e
+        self.publishes_updates = False
 
     def save(self, path: str | Path) -> None:
         self._group("save", str(path))
@@ -511,10 +530,13 @@ class RayPolicy(TokenText):
         A worker that dies meanwhile is not waited for: it holds an older version, so its next request
         re-sends the weights first (see :meth:`_chunk_result`).
         """
-        [payload] = self._group("publish_weights")
-        self.version += 1
-        self.policy_version = self._learner("optimizer_steps")
-        for ref in [w.load_weights.remote(payload, self.version) for w in self.workers]:
+        if not self.workers:  # the learner samples itself: its own sampler gets the weights
+            self.policy_version = self._learner("publish")
+            return
+        [payload] = self._group("export")
+        self.publication += 1
+        self.policy_version = self.version
+        for ref in [w.load.remote(payload, self.publication, self.policy_version) for w in self.workers]:
             try:
                 ray.get(ref)
             except RayActorError:
@@ -523,22 +545,22 @@ class RayPolicy(TokenText):
     def _submit(self, j: int, texts: list[str], params: SamplingParams, seed: int) -> ray.ObjectRef:
         if not self.workers:
             return self.learner.generate_chunk.remote(texts, params, seed, None)
-        return self.workers[j % len(self.workers)].generate_chunk.remote(texts, params, seed, self.version)
+        return self.workers[j % len(self.workers)].generate_chunk.remote(texts, params, seed, self.publication)
 
     def _submit_job(self, j: int, domain: Domain, job: EpisodeJob) -> ray.ObjectRef:
         if not self.workers:
             return self.learner.run_episode_job.remote(domain, job, None)
-        return self.workers[j % len(self.workers)].run_episode_job.remote(domain, job, self.version)
+        return self.workers[j % len(self.workers)].run_episode_job.remote(domain, job, self.publication)
 
     def _job_result(self, j: int, ref: ray.ObjectRef, domain: Domain, job: EpisodeJob) -> list[Episode]:
         """Job ``j``'s episodes, retried on a restarted worker like a chunk (:meth:`_chunk_result`)."""
-        return self._retrying(j, ref, lambda worker: worker.run_episode_job.remote(domain, job, self.version),
+        return self._retrying(j, ref, lambda worker: worker.run_episode_job.remote(domain, job, self.publication),
                               "an episode job")
 
     def _chunk_result(self, j: int, ref: ray.ObjectRef, texts: list[str], params: SamplingParams,
                       seed: int) -> list[Completion]:
         """Chunk ``j``'s completions; a dead or stale worker gets the current weights and the chunk again."""
-        return self._retrying(j, ref, lambda worker: worker.generate_chunk.remote(texts, params, seed, self.version),
+        return self._retrying(j, ref, lambda worker: worker.generate_chunk.remote(texts, params, seed, self.publication),
                               "a generate request")
 
     def _retrying(self, j: int, ref: ray.ObjectRef, resubmit: Callable[[Any], ray.ObjectRef], what: str) -> Any:
@@ -561,8 +583,8 @@ class RayPolicy(TokenText):
             self.retried_chunks += 1
             try:
                 self._wait_restarted(worker, index)
-                [payload] = self._group("publish_weights")
-                worker.load_weights.remote(payload, self.version)  # actor calls from one caller run in order
+                [payload] = self._group("export")
+                worker.load.remote(payload, self.publication, self.policy_version)  # one caller's calls run in order
                 ref = resubmit(worker)
             except RayActorError as e:
                 error = e

@@ -110,7 +110,7 @@ from synco.learn.models import ModelNotAvailable
 from synco.core.prompts import PromptError, build_prompt, load_prompt, render
 from synco.core.jsonl import read_jsonl
 from synco.core.records import ExtractionMethod
-from synco.core.policy import Generator
+from synco.core.policy import Sampler
 from synco.core.rollout_config import VLLMSettings
 from synco.core.sampling import Completion, SamplingParams
 from synco.core.tokens import encode_prompt
@@ -760,7 +760,7 @@ def chat_prompt(tokenizer: Any, user_text: str, system: str | None, thinking: Th
 
 
 class GeneratorPolicy:
-    """An :class:`EvalPolicy` over a token-id :class:`~synco.core.policy.Generator` and its tokenizer.
+    """An :class:`EvalPolicy` over a token-id :class:`~synco.core.policy.Sampler` and its tokenizer.
 
     The vLLM backend is the rollout layer's :class:`~synco.rollout.vllm_engine.VLLMGenerator` on the
     model folder (the one vLLM path training uses too) behind this. Prompts go through the chat template
@@ -771,7 +771,7 @@ class GeneratorPolicy:
 
     policy_version = 0  # a frozen model folder
 
-    def __init__(self, generator: Generator, tokenizer: Any, seed: int = 0, thinking: ThinkingMode = "auto") -> None:
+    def __init__(self, generator: Sampler, tokenizer: Any, seed: int = 0, thinking: ThinkingMode = "auto") -> None:
         self.generator = generator
         self.tokenizer = tokenizer
         self.seed = seed

@@ -228,6 +228,10 @@ class GoldPolicy:
         self.turns = list(turns)
         self._prompt_len: int | None = None
 
+    def row_sampler(self) -> None:
+        """The script is replayed in lockstep."""
+        return None
+
     def format_prompt(self, user_text: str, system: str | None = None, tools: Any = None) -> str:
         """The prompt a model without a chat template gets (the tools written into the system prompt)."""
         from synco.core.prompts import build_prompt

@@ -244,6 +244,7 @@ def load_full_state(policy: Any, path: str | Path) -> None:
     reshard_optimizer_state(opt)
     sched.load_state_dict(state["scheduler"])
     policy.step = int(state["step"])
+    policy.publish()  # its sampler samples the restored version
     if getattr(policy, "scaler", None) is not None and state.get("loss_scaler"):
         policy.scaler.load_state_dict(state["loss_scaler"])
     if policy.masters:

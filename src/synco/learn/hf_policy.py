@@ -12,16 +12,16 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from synco.learn.grpo import policy_loss
-from synco.core.policy import STATE_FILE, Generator, LoraSettings, PolicyConfig, UpdateStats
+from synco.core.policy import STATE_FILE, LoraSettings, PolicyConfig, Sampler, UpdateStats
 from synco.learn.fsdp import DataShard, all_reduce_max, all_reduce_sum, rank_micro_batches
 from synco.core.seeds import chunk_seed, regroup, row_chunks
 from synco.learn.precision import LossScaler, MasterWeights
@@ -30,6 +30,9 @@ from synco.core.sampling import SFTExample
 from synco.core.prompts import build_prompt
 from synco.core.sampling import Completion, Experience, SamplingParams
 from synco.core.tokens import TokenText, eos_token_ids as stop_ids
+
+if TYPE_CHECKING:
+    from synco.rollout.episodes import RowSampler
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """Torch dtype of each ``PolicyConfig.dtype`` name."""
@@ -156,7 +159,9 @@ def lora_config(lora: LoraSettings, trainable: bool = True) -> Any:
 
 
 class HFGenerator:
-    """Default :class:`Generator`: batched ``model.generate`` with left padding.
+    """Default :class:`~synco.core.policy.Sampler`: batched ``model.generate`` with left padding, on the training
+    model itself (``load`` copies nothing: it samples what the learner holds, so sampling and an update cannot
+    overlap; :class:`SnapshotSampler` is the copy that can).
 
     ``n`` samples per prompt are made by repeating each prompt ``n`` times.
     Per-token log-probs come from the raw (pre-temperature, pre-top-k/p) logits
@@ -165,12 +170,19 @@ class HFGenerator:
     every step, hence ``batch_size`` rows per ``generate`` call. Evaluation sets
     ``keep_logprobs=False`` (``logprobs`` stay empty; storing batch x steps x
     vocab floats is 12 GB for 16 rows x 4096 steps x 49k vocab) and
-    ``max_positions`` (the budget is capped at the model's context length).
+    ``max_positions`` (the budget is capped at the model's context length). ``view``: what to enter around
+    sampling on a model holding several adapters (a shared base's: :mod:`synco.learn.shared_base`), given the model.
     """
 
+    recompute_proximal = False  # the trainer's own numerics: its log-probs serve as the old log-probs
+    holds_copy = False  # samples the training model itself (SnapshotSampler: a copy)
+
     def __init__(self, model: torch.nn.Module, tokenizer: Any, eos_ids: Sequence[int], pad_id: int,
-                 batch_size: int = 64, keep_logprobs: bool = True, max_positions: int | None = None) -> None:
+                 batch_size: int = 64, keep_logprobs: bool = True, max_positions: int | None = None,
+                 view: Callable[[torch.nn.Module], AbstractContextManager[Any]] | None = None) -> None:
         self.model = model
+        self.view = view
+        self.version = 0
         self.tokenizer = tokenizer
         self.eos_ids = list(eos_ids)
         self.pad_id = pad_id
@@ -179,9 +191,12 @@ class HFGenerator:
         self.max_positions = max_positions
         self.constraint: Any = None  # a synco.rollout.card_decoding.CardGrammar: masked sampling and log-probs
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Nothing to copy: sampling uses the training model itself."""
-        self.model = model
+    def load(self, model: torch.nn.Module, version: int) -> None:
+        """Nothing to copy: sampling uses the training model itself, now at ``version``."""
+        self.model, self.version = model, version
+
+    def close(self) -> None:
+        """Nothing held outside this process."""
 
     def _generation_config(self, params: SamplingParams) -> Any:
         from transformers import GenerationConfig
@@ -215,10 +230,11 @@ class HFGenerator:
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams,
                  seed: int | None = None) -> list[list[Completion]]:
         """``n`` completions per prompt; with ``seed``, sampled under :func:`seeded_rng` (global RNGs untouched)."""
-        if seed is None:
-            return self._generate(prompt_ids, n, params)
-        with seeded_rng(seed):
-            return self._generate(prompt_ids, n, params)
+        with self.view(self.model) if self.view is not None else nullcontext():
+            if seed is None:
+                return self._generate(prompt_ids, n, params)
+            with seeded_rng(seed):
+                return self._generate(prompt_ids, n, params)
 
     def _generate(self, prompt_ids: Sequence[Sequence[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
         if n < 1:
@@ -273,11 +289,55 @@ class HFGenerator:
                             logprobs=lps[: len(comp)],
                             truncated=not stopped,
                             finish_reason="stop" if stopped else "length",
+                            version=self.version,
                         )
                     )
         finally:
             self.model.train(was_training)
         return out
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``model`` in eval mode that no optimizer reaches (no parameter requires a gradient)."""
+    out = copy.deepcopy(model).eval()
+    for p in out.parameters():
+        p.requires_grad_(False)
+    return out
+
+
+class SnapshotSampler(HFGenerator):
+    """The snapshot: an :class:`HFGenerator` on a copy of the learner's weights, changed only by :meth:`load`.
+
+    :class:`HFGenerator` samples with the training model itself, so sampling and an update cannot run at the same
+    time; this copy can (asynchronous co-training, :mod:`synco.cotrain.pipeline`): the learner's :meth:`HFPolicy.publish`
+    copies its exported weights (those an update changes: the adapters under LoRA) in at the pipeline's publish point.
+    Memory: one more copy of the model (a shared base's two agents share one:
+    :meth:`synco.learn.shared_base.SharedBase.sampling_model`). An engine with weights of its own (vLLM, a server,
+    Ray's rollout workers) needs none.
+
+    ``names``: the parameters :meth:`load` copies (the learner's export); ``model``: the copy to sample (default:
+    a fresh one of ``base``'s model).
+    """
+
+    holds_copy = True
+
+    def __init__(self, base: HFGenerator, version: int, names: Sequence[str],
+                 model: torch.nn.Module | None = None) -> None:
+        super().__init__(model if model is not None else frozen_copy(base.model), base.tokenizer, base.eos_ids,
+                         base.pad_id, batch_size=base.batch_size, keep_logprobs=base.keep_logprobs,
+                         max_positions=base.max_positions, view=base.view)
+        self.constraint = base.constraint
+        self.names = list(names)
+        self.version = version
+
+    def load(self, model: torch.nn.Module, version: int) -> None:
+        """Copy the learner's exported weights in now; the copy samples version ``version`` from the next generate."""
+        src = dict(model.named_parameters())
+        dst = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name in self.names:
+                dst[name].copy_(src[name])
+        self.version = version
 
 
 # --------------------------------------------------------------------------- HF policy
@@ -303,12 +363,14 @@ class HFPolicy(TokenText):
     ``kl_coef == 0`` there is none.
     """
 
+    adapter_name: str | None = None  # a shared base's adapter (synco.learn.shared_base); None: the model's own
+
     def __init__(
         self,
         model: torch.nn.Module,
         tokenizer: Any,
         config: PolicyConfig | None = None,
-        generator: Generator | None = None,
+        generator: Sampler | None = None,
     ) -> None:
         cfg = config or PolicyConfig(model_path=str(getattr(getattr(model, "config", None), "_name_or_path", "") or ""))
         self.config = cfg
@@ -335,7 +397,7 @@ class HFPolicy(TokenText):
         self._bind(model, tokenizer, ref_model, generator)
 
     def _bind(self, model: torch.nn.Module, tokenizer: Any, ref_model: torch.nn.Module | None,
-              generator: Generator | None) -> None:
+              generator: Sampler | None) -> None:
         """Attach a placed model: EOS/pad ids, the sampling engine, the KL reference, the optimizer.
 
         The one piece of construction every learner on a HF model shares (a
@@ -352,9 +414,10 @@ class HFPolicy(TokenText):
             from synco.rollout.vllm_engine import VLLMGenerator
 
             generator = VLLMGenerator.for_policy(self)
-        self.generator: Generator = generator or HFGenerator(
-            model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size
+        self.generator: Sampler = generator or HFGenerator(
+            model, tokenizer, self.eos_ids, self.pad_id, batch_size=cfg.generation_batch_size, view=self._sampler_view()
         )
+        self.publishes_updates = True  # synchronous: every update is published; sample_apart: the pipeline does
         self._keep_arg = accepts_kwarg(model, "logits_to_keep")
         self.shard: DataShard | None = None  # set by synco.learn.fsdp.shard_policy
         self.token_constraint: Any = None  # see set_token_constraint
@@ -450,6 +513,13 @@ class HFPolicy(TokenText):
                    for j, rows in enumerate(chunks)]
         return regroup(len(ids), chunks, results)
 
+    def row_sampler(self) -> RowSampler | None:
+        """Its sampler when that samples one row at a time (a served endpoint: episodes then advance each as its
+        response arrives; :class:`~synco.rollout.episodes.RowSampler`), else None."""
+        from synco.rollout.episodes import RowSampler
+
+        return self.generator if isinstance(self.generator, RowSampler) else None
+
     # ------------------------------------------------------------------ training
 
     def _require_trainable(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
@@ -478,9 +548,9 @@ class HFPolicy(TokenText):
         GRPO update's, the KL reference's) is taken from the same masked distribution, replayed
         from each completion's tokens. Needs the default :class:`HFGenerator`.
         """
-        if not hasattr(self.generator, "constraint"):
+        if not isinstance(self.generator, HFGenerator):
             raise TypeError(f"{type(self.generator).__name__} cannot sample under a token constraint")
-        self.generator.constraint = constraint  # type: ignore[attr-defined]
+        self.generator.constraint = constraint
         self.token_constraint = constraint
 
     def _completion_logprobs(self, model: torch.nn.Module, rows: Sequence[Experience]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -637,12 +707,14 @@ class HFPolicy(TokenText):
         ``grpo.decoupled``: the rows' sampling log-probs are the behaviour policy's and the
         proximal ones are the weights' at the start of this update, computed once and reused
         across ``grpo.epochs`` (see :meth:`compute_gradients`); a sampler whose numbers are
-        not the trainer's (``recompute_old_logprobs``) keeps them as the behaviour log-probs.
+        not the trainer's (its declared ``recompute_proximal``) keeps them as the behaviour log-probs; on-policy,
+        the old log-probs are then recomputed here. Published to the samplers when it stepped (unless
+        :meth:`sample_apart`: the pipeline publishes).
         """
         opt, _ = self._require_trainable()
         g = self.config.grpo
-        if getattr(self.generator, "recompute_old_logprobs", False) and not g.decoupled:
-            from dataclasses import replace  # vLLM's numbers are not the trainer's: recompute
+        if self.generator.recompute_proximal and not g.decoupled:
+            from dataclasses import replace  # the sampler's numbers are not the trainer's: recompute
 
             batch = [replace(e, old_logprobs=None) for e in batch]
         n_tokens = sum(e.n_trainable for e in batch)
@@ -677,6 +749,7 @@ class HFPolicy(TokenText):
                 stats.is_weight_std = sum(x.is_weight_std or 0.0 for x in weighed) / j
                 stats.is_weight_max = max(x.is_weight_max or 0.0 for x in weighed)
                 stats.is_truncated_frac = sum(x.is_truncated_frac or 0.0 for x in weighed) / j
+        self._published_if(stats)
         return stats
 
     def _loss_scale(self) -> float:
@@ -685,16 +758,52 @@ class HFPolicy(TokenText):
 
     def close(self) -> None:
         """Release what the sampling engine holds outside this process (a served adapter), if anything."""
-        close = getattr(self.generator, "close", None)
-        if callable(close):
-            close()
+        self.generator.close()
+
+    @property
+    def version(self) -> int:
+        """Optimizer steps taken (restored on resume): the learner's version."""
+        return self.step
 
     @property
     def policy_version(self) -> int:
-        """The version of the weights the policy samples from: its optimizer steps (restored on resume), or, when it
-        samples from a snapshot (asynchronous co-training, :mod:`synco.learn.snapshot`), the snapshot's."""
-        snapshot = getattr(self.generator, "weights_version", None)
-        return self.step if snapshot is None else int(snapshot)
+        """The version of the weights the policy samples from: its sampler's, the last one published."""
+        return self.generator.version
+
+    def publish(self) -> int:
+        """The one weight sync: the sampler samples the current weights as version :attr:`version` from now on
+        (nothing to do when it already does)."""
+        if self.generator.version != self.step:
+            self.generator.load(self.model, self.step)
+        return self.step
+
+    def _published_if(self, stats: UpdateStats) -> None:
+        """After an update: publish it when it stepped, unless the pipeline publishes (:meth:`sample_apart`)."""
+        if stats.stepped and self.publishes_updates:
+            self.publish()
+
+    def sample_apart(self) -> None:
+        """Asynchronous co-training: sample from weights only :meth:`publish` changes. An engine holding weights of
+        its own (vLLM, a server) keeps sampling them; the in-process one becomes a copy
+        (:class:`SnapshotSampler`), whose sampling draws from torch's random stream while the
+        update runs on another thread: the update must draw none (no dropout), or a run would not repeat."""
+        if isinstance(self.generator, HFGenerator) and not self.generator.holds_copy:
+            drops = [name for name, m in self.model.named_modules() if isinstance(m, torch.nn.Dropout) and m.p > 0]
+            if drops:
+                raise ValueError(f"its model has dropout in training ({drops[0]}{' and more' if len(drops) > 1 else ''}"
+                                 f"), which draws from torch's random stream beside sampling: set the model's dropout "
+                                 f"(and lora.dropout) to 0")
+            self.generator = self._snapshot()
+        self.publishes_updates = False
+
+    def _snapshot(self) -> Sampler:
+        """The in-process sampler's copy, at the current version (a shared base's views share one)."""
+        assert isinstance(self.generator, HFGenerator)
+        return SnapshotSampler(self.generator, self.step, [name for name, _ in self.trainable_parameters()])
+
+    def _sampler_view(self) -> Callable[[torch.nn.Module], AbstractContextManager[Any]] | None:
+        """What the in-process sampler enters around sampling (a shared base's adapter; nothing here)."""
+        return None
 
     def _optimizer_step(self, loss: float, stats: UpdateStats, lr: float | None = None) -> bool:
         """Clip and apply the gradients now in ``.grad`` (through the fp32 masters), tick the scheduler, sync the
@@ -732,7 +841,6 @@ class HFPolicy(TokenText):
         self.step += 1
         stats.stepped = True
         opt.zero_grad(set_to_none=True)
-        self.generator.sync_weights(self.model)
         return True
 
     def encode_sft(self, example: SFTExample) -> Experience:
@@ -783,6 +891,7 @@ class HFPolicy(TokenText):
         if self.shard is not None:
             stats.loss = all_reduce_sum([stats.loss], self.shard)[0]
         self._optimizer_step(stats.loss, stats, lr)
+        self._published_if(stats)
         return stats
 
     # ------------------------------------------------------------------ persistence
@@ -829,6 +938,7 @@ class HFPolicy(TokenText):
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
+        self.publish()
         if self.scaler is not None and state.get("loss_scaler"):
             self.scaler.load_state_dict(state["loss_scaler"])
         if self.masters:

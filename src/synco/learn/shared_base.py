@@ -32,15 +32,17 @@ import copy
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from synco.learn.hf_policy import DTYPES, GradientStats, HFPolicy, enable_checkpointing, lora_config, resolve_device
-from synco.core.policy import Generator, PolicyConfig, UpdateStats
-from synco.core.sampling import Completion, Experience, SamplingParams
+from synco.learn.hf_policy import (DTYPES, GradientStats, HFGenerator, HFPolicy, SnapshotSampler,
+                                   enable_checkpointing, frozen_copy, lora_config, resolve_device)
+from synco.core.policy import PolicyConfig, Sampler, UpdateStats
+from synco.core.sampling import Experience
 from synco.core.sampling import SFTExample
 
 ROLES = ("synthesizer", "reasoner")
@@ -83,7 +85,7 @@ class SharedBase:
         model: torch.nn.Module,
         tokenizer: Any,
         configs: dict[str, PolicyConfig],
-        generators: dict[str, Generator] | None = None,
+        generators: dict[str, Sampler] | None = None,
     ) -> None:
         if len(configs) < 1:
             raise ValueError("SharedBase needs at least one adapter config")
@@ -127,6 +129,7 @@ class SharedBase:
         if first.gradient_checkpointing:
             enable_checkpointing(self.model)
         generators = generators or {}
+        self.sampling_copy: torch.nn.Module | None = None  # asynchronous co-training: see sampling_model
         self.views: dict[str, AdapterPolicy] = {
             name: AdapterPolicy(self, name, cfg, generators.get(name)) for name, cfg in configs.items()
         }
@@ -199,6 +202,15 @@ class SharedBase:
         names = set(self.views)
         return [(n, p) for n, p in self.model.named_parameters() if not names.intersection(n.split("."))]
 
+    def sampling_model(self) -> torch.nn.Module:
+        """The one copy of the shared model (base and adapters) that the agents sample apart from their updates
+        (asynchronous co-training; made on first use): one more base in memory for both agents, and sampling
+        never switches the adapter of the model an update is training. Each agent's publish copies its own
+        adapter into it; the frozen base view samples it with the adapters disabled."""
+        if self.sampling_copy is None:
+            self.sampling_copy = frozen_copy(self.model)
+        return self.sampling_copy
+
     def save_adapter(self, name: str, path: str | Path) -> None:
         """``path/adapter_config.json`` + ``adapter_model.safetensors`` of adapter ``name``, and the tokenizer.
 
@@ -231,7 +243,7 @@ class AdapterPolicy(HFPolicy):
     """
 
     def __init__(self, shared: SharedBase, adapter_name: str, config: PolicyConfig,
-                 generator: Generator | None = None) -> None:
+                 generator: Sampler | None = None) -> None:
         self.shared = shared
         self.adapter_name = adapter_name
         self.config = config
@@ -243,16 +255,22 @@ class AdapterPolicy(HFPolicy):
         """Route every forward pass of the shared model through this agent's adapter."""
         self.shared.activate(self.adapter_name)
 
+    def _sampler_view(self) -> Callable[[torch.nn.Module], AbstractContextManager[None]] | None:
+        """Sampling goes through this agent's adapter, on whichever copy of the shared model the sampler holds."""
+        name, trainable = self.adapter_name, self.config.trainable
+        return lambda model: _adapter(model, name, trainable)
+
+    def _snapshot(self) -> Sampler:
+        """The sampler on the shared base's one sampling copy (:meth:`SharedBase.sampling_model`)."""
+        assert isinstance(self.generator, HFGenerator)
+        return SnapshotSampler(self.generator, self.step, [name for name, _ in self.trainable_parameters()],
+                               model=self.shared.sampling_model())
+
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         """This adapter's parameters (none for a frozen agent); the other adapter and the base never appear."""
         if not self.config.trainable:
             return []
         return self.shared.adapter_parameters(self.adapter_name)
-
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
-                 seed: int | None = None) -> list[list[Completion]]:
-        self.activate()
-        return super().generate(prompts, n, params, seed)
 
     def compute_gradients(
         self, batch: Sequence[Experience], old_cache: dict[int, torch.Tensor] | None = None
@@ -292,6 +310,9 @@ class BaseView(AdapterPolicy):
 
     def __init__(self, shared: SharedBase, config: PolicyConfig) -> None:
         super().__init__(shared, "", config.model_copy(update={"trainable": False, "lora": None}))
+        if shared.sampling_copy is not None:  # the agents sample apart from their updates: so does this view
+            self.generator = HFGenerator(shared.sampling_copy, self.tokenizer, self.eos_ids, self.pad_id,
+                                         batch_size=config.generation_batch_size, view=_no_adapter)
 
     def activate(self) -> None:
         """Nothing to route: generation runs with the adapters disabled."""
@@ -299,10 +320,22 @@ class BaseView(AdapterPolicy):
     def trainable_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         return []
 
-    def generate(self, prompts: Sequence[str], n: int, params: SamplingParams | None = None,
-                 seed: int | None = None) -> list[list[Completion]]:
-        with self.model.disable_adapter():
-            return HFPolicy.generate(self, prompts, n, params, seed)
+    def _sampler_view(self) -> Callable[[torch.nn.Module], AbstractContextManager[None]] | None:
+        return _no_adapter
 
     def save(self, path: str | Path) -> None:
         raise RuntimeError("the base view of a shared base is frozen and has no weights of its own to save")
+
+
+@contextmanager
+def _adapter(model: Any, name: str, trainable: bool) -> Iterator[None]:
+    """Sample through adapter ``name`` of a shared model (as :meth:`SharedBase.activate` sets it)."""
+    model.set_adapter(name, inference_mode=not trainable)
+    yield
+
+
+@contextmanager
+def _no_adapter(model: Any) -> Iterator[None]:
+    """Sample the shared base with every adapter disabled."""
+    with model.disable_adapter():
+        yield

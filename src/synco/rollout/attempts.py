@@ -65,21 +65,21 @@ class Solver(Protocol):
                  seed: int | None = None) -> list[list[Attempt]]: ...
 
 
-def answer_attempt(c: Completion, graded: Graded, version: int, t_sample: float,
-                   cfg: ReasonerRewardConfig) -> Attempt:
+def answer_attempt(c: Completion, graded: Graded, t_sample: float, cfg: ReasonerRewardConfig) -> Attempt:
     """A single-turn attempt: one sampled agent turn (the whole text: ``turns`` None), its grade and reward.
 
     It keeps the sampled ids, so an update on it (GRPO, or SFT in ``synco.cotrain.protocols.rounds``) trains the
-    tokens that were sampled and graded, never a re-tokenisation of the decoded text.
+    tokens that were sampled and graded, never a re-tokenisation of the decoded text; its version is the one its
+    sampler stamped on it.
     """
     return Attempt(text=c.text, answer=graded.answer, method=graded.method, correct=graded.correct,
                    reward=reasoner_reward(graded.correct, graded.boxed, cfg), truncated=c.truncated,
-                   n_tokens=len(c.completion_ids), completion_ids=list(c.completion_ids), policy_version=version,
+                   n_tokens=len(c.completion_ids), completion_ids=list(c.completion_ids), policy_version=c.version,
                    prompt_ids=list(c.prompt_ids),
                    logprobs=list(c.logprobs), t_sample=t_sample)
 
 
-def episode_attempt(ep: Episode, version: int = 0, t_sample: float | None = None,
+def episode_attempt(ep: Episode, t_sample: float | None = None,
                     gold: Sequence[ToolCall] | None = None, tools: Collection[str] = ()) -> Attempt:
     """The attempt of one graded episode: its transcript, ids (agent and environment) with their mask, reward and
     parts.
@@ -104,7 +104,7 @@ def episode_attempt(ep: Episode, version: int = 0, t_sample: float | None = None
         first_wrong = wrong[1] if wrong is not None else None
     return Attempt(text=ep.text, answer=agent[-1].text[:200] if agent else None, correct=g.correct,
                    reward=g.reward, truncated=ep.finish != "done", n_tokens=sum(ep.mask),
-                   completion_ids=list(ep.completion_ids), policy_version=version, turns=list(ep.turns),
+                   completion_ids=list(ep.completion_ids), policy_version=ep.version, turns=list(ep.turns),
                    finish=ep.finish, reward_parts=dict(g.parts), first_wrong=first_wrong,
                    episode_info=dict(g.info) or None, prompt_ids=list(ep.prompt_ids), logprobs=list(ep.logprobs),
                    t_sample=t_sample)
@@ -116,10 +116,10 @@ def sample_answers(policy: Policy, prompts: Sequence[str], references: Sequence[
                    **grading: Any) -> list[list[Attempt]]:
     """The single-turn core of the seam: ``n`` one-turn attempts per formatted prompt, graded against its reference
     in ONE :func:`~synco.grading.grade.grade` call (``grading``: its options, e.g. ``mode="eval"``, ``boxed``,
-    ``rel_tol``, ``extract``), rewarded, and stamped with the policy's version. ``prefixes``: each prompt's prefilled
+    ``rel_tol``, ``extract``), rewarded, each with the version its sampler stamped. ``prefixes``: each prompt's prefilled
     response prefix, put back in front of its texts (never decoded or trained). ``synco eval`` calls it with a
     benchmark's prompts and grading options; :class:`AnswerSolver` with a domain's."""
-    version, t = policy.policy_version, time.perf_counter()
+    t = time.perf_counter()
     groups = generate_seeded(policy, prompts, n, params, seed)
     dt = time.perf_counter() - t
     if len(groups) != len(prompts) or any(len(g) != n for g in groups):
@@ -130,7 +130,7 @@ def sample_answers(policy: Policy, prompts: Sequence[str], references: Sequence[
     marks = iter(grade(checker, [(c.text, ref) for ref, group in zip(references, groups, strict=True) for c in group],
                        **grading))
     cfg = rewards or ReasonerRewardConfig()
-    return [[answer_attempt(c, next(marks), version, dt, cfg) for c in group] for group in groups]
+    return [[answer_attempt(c, next(marks), dt, cfg) for c in group] for group in groups]
 
 
 @dataclass(frozen=True)
@@ -166,11 +166,11 @@ class EpisodeSolver:
         if not tasks:
             return []
         cards = [_card(task) for task in tasks]
-        version, t = policy.policy_version, time.perf_counter()
+        t = time.perf_counter()
         episodes = act(policy, self.domain, cards, [task.reference for task in tasks], n, params, self.limits, seed,
                        self.group_size)
         dt = time.perf_counter() - t
-        return [[episode_attempt(e, version, dt, *_gold(self.domain, card)) for e in group]
+        return [[episode_attempt(e, dt, *_gold(self.domain, card)) for e in group]
                 for card, group in zip(cards, episodes)]
 
 

@@ -33,7 +33,7 @@ from synco.domains.base import Domain, HasEnvironment, reasoner_prompts, respons
 logger = logging.getLogger(__name__)
 
 __all__ = ["EpisodeJob", "RowSampler", "RunsEpisodes", "TokenPolicy", "act", "episode_jobs", "episode_turn_seed",
-           "row_sampler", "run_episodes", "run_job", "turn_seed"]
+           "run_episodes", "run_job", "turn_seed"]
 
 
 @runtime_checkable
@@ -51,6 +51,10 @@ class TokenPolicy(Protocol):
     def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
                      seed: int | None = None) -> list[list[Completion]]: ...
 
+    def row_sampler(self) -> RowSampler | None:
+        """Its sampler when that samples one row at a time (a served endpoint), else None (lockstep turns)."""
+        ...
+
 
 @runtime_checkable
 class RowSampler(Protocol):
@@ -65,12 +69,6 @@ class RowSampler(Protocol):
     def base_seed(self, seed: int | None) -> int: ...
 
     async def sample_row(self, conn: Any, ids: Sequence[int], params: SamplingParams, seed: int) -> Completion: ...
-
-
-def row_sampler(policy: object) -> RowSampler | None:
-    """The policy's engine when it samples row by row (a served endpoint), else None (lockstep turns)."""
-    generator = getattr(policy, "generator", None)
-    return generator if isinstance(generator, RowSampler) else None
 
 
 def episode_turn_seed(seed: int, episode: int, turn: int) -> int:
@@ -102,7 +100,7 @@ def run_episodes(policy: TokenPolicy, prompts: Sequence[str], make_env: Callable
             logger.exception("building the environment of episode %d failed", i)
             ep.finish, ep.grade = "done", _failed("env_error")
             envs.append(None)
-    sampler = row_sampler(policy)
+    sampler = policy.row_sampler()
     if sampler is not None:  # a served engine: each episode takes its next turn as soon as its response is in
         session = sampler.session()  # before the event loop: the engine may first push its weights (a blocking call)
         asyncio.run(_run_each(policy, sampler, session, episodes, envs, params, limits, sampler.base_seed(seed),
@@ -169,10 +167,10 @@ def _advance(policy: TokenPolicy, ep: Episode, env: Environment | None, c: Compl
         step = env.step(prefix + text)
     except Exception:  # environments turn model text into error observations; this is a bug
         logger.exception("an environment's step raised")
-        ep.add_agent(text, ids, logprobs, None)
+        ep.add_agent(text, ids, logprobs, None, c.version)
         ep.finish, ep.grade = "done", _failed("env_error")
         return
-    ep.add_agent(text, ids, logprobs, step)
+    ep.add_agent(text, ids, logprobs, step, c.version)
     if step.done:
         ep.finish = "done"
     elif cut or len(ep.completion_ids) >= limits.max_tokens:

@@ -60,6 +60,10 @@ class _Replay:
     def format_message(self, role: str, content: str, closed: bool) -> str:
         return self.policy.format_message(role, content, closed)
 
+    def row_sampler(self) -> None:
+        """Gold turns are replayed in lockstep."""
+        return None
+
     def generate_ids(self, ids: Sequence[Sequence[int]], n: int, params: SamplingParams | None = None,
                      seed: int | None = None) -> list[list[Completion]]:
         if len(ids) != 1 or n != 1 or self.next >= len(self.turns):

@@ -1,10 +1,11 @@
 """Sampling on a served endpoint (``rollout_engine: served``): one more engine behind the rollout seam.
 
-* :class:`ServedGenerator`: a :class:`~synco.core.policy.Generator` over token ids. The learner keeps the weights
+* :class:`ServedGenerator`: a :class:`~synco.core.policy.Sampler` over token ids. The learner keeps the weights
   and the server samples: prompt ids go out, the sampled ids and their log-probs come back, so an update trains
-  exactly what was sampled. After each optimizer step a LoRA agent's adapter is saved and loaded into the server
-  under a versioned name (vLLM's runtime LoRA loading, ``--enable-lora``), the previous version unloaded, and
-  requests name the current one: every attempt records the version that sampled it. Old log-probs are recomputed
+  exactly what was sampled. At each publish (the learner's, after every update or at the pipeline's publish point)
+  a LoRA agent's adapter is saved and loaded into the server under a versioned name (vLLM's runtime LoRA loading,
+  ``--enable-lora``), the previous one unloaded, and requests name the current one: every completion is stamped
+  with the learner version that sampled it. Old log-probs are recomputed
   by the trainer (the server's numerics are not the trainer's), as with the in-process vLLM engine. The server reads
   the adapter folder, so it must see the learner's filesystem (the same machine, or a shared mount). The sampled ids
   are checked against the learner's vocabulary. A frozen role's completions may come without ids (llama.cpp's
@@ -74,14 +75,15 @@ def served_problem(cfg: PolicyConfig, role: str, frozen: bool | None = None) -> 
 class ServedGenerator:
     """Token-id sampling on a served vLLM (a trained agent's, or a frozen base model's)."""
 
-    recompute_old_logprobs = True  # the server's numerics are not the trainer's: GRPO recomputes the old log-probs
+    recompute_proximal = True  # declared: the server's numerics are not the trainer's, the learner recomputes them
 
     def __init__(self, settings: ServedSettings, tokenizer: Any, eos_ids: Sequence[int], role: str = "agent",
                  lora: bool = False, vocab_size: int | None = None, trains: bool = True) -> None:
         self.client = ServedClient(settings, f"{role}.served", vocab_size=vocab_size, need_ids=trains)
         self.settings, self.tokenizer, self.eos_ids, self.role, self.lora = settings, tokenizer, list(eos_ids), role, lora
-        self.version: int | None = None  # the adapter version the server holds (None: none loaded yet)
-        self.pending: Any = None  # the model whose adapter the next request must see
+        self.loaded: int | None = None  # the server's name suffix of the adapter it holds (None: none loaded yet)
+        self.version = 0  # the learner version of the weights the server samples
+        self.pending: Any = None  # the model whose adapter the next request must see (the one built, at first)
         self._dir = Path(tempfile.mkdtemp(prefix=f"synco-{role}-adapters-"))
         self._tag = f"{settings.model}-{role}-{self._dir.name.rsplit('-', 1)[-1]}"
 
@@ -102,40 +104,28 @@ class ServedGenerator:
     @property
     def served_model(self) -> str:
         """The model name requests use: the current adapter's under LoRA, else the served base."""
-        return self.settings.model if self.version is None else self.adapter_name(self.version)
+        return self.settings.model if self.loaded is None else self.adapter_name(self.loaded)
 
     def adapter_name(self, version: int) -> str:
         return f"{self._tag}-v{version}"
 
-    def sync_weights(self, model: Any) -> None:
-        """After an optimizer step: the adapter goes up before the next request (a full model cannot: see
-        :func:`served_problem`); deferred (asynchronous co-training), only at :meth:`publish`."""
-        if self.lora and self.weights_version is None:
-            self.pending = model
-
-    weights_version: int | None = None  # deferred: the learner version of the adapter the server holds
-
-    def defer(self, version: int) -> None:
-        """Asynchronous co-training: optimizer steps no longer reach the server; :meth:`publish` pushes the adapter.
-        ``version``: the learner's version now (the adapter pending, if any, is that one)."""
-        self.weights_version = version
-
-    def publish(self, model: Any, version: int) -> None:
-        """Push the learner's adapter now (the learner is between updates) as version ``version``."""
-        if self.lora and version != self.weights_version:
+    def load(self, model: Any, version: int) -> None:
+        """The learner's adapter goes up now, as version ``version`` (a full model cannot: see
+        :func:`served_problem`)."""
+        if self.lora and version != self.version:
             self.pending = model
             self._push()
-        self.weights_version = version
+        self.version = version
 
     def _push(self) -> None:
         model, self.pending = self.pending, None
-        version = 0 if self.version is None else self.version + 1
+        version = 0 if self.loaded is None else self.loaded + 1
         folder = self._dir / f"v{version}"
         model.save_pretrained(folder)
         name = self.adapter_name(version)  # a load whose answer was lost but that took effect is not done twice
         self.client.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)},
                          settled=lambda names: name in names)
-        old, self.version = self.version, version
+        old, self.loaded = self.loaded, version
         if old is not None:
             gone = self.adapter_name(old)
             self.client.post("/unload_lora_adapter", {"lora_name": gone}, settled=lambda names: gone not in names)
@@ -181,16 +171,17 @@ class ServedGenerator:
         stopped = bool(out) and out[-1] in self.eos_ids
         return Completion(text=text, prompt_ids=list(ids), completion_ids=out, logprobs=logprobs,
                           truncated=not stopped and s.finish_reason == "length",
-                          finish_reason="stop" if stopped or s.finish_reason == "stop" else "length")
+                          finish_reason="stop" if stopped or s.finish_reason == "stop" else "length",
+                          version=self.version)
 
     def close(self) -> None:
         """Unload the adapter this run loaded (best effort: the server may be gone) and delete the local copies."""
-        if self.version is not None:
+        if self.loaded is not None:
             try:
-                self.client.post("/unload_lora_adapter", {"lora_name": self.adapter_name(self.version)})
+                self.client.post("/unload_lora_adapter", {"lora_name": self.adapter_name(self.loaded)})
             except ServedError:
                 pass
-            self.version = None
+            self.loaded = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

@@ -1,4 +1,4 @@
-"""vLLM sampling: :class:`VLLMGenerator`, a :class:`~synco.core.policy.Generator` on an in-process vLLM engine.
+"""vLLM sampling: :class:`VLLMGenerator`, a :class:`~synco.core.policy.Sampler` on an in-process vLLM engine.
 
 The one vLLM path of synco: training's rollouts (:meth:`VLLMGenerator.for_policy`) and ``synco eval
 --backend vllm`` (:meth:`VLLMGenerator.for_folder`, a frozen engine on a model folder) sample through it.
@@ -22,23 +22,25 @@ How it fits the learner (:class:`~synco.learn.hf_policy.HFPolicy` with ``rollout
   temperature-1 log-probs of the raw logits, as synco defines them) fill
   ``Completion.logprobs``, but vLLM's kernels do not reproduce the trainer's
   numbers bit for bit, so by default (``vllm.recompute_old_logprobs``) the
-  generator sets ``recompute_old_logprobs = True`` and ``HFPolicy.update`` drops
+  generator declares ``recompute_proximal = True`` and ``HFPolicy.update`` drops
   the rows' old log-probs: the trainer recomputes them with its own forward pass
   before the first optimizer step (verl's choice), and the PPO ratio compares the
   training model with itself. With ``grpo.decoupled`` they are kept instead, as the
   behaviour log-probs of the off-policy correction (the mismatch is then weighted).
-* **Weight sync.** ``sync_weights(model)`` (called by the policy after every
-  optimizer step) marks the engine stale; the weights are pushed right before
-  the next sampling call. So the engine always samples from the weights current
-  at sampling time, several steps in a row (``grpo.epochs``, SFT rounds) cost one
-  transfer, and a sleeping engine is not woken for it. Full weights go through
+* **Weight sync.** ``load(model, version)`` (the learner's ``publish``: after every
+  update, or at the pipeline's publish point) pushes the weights now, so the
+  engine samples version ``version`` until the next publish even while the learner
+  trains on another thread; with ``vllm.sleep_between_steps`` a sleeping engine is
+  not woken for it: they are pushed right before the next sampling call (a
+  synchronous run only: the config refuses sleep mode with ``max_staleness``). Every
+  completion is stamped with the version. Full weights go through
   the workers' ``reload_weights`` RPC (vLLM's in-place reload, which also handles
   the CPU backend's repacked layers) with the trainer's ``state_dict`` in HF
   names, then the prefix cache is reset. The engine runs in this process
   (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so the tensors are handed over, not
   serialized.
 * **LoRA / shared base.** A policy whose model is a ``peft`` model samples from
-  an engine built on the base with LoRA enabled; each sync saves that agent's
+  an engine built on the base with LoRA enabled; each push saves that agent's
   adapter into a new versioned folder (``<tmp>/v<k>``) and samples with a fresh
   ``LoRARequest`` (new id; the previous version is removed from the engine and
   its folder deleted). LoRA engines are shared per (base, settings): the two
@@ -184,11 +186,13 @@ def row_seeds(n_rows: int, seed: int | None) -> list[int | None]:
 
 
 def to_completion(prompt_ids: Sequence[int], token_ids: Sequence[int], step_logprobs: Sequence[Any] | None,
-                  finish_reason: str | None, eos_ids: set[int], decode: Callable[[list[int]], str]) -> Completion:
+                  finish_reason: str | None, eos_ids: set[int], decode: Callable[[list[int]], str],
+                  version: int = 0) -> Completion:
     """A synco :class:`Completion` from one vLLM output: ids cut after the first EOS (kept), per-token log-probs.
 
     ``step_logprobs`` is vLLM's per-step ``{token_id: Logprob}`` (None when not requested: empty log-probs).
-    A completion is ``stop`` exactly when it ends with an EOS id, as with the HF generator.
+    A completion is ``stop`` exactly when it ends with an EOS id, as with the HF generator; it is stamped with the
+    learner ``version`` that sampled it.
     """
     if finish_reason not in ("stop", "length"):
         raise RuntimeError(f"vLLM ended a rollout request with finish_reason={finish_reason!r} (expected stop or length)")
@@ -202,7 +206,7 @@ def to_completion(prompt_ids: Sequence[int], token_ids: Sequence[int], step_logp
         logprobs = [float(step[t].logprob) for step, t in zip(step_logprobs, comp)]
     stopped = stop is not None
     return Completion(text=decode(comp), prompt_ids=list(prompt_ids), completion_ids=comp, logprobs=logprobs,
-                      truncated=not stopped, finish_reason="stop" if stopped else "length")
+                      truncated=not stopped, finish_reason="stop" if stopped else "length", version=version)
 
 
 def save_adapter(model: Any, name: str, path: Path) -> None:
@@ -348,11 +352,11 @@ def release_engines() -> None:
 
 
 class VLLMGenerator:
-    """A :class:`~synco.core.policy.Generator` on a :class:`VLLMEngine` (see the module docstring).
+    """A :class:`~synco.core.policy.Sampler` on a :class:`VLLMEngine` (see the module docstring).
 
     ``adapter``: the ``peft`` adapter of ``model`` this generator samples (a LoRA engine is required);
     None on a LoRA engine: the bare base (frozen; nothing to sync); None on a full-weight engine: the whole model.
-    ``model`` None: frozen on the weights the engine was built from, until :meth:`sync_weights` gives one.
+    ``model`` None: frozen on the weights the engine was built from, until :meth:`load` gives one.
     """
 
     def __init__(self, engine: VLLMEngine, tokenizer: Any, eos_ids: Sequence[int], model: torch.nn.Module | None,
@@ -366,8 +370,9 @@ class VLLMGenerator:
         self.model = model
         self.adapter = adapter
         self.keep_logprobs = keep_logprobs
-        self.recompute_old_logprobs = recompute_old_logprobs
+        self.recompute_proximal = recompute_old_logprobs  # declared: vLLM's numbers are not the trainer's
         self.sleep_between_steps = sleep_between_steps
+        self.version = 0  # the learner version of the weights the engine samples
         self.slot = next(_SLOTS)
         self.adapter_version = 0
         self.lora: Any = None  # the LoRARequest of the current adapter version
@@ -401,7 +406,7 @@ class VLLMGenerator:
         path = settings.model_path or _loaded_from(model.get_base_model() if policy.is_peft else model) or cfg.model_path
         if policy.is_peft:
             rank = max(int(c.r) for c in model.peft_config.values())
-            name = getattr(policy, "adapter_name", None)
+            name = policy.adapter_name
             adapter = str(model.active_adapter) if name is None else (name or None)
             engine = shared_engine(path, settings, dtype, seed, rank)
         else:
@@ -432,13 +437,19 @@ class VLLMGenerator:
 
     # ------------------------------------------------------------------ weights
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Sample from ``model``'s current weights from the next generate on (pushed then: see the module docstring)."""
-        self.model = model
+    def load(self, model: torch.nn.Module, version: int) -> None:
+        """Sample ``model``'s weights as version ``version``: pushed now (a sleeping engine: before the next
+        generate; see the module docstring)."""
+        self.model, self.version = model, version
         if self.engine.lora_rank is None or self.adapter is not None:
             self._stale = True
+        if not self.sleep_between_steps:
+            self._push()
 
-    def flush(self) -> bool:
+    def close(self) -> None:
+        """Nothing held outside this process (the engine goes with its last generator)."""
+
+    def _push(self) -> bool:
         """Push the model's weights (or this agent's adapter) now if the engine is behind; True when it pushed."""
         if self.model is None:  # frozen: the engine serves the weights it was built from
             return False
@@ -449,14 +460,14 @@ class VLLMGenerator:
             self.engine.load_weights(_named_weights(self.model))
             self._wipes_seen = self.engine.wipes
         elif self.adapter is not None and self._stale:
-            self._publish_adapter()
+            self._new_adapter()
         else:
             return False
         self._stale = False
         self.pushes += 1
         return True
 
-    def _publish_adapter(self) -> None:
+    def _new_adapter(self) -> None:
         """Save the adapter as the next version, sample with a new ``LoRARequest``, drop the previous version."""
         assert self.adapter is not None and self._root is not None
         version = self.adapter_version + 1
@@ -496,7 +507,7 @@ class VLLMGenerator:
             return out
         seeds = row_seeds(len(rows), seed)
         with self.engine.awake(self.sleep_between_steps):
-            self.flush()
+            self._push()
             sampling = [
                 self.engine.sampling_params(sampling_kwargs(params, self._budget(ids, params), s, self.eos_ids,
                                                             self.keep_logprobs))
@@ -509,7 +520,7 @@ class VLLMGenerator:
         for (p, ids), res in zip(rows, results):
             o = res.outputs[0]
             out[p].append(to_completion(ids, o.token_ids, o.logprobs if self.keep_logprobs else None,
-                                        o.finish_reason, eos, self._decode))
+                                        o.finish_reason, eos, self._decode, self.version))
         return out
 
     def sleep(self) -> bool:

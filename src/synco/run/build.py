@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from synco.config import ConfigError, RunConfig, domain_context
 from synco.cotrain.settings import StepSettings
@@ -15,7 +15,7 @@ from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
 from synco.learn.build import build_policy, resolve_model_path
 from synco.learn.hf_policy import HFPolicy
-from synco.core.policy import Policy
+from synco.core.policy import Learner, Policy
 
 
 def build_domain(cfg: RunConfig) -> Domain:
@@ -59,10 +59,10 @@ def build_consensus_checker(cfg: RunConfig, domain: Domain, reasoner: Policy | N
     if cfg.consensus_solver != "checker" or not cfg.consensus or domain.has_oracle:
         return None
     fresh = cfg.reasoner.lora is None or cfg.reasoner.lora.adapter_path is None
-    if cfg.checker is None and cfg.shared_base and fresh and hasattr(reasoner, "shared"):
-        from synco.learn.shared_base import BaseView
+    from synco.learn.shared_base import AdapterPolicy, BaseView
 
-        return BaseView(reasoner.shared, cfg.reasoner)  # type: ignore[union-attr]
+    if cfg.checker is None and cfg.shared_base and fresh and isinstance(reasoner, AdapterPolicy):
+        return BaseView(reasoner.shared, cfg.reasoner)
     base = cfg.checker if cfg.checker is not None else cfg.reasoner.model_copy(update={"lora": None})
     return build_policy(base.model_copy(update={"trainable": False}), role="checker", frozen=True)
 
@@ -113,20 +113,22 @@ def build_agents(cfg: RunConfig, domain: Domain, ckpt: Path | None = None) -> tu
     return synthesizer, reasoner
 
 
+def trained_learners(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> list[tuple[str, Learner]]:
+    """``(role, learner)`` of every agent this run trains (a frozen one never publishes: its weights never change)."""
+    return [(role, cast(Learner, policy)) for role, policy in (("synthesizer", synthesizer), ("reasoner", reasoner))
+            if not cfg.frozen(role)]
+
+
 def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> None:
     """``max_staleness`` >= 1: every trained agent samples from weights apart from its learner's, changed only at a
-    publish (:mod:`synco.learn.snapshot`); its update corrects for the lag (``grpo.decoupled``, set by the config).
-    A ConfigError naming the agent when one cannot."""
-    from synco.learn.snapshot import detach, snapshot_problem
-
-    trained = [(role, policy) for role, policy in (("synthesizer", synthesizer), ("reasoner", reasoner))
-               if not cfg.frozen(role)]
-    for role, policy in trained:
-        problem = snapshot_problem(policy)
-        if problem is not None:
-            raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: {problem}")
-    for _, policy in trained:
-        detach(policy)
+    publish (:meth:`~synco.core.policy.Learner.sample_apart`); its update corrects for the lag (``grpo.decoupled``,
+    set by the config). A ConfigError naming the agent when one cannot."""
+    for role, learner in trained_learners(cfg, synthesizer, reasoner):
+        try:
+            learner.sample_apart()
+        except ValueError as e:
+            raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: "
+                              f"{e}") from e
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:

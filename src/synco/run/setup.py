@@ -44,7 +44,7 @@ from synco.evosyn.run import build_evo_state, check_factor_names, read_effects, 
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.run.build import (build_agents, build_consensus_checker, build_domain, build_verifier, detach_samplers,
-                             step_settings)
+                             step_settings, trained_learners)
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
 from synco.run.rng import seed_everything, set_rng_state
 from synco.run.files import write_atomic
@@ -128,13 +128,11 @@ def build_pipeline(cfg: RunConfig, state: CoTrainState, protocol: TrainingProtoc
 
     A checkpoint whose collected steps were made at another staleness is refused: they are not in the pool, and
     another schedule would collect other steps with the run's random stream."""
-    from synco.learn.snapshot import publish
-
     if saved is not None and saved["pending"] and saved["max_staleness"] != cfg.max_staleness:
         raise RunError(f"max_staleness={cfg.max_staleness}: the checkpoint holds {len(saved['pending'])} steps "
                        f"collected at max_staleness={saved['max_staleness']}; resume with that setting")
-    pipeline = Pipeline(state, cfg.max_staleness, cfg.steps, protocol,
-                        publish=lambda: (publish(state.synthesizer), publish(state.reasoner)))
+    learners = [learner for _, learner in trained_learners(cfg, state.synthesizer, state.reasoner)]
+    pipeline = Pipeline(state, cfg.max_staleness, cfg.steps, protocol, learners=learners)
     if saved is not None:
         pipeline.restore(saved)
     return pipeline

@@ -70,6 +70,7 @@ class HalfRightReasoner:
     def __init__(self) -> None:
         self.sft: list[tuple[list, float | None]] = []
         self.grpo: list[list] = []
+        self.published: list[int] = []
 
     def format_prompt(self, text: str, system: str | None = None) -> str:
         return text
@@ -89,6 +90,10 @@ class HalfRightReasoner:
     def sft_update(self, batch, lr=None):  # noqa: ANN001, ANN201
         self.sft.append((list(batch), lr))
         return _stats(n_sequences=len(batch))
+
+    def publish(self) -> int:
+        self.published.append(len(self.grpo))  # the updates taken when it was published
+        return self.policy_version
 
 
 class SeedRecordingReasoner(HalfRightReasoner):
@@ -346,6 +351,7 @@ def test_grpo_rounds_take_fresh_attempts_at_the_rounds_tasks(tmp_path) -> None: 
         adv = sorted(e.advantage for e in b[:4])
         assert adv[0] == adv[1] == -adv[2] == -adv[3] < 0
     assert stats[1].training.round_examples == len(tasks) and stats[1].training.round_updates == len(batches)
+    assert state.reasoner.published == list(range(1, len(batches) + 1))  # each update published before the next samples
 
 
 # --------------------------------------------------------------------------- request seeds and shared settings

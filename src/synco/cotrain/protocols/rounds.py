@@ -28,7 +28,7 @@ import random
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar, cast
 
 from synco.domains.base import (Domain, HasAnswerFormat, HasEnvironment, HasProblemResponsePrefix,
                                problem_response_prefix, reasoner_prompts)
@@ -38,7 +38,7 @@ from synco.cotrain.settings import StepPlan, request_seed
 from synco.cotrain.stats import RoundStats, StepStats
 from synco.rollout.attempts import Task
 from synco.core.episodes import EpisodeLimits
-from synco.core.policy import Policy, UpdateStats
+from synco.core.policy import Learner, Policy, UpdateStats
 from synco.core.sampling import SFTExample
 from synco.core.records import TaskCard, TaskRecord
 from synco.core.text import counted
@@ -205,8 +205,9 @@ def grpo_update(state: CoTrainState, tasks: Sequence[Task]) -> tuple[UpdateStats
 
     The request is seeded as a step's own (:func:`~synco.cotrain.settings.request_seed`) and the batch is built
     as a step's (:func:`~synco.cotrain.batches.attempts_batch`): groups with equal rewards stay in it with
-    advantage 0, and no step is taken when nothing is gradient-bearing. Returns the update (None when none
-    was taken) and the number of attempts sampled.
+    advantage 0, and no step is taken when nothing is gradient-bearing. The update is published before the next
+    one samples (asynchronously the learner does not publish by itself: the round's GRPO is on-policy all the same).
+    Returns the update (None when none was taken) and the number of attempts sampled.
     """
     from synco.cotrain.batches import attempts_batch  # torch: only when a round trains by GRPO
 
@@ -216,7 +217,10 @@ def grpo_update(state: CoTrainState, tasks: Sequence[Task]) -> tuple[UpdateStats
     n = sum(len(g) for g in groups)
     if not batch:
         return None, n
-    return state.reasoner.update(batch), n
+    learner = cast(Learner, state.reasoner)
+    upd = learner.update(batch)
+    learner.publish()
+    return upd, n
 
 
 def _minibatches(data: Sequence[T], cfg: RoundsConfig, rng: random.Random) -> list[list[T]]:
