@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synco.core.sampling import Completion, Experience, SamplingParams, SFTExample
 from synco.core.rollout_config import RolloutEngine, VLLMSettings
@@ -153,9 +153,19 @@ class PolicyConfig(BaseModel):
     generation_batch_size: int = Field(GENERATION_BATCH_SIZE, ge=1, description="Rows (prompt x sample) per model.generate call; bounds the memory of the stored logits.")
     attn_implementation: str | None = Field(None, description="Passed to from_pretrained (e.g. 'sdpa', 'eager', 'flash_attention_2'); None keeps the default.")
     seed: int | None = Field(None, description="torch.manual_seed at construction when set (sampling uses the global torch RNG).")
-    rollout_engine: RolloutEngine = Field("hf", description="Sampling engine of generate(): 'hf' (transformers generate on the training model), 'vllm' (a vLLM engine in this process, weights or LoRA adapters synced after every optimizer step; needs `pip install synco[vllm]`, see synco.rollout) or 'served' (an OpenAI-compatible server, the `served` section: a trained agent's LoRA adapter is loaded into the server after every optimizer step; a frozen role may be any provider's chat model; see synco.rollout.served).")
+    rollout_engine: RolloutEngine = Field("hf", description="Sampling engine of generate(): 'hf' (transformers generate on the training model), 'vllm' (a vLLM engine in this process, weights or LoRA adapters synced after every optimizer step; needs `pip install synco[vllm]`, see synco.rollout) or 'served' (an OpenAI-compatible server, the `served` section: a trained agent's LoRA adapter is loaded into the server after every optimizer step; a frozen role may be any provider's chat model; see synco.rollout.served); or an engine registered with synco.core.engines.register_engine.")
     served: ServedSettings | None = Field(None, description="The endpoint of rollout_engine: served (base_url, model, api_key_env, timeout_s, max_retries, max_concurrency, endpoint).")
     vllm: VLLMSettings = Field(default_factory=VLLMSettings, description="Settings of the vLLM engine (used only with rollout_engine: vllm).")
+
+    @field_validator("rollout_engine")
+    @classmethod
+    def _known_engine(cls, name: str) -> str:
+        from synco.core.engines import engine_names
+
+        if name not in engine_names():
+            raise ValueError(f"unknown rollout_engine {name!r}; choose one of {', '.join(engine_names())}")
+        return name
+
 
 
 # --------------------------------------------------------------------------- protocols

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RolloutEngine = Literal["hf", "vllm", "served"]
+RolloutEngine = str
+"""A name in :func:`synco.core.engines.engine_names`: ``hf``, ``vllm``, ``served`` or one registered from outside."""
 
 
 class VLLMSettings(BaseModel):

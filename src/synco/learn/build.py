@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from synco.core.engines import engine_factory
 from synco.core.policy import PolicyConfig
 from synco.domains.registry import BUILTIN_MODEL_PREFIX, builtin_model, resolve
 from synco.learn.hf_policy import HFPolicy
@@ -30,7 +31,8 @@ def build_policy(cfg: PolicyConfig, model_path: str | None = None, role: str = "
     A LoRA checkpoint folder holds the adapter only (``adapter_config.json``):
     the base still comes from the config and the adapter is loaded on top.
 
-    ``rollout_engine: served`` (the engine chosen here, once): a frozen role (``frozen``, default ``not
+    The engine is chosen here, once (:mod:`synco.core.engines`: ``hf`` and ``vllm`` are the learner's own, any other
+    builds the learner's sampler). ``rollout_engine: served``: a frozen role (``frozen``, default ``not
     cfg.trainable``) on a chat endpoint is a :class:`~synco.rollout.served.ServedPolicy` with no local weights;
     otherwise the learner keeps the weights and samples through a :class:`~synco.rollout.served.ServedGenerator`.
     ``role`` names the config section in messages (``reasoner.served.base_url``).
@@ -44,8 +46,7 @@ def build_policy(cfg: PolicyConfig, model_path: str | None = None, role: str = "
         cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"adapter_path": model_path})})
         model_path = None
     policy = HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
-    if cfg.rollout_engine == "served":
-        from synco.rollout.served import ServedGenerator
-
-        policy.generator = ServedGenerator.for_policy(policy, role, trains=not frozen)
+    factory = engine_factory(cfg.rollout_engine)  # the engine's own sampler (a server, a registered engine)
+    if factory is not None:
+        policy.generator = factory(policy, role, not frozen)
     return policy
