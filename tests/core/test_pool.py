@@ -281,7 +281,7 @@ def test_export_jsonl_and_hf_dataset(pool: TaskPool, tmp_path: Path) -> None:
 
 def corrected_record(step: int, slot: int, claimed: str, truth: str) -> TaskRecord:
     """A valid arith-like record whose answer the oracle corrected (a soft reason, the card stays valid)."""
-    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").model_copy(update={"final_answer": claimed}))
+    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").with_fields(final_answer=claimed))
     verdict = rec.verdict.model_copy(update={"reference": truth,
                                              "reasons": [f"reference_corrected: card={claimed} oracle={truth}"]})
     return rec.model_copy(update={"verdict": verdict})

@@ -483,7 +483,7 @@ class TaskPool:
             if not rows:
                 return
             for row in rows:
-                yield int(row["task_id"]), str(json.loads(row["card_json"])["problem"])
+                yield int(row["task_id"]), TaskCard.from_json(row["card_json"]).problem
             last = int(rows[-1]["task_id"])
 
     # ------------------------------------------------------------------ export

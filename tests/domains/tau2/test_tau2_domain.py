@@ -70,14 +70,14 @@ def test_a_held_out_task_is_refused_for_training_and_scored_by_its_gold_replay(m
 def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
     card = TaskCard(**json.loads(mock.static_cards(random.Random(1), 1)[0]))
     actions = json.loads(card.solution)
-    bad_tool = card.model_copy(update={"solution": json.dumps([{"name": "rm_rf", "arguments": {}}] + actions)})
+    bad_tool = card.with_fields(solution=json.dumps([{"name": "rm_rf", "arguments": {}}] + actions))
     with pytest.raises(CardRejected) as e:
         mock.oracle(bad_tool)
     assert e.value.code == "unknown_tool"
     with pytest.raises(CardRejected) as e:
-        mock.oracle(card.model_copy(update={"solution": "[{"}))
+        mock.oracle(card.with_fields(solution="[{"))
     assert e.value.code == "bad_actions"
-    no_ticket = card.model_copy(update={"problem": json.dumps({"instructions": card.problem})})  # same words, no ticket
+    no_ticket = card.with_fields(problem=json.dumps({"instructions": card.problem}))  # same words, no ticket
     with pytest.raises(CardRejected) as e:
         mock.oracle(no_ticket)
     assert e.value.code == "no_ticket"

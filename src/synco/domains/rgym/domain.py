@@ -37,6 +37,7 @@ from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_pro
 from synco.domains.rgym.audit import reward_of
 from synco.domains.rgym.catalog import ConfigRejected, Family, config_text, families_from, parse_config
 from synco.domains.rgym.gym import Gym, GymFailure
+from synco.domains.rgym.payload import RgymPayload, seeded_text, split_seeded
 from synco.domains.rgym.settings import RgymSettings
 from synco.evosyn.space import Cell, FactorDef
 
@@ -57,24 +58,6 @@ def derive_seed(*parts: object, heldout: bool = False) -> int:
     namespaces never meet; below 2**31."""
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return 2 * (int.from_bytes(digest[:8], "big") % (1 << 30)) + (1 if heldout else 0)
-
-
-def seeded_text(family: str, config: Mapping[str, Any], seed: int) -> str:
-    """A materialised card's ``solution``: the config with synco's seed."""
-    return json.dumps({"family": family, "config": dict(sorted(config.items())), "seed": seed}, separators=(",", ":"))
-
-
-def split_seeded(text: str) -> tuple[str, int | None]:
-    """``(config text, seed)`` of a materialised card's ``solution``; ``(text, None)`` for anything else."""
-    if not isinstance(text, str) or len(text) > 800 or not text.startswith("{"):
-        return text, None
-    try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return text, None
-    if not isinstance(obj, dict) or set(obj) != {"family", "config", "seed"} or type(obj["seed"]) is not int:
-        return text, None
-    return config_text(str(obj["family"]), obj["config"] if isinstance(obj["config"], dict) else {}), obj["seed"]
 
 
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d+(?:\.\d+)?")
@@ -132,6 +115,7 @@ class RgymDomain:
     """reasoning-gym's families as a co-training world (see the module docstring)."""
 
     name = "rgym"
+    payload_type = RgymPayload
     needs = DomainNeeds(chat_model=False)
     has_oracle = True
     min_problem_chars = 3
@@ -188,7 +172,7 @@ class RgymDomain:
             question, answer = self.gym.generate(family.name, config, seed)
         except GymFailure as err:
             raise CardRejected(err.code, err.detail) from None
-        card.problem, card.solution, card.final_answer = question, seeded_text(family.name, config, seed), answer
+        card.payload = RgymPayload(config=config_text(family.name, config), seed=seed, question=question, answer=answer)
         return answer
 
     def factor_subject(self, card: TaskCard) -> str:

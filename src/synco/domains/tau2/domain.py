@@ -31,6 +31,7 @@ from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem, NativeTask
 from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
+from synco.domains.tau2.payload import Tau2Payload
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -109,6 +110,7 @@ class Tau2Domain:
     """A τ²-bench domain (``tau2.domain``) as a synco domain; see the module docstring."""
 
     name = "tau2"
+    payload_type = Tau2Payload
     needs = DomainNeeds(chat_model=True)
     report_budget = 400
 
@@ -341,7 +343,7 @@ class Tau2Domain:
 
         compact = format_compact_actions(parse_actions(card.solution))
         info = parse_outputs(card.final_answer)
-        values = {**card.model_dump(include=set(CARD_FIELDS)), **EXAMPLE_NOTES,
+        values = {**card.wire(), **EXAMPLE_NOTES,
                   "solution": compact if compact is not None else card.solution,
                   "final_answer": "; ".join(info) if compact is not None and info and not any(";" in v for v in info)
                   else ("none" if compact is not None and not info else card.final_answer)}
@@ -419,7 +421,7 @@ class Tau2Domain:
 
     def static_cards(self, rng: random.Random, n: int) -> list[str]:
         """``n`` cards of the training split's tasks (drawn with replacement): the ``static`` baseline's corpus."""
-        return [json.dumps(rng.choice(self._train_cards).model_dump(), ensure_ascii=False) for _ in range(n)]
+        return [json.dumps(rng.choice(self._train_cards).flat(), ensure_ascii=False) for _ in range(n)]
 
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Up to ``n_per_group`` tasks of τ²'s held-out split per writes group (``w0``, ``w1``, ``w2+``),

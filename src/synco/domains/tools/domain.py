@@ -32,6 +32,7 @@ from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
 from synco.domains.tools.db import DB, build_db, episode_variant
+from synco.domains.tools.payload import ToolsPayload
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import (DONE, ActionError, format_actions, format_call, format_outputs, parse_actions,
@@ -76,6 +77,7 @@ class ToolsDomain:
     """The tools world (see the module docstring and ``synco.domains.tools``)."""
 
     name = "tools"
+    payload_type = ToolsPayload
     needs = DomainNeeds(chat_model=False)
     """Tiny character models: no chat template (chat models may still call tools in JSON)."""
     min_problem_chars = 8
