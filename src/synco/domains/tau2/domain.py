@@ -26,12 +26,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synco.core.episodes import ToolCall
-from synco.core.records import CARD_FIELDS, CardRejected, TaskCard, Verdict
+from synco.core.records import CardRejected, TaskCard, Verdict
 from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem, NativeTask
 from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
-from synco.domains.tau2.payload import Tau2Payload
+from synco.domains.tau2.payload import Tau2Payload, tau2_card
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -104,6 +104,11 @@ class UserAdapter:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(key)
         return self._cache[key]
+
+
+def _task(card: TaskCard) -> Tau2Payload:
+    """The card's τ² task (its payload; read from the card fields when the card was built as another type)."""
+    return card.payload_as(Tau2Payload)
 
 
 class Tau2Domain:
@@ -183,9 +188,9 @@ class Tau2Domain:
         initial state (a card carries none), so its episodes start where τ²'s do."""
         from synco.domains.tau2.verify import verify_card, verify_task
 
-        key = (card.problem, card.solution, card.final_answer, card.verification_notes)
+        key = (_task(card).scenario, _task(card).actions, _task(card).outputs, _task(card).criteria)
         if key not in self._verdicts:
-            own = self._own.get((card.problem, card.solution))
+            own = self._own.get((_task(card).scenario, _task(card).actions))
             try:
                 self._verdicts[key] = (verify_card(self.settings.domain, card) if own is None
                                        else verify_task(self.settings.domain, own))
@@ -230,12 +235,12 @@ class Tau2Domain:
         keys: set[str] = set()
         for task in self._split(heldout=True):
             card = self._card_of(task) if not self.solo or self.world.solo_ok(task) else card_of_task(task)
-            keys |= {"p:" + card.problem, "a:" + _actions_key(card.solution)}
+            keys |= {"p:" + _task(card).scenario, "a:" + _actions_key(_task(card).actions)}
         return frozenset(keys)
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_task`` when the card's user side or gold actions are a held-out task's, else None."""
-        if "p:" + card.problem in self._heldout_keys or "a:" + _actions_key(card.solution) in self._heldout_keys:
+        if "p:" + _task(card).scenario in self._heldout_keys or "a:" + _actions_key(_task(card).actions) in self._heldout_keys:
             return "heldout_task"
         return None
 
@@ -295,7 +300,7 @@ class Tau2Domain:
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
         from synco.domains.tau2.tasks import parse_actions
 
-        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(card.solution)]
+        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(_task(card).actions)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
@@ -303,11 +308,11 @@ class Tau2Domain:
         very actions gave the reference)."""
         from synco.domains.tau2.tasks import task_json
 
-        task_id = f"synco_{derive_seed(card.problem, card.solution) % 10**10:010d}"
+        task_id = f"synco_{derive_seed(_task(card).scenario, _task(card).actions) % 10**10:010d}"
         try:
-            return {"solution": card.solution, "tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"solution": _task(card).actions, "tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"solution": card.solution, "tau2_task": None}
+            return {"solution": _task(card).actions, "tau2_task": None}
 
     # --- prompts
 
@@ -326,7 +331,7 @@ class Tau2Domain:
         scenario, ticket = parse_scenario(problem)
         if self.solo:
             return str(ticket or problem)
-        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": problem, "solution": "[]", "final_answer": "[]"})
+        card = tau2_card(Tau2Payload(scenario=problem, actions="[]", outputs="[]"))
         task = _import("tau2.data_model.tasks").Task.model_validate(task_json(card, "opening", self.settings.domain))
         greeting = _import("tau2.data_model.message").AssistantMessage(role="assistant", content=GREETING)
         return self.user().reply(task, [greeting])  # what Tau2Env's opening asks: the same reply
@@ -341,12 +346,12 @@ class Tau2Domain:
         :data:`WRITE_ORDER`), actions and information in the compact form when they fit it, short notes."""
         from synco.domains.tau2.tasks import format_compact_actions, parse_actions, parse_outputs
 
-        compact = format_compact_actions(parse_actions(card.solution))
-        info = parse_outputs(card.final_answer)
+        compact = format_compact_actions(parse_actions(_task(card).actions))
+        info = parse_outputs(_task(card).outputs)
         values = {**card.wire(), **EXAMPLE_NOTES,
-                  "solution": compact if compact is not None else card.solution,
+                  "solution": compact if compact is not None else _task(card).actions,
                   "final_answer": "; ".join(info) if compact is not None and info and not any(";" in v for v in info)
-                  else ("none" if compact is not None and not info else card.final_answer)}
+                  else ("none" if compact is not None and not info else _task(card).outputs)}
         return "{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(values[k], ensure_ascii=False)}" for k in WRITE_ORDER) + "}"
 
     def synthesizer_system_prompt(self) -> str:
@@ -375,7 +380,7 @@ class Tau2Domain:
         from synco.domains.tau2.tasks import card_of_task
 
         card = card_of_task(task, solo=self.solo)
-        self._own[(card.problem, card.solution)] = task
+        self._own[(_task(card).scenario, _task(card).actions)] = task
         return card
 
     def _split(self, heldout: bool) -> list[Any]:
@@ -436,10 +441,10 @@ class Tau2Domain:
                 self.oracle(card)
             except CardRejected:  # a task no episode of this run can pass (e.g. solo with information to tell)
                 continue
-            self._heldout_tasks[card.problem] = task
+            self._heldout_tasks[_task(card).scenario] = task
             writes = sum(self.world.tool_kinds.get(a.name) == "write" for a in self.gold_actions(card))
             group = f"w{writes}" if writes < 2 else "w2+"
-            groups.setdefault(group, []).append(HeldoutItem(problem=card.problem, answer=card.final_answer, group=group))
+            groups.setdefault(group, []).append(HeldoutItem(problem=_task(card).scenario, answer=_task(card).outputs, group=group))
         rng = random.Random(seed)
         out: list[HeldoutItem] = []
         for group in sorted(groups):
@@ -473,8 +478,7 @@ class Tau2Domain:
     def _observations(self, subject: str) -> tuple[str, ...] | None:
         """The gold observations of a subject (its replay's, from the verdict cache), for ``computation``."""
         data = json.loads(subject)
-        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": data["problem"], "solution": data["solution"],
-                           "final_answer": "[]"})
+        card = tau2_card(Tau2Payload(scenario=data["problem"], actions=data["solution"], outputs="[]"))
         try:
             return tuple(self.verdict(card).observations)
         except CardRejected:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from synco.core.episodes import ToolCall
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tau2.payload import Tau2Payload
 from synco.domains.tau2.tasks import Tau2Action, parse_actions, parse_scenario
 from synco.evosyn.space import FactorDef
 from synco.evosyn.trajectory import DISTINCT_BUCKETS, PATTERN_BUCKETS, distinct_tools, read_write_factor_defs
@@ -55,7 +56,8 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 def factor_subject(card: TaskCard) -> str:
     """What the factor extractors read: ``{"problem": <user side>, "solution": <gold actions>}`` as compact JSON."""
-    return json.dumps({"problem": card.problem, "solution": card.solution}, separators=(",", ":"), ensure_ascii=False)
+    task = card.payload_as(Tau2Payload)
+    return json.dumps({"problem": task.scenario, "solution": task.actions}, separators=(",", ":"), ensure_ascii=False)
 
 
 def subject_parts(subject: str) -> tuple[str, tuple[Tau2Action, ...]] | None:

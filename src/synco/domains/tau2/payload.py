@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from synco.core.records import TaskPayload
+from synco.core.records import HEADER_FIELDS, TaskCard, TaskPayload
 
 
 class Tau2Payload(TaskPayload):
@@ -22,3 +22,9 @@ class Tau2Payload(TaskPayload):
     """The rest of τ²'s evaluation criteria, compact JSON or empty (``tasks.parse_criteria``)."""
     wire_names: ClassVar[Mapping[str, str]] = {"scenario": "problem", "actions": "solution", "outputs": "final_answer",
                                                "criteria": "verification_notes"}
+
+
+def tau2_card(payload: Tau2Payload) -> TaskCard:
+    """A card of ``payload`` alone, its header empty: a τ² task the domain builds for itself (a scenario to open an
+    episode with, a subject to replay), never shown to the Synthesizer."""
+    return TaskCard(**dict.fromkeys(HEADER_FIELDS, ""), payload=payload)
