@@ -81,7 +81,7 @@ class TaskPayload(BaseModel):
     payload is how everything after parsing reads it. Subclasses register themselves by ``kind``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     kind: str
     wire_names: ClassVar[Mapping[str, str]] = {}
@@ -112,6 +112,16 @@ class TaskPayload(BaseModel):
     def from_wire(cls, fields: Mapping[str, str]) -> "TaskPayload":
         """The payload of the card fields a Synthesizer wrote (the inverse of :meth:`wire`)."""
         return cls(**{name: str(fields.get(card, "")) for name, card in cls.wire_names.items()})
+
+    @classmethod
+    def schema_text(cls) -> str:
+        """What each card field the Synthesizer writes holds in this payload, one line each (its field's docstring):
+        ``"solution": actions -- the gold action list ...``; for a chat Synthesizer's prompt."""
+        lines = []
+        for name, card in cls.wire_names.items():
+            doc = " ".join((cls.model_fields[name].description or "").split())
+            lines.append(f'"{card}": {name}' + (f" -- {doc}" if doc else ""))
+        return "\n".join(lines)
 
 
 class ProblemPayload(TaskPayload):

@@ -98,6 +98,18 @@ def test_the_synthesizer_sees_tools_records_and_an_example(mock: Tau2Domain) -> 
         "\n", "") == example.replace("\n", "").replace('": "', '": "')
 
 
+def test_the_synthesizer_prompt_shows_the_payload_schema_only_when_asked(mock: Tau2Domain) -> None:
+    off = mock.synthesizer_prompt("tasks: 3 valid")
+    assert "Card fields:" not in off
+    shown = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", payload_schema=True)))
+    on = shown.synthesizer_prompt("tasks: 3 valid")
+    schema = on.split("Card fields:\n", 1)[1].split("\nExample task:", 1)[0].splitlines()
+    assert [line.split(":", 1)[0] for line in schema] == ['"problem"', '"solution"', '"final_answer"',
+                                                         '"verification_notes"']
+    assert schema[1].startswith('"solution": actions -- The gold actions in order')
+    assert on.replace(f"Card fields:\n{chr(10).join(schema)}\n", "") == off  # nothing else moves
+
+
 def test_the_reasoner_gets_the_policy_the_tools_and_the_ticket(mock: Tau2Domain) -> None:
     class Fmt:
         def format_prompt(self, user_text: str, system: str | None = None, tools: object = None) -> str:

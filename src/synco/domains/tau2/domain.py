@@ -369,8 +369,10 @@ class Tau2Domain:
         parts = [f"Capability report: {' '.join(text.split())[:self.report_budget]}"]
         if target:
             parts.append(f"Write a task in this cell: {cell_key(target)}")
-        parts += [f"Tools: {tools}", f"Records: {self._records(example)}",
-                  f"Example task:\n{self.example_card(example)}", "Write a new task about these records."]
+        parts += [f"Tools: {tools}", f"Records: {self._records(example)}"]
+        if self.settings.payload_schema:
+            parts.append(f"Card fields:\n{Tau2Payload.schema_text()}")
+        parts += [f"Example task:\n{self.example_card(example)}", "Write a new task about these records."]
         return "\n".join(parts)
 
     # --- the training split: examples, the static corpus, the factor space's generator

@@ -9,17 +9,18 @@ from synco.core.records import HEADER_FIELDS, TaskCard, TaskPayload
 
 
 class Tau2Payload(TaskPayload):
-    """A τ² task as the Synthesizer wrote it (texts parsed by ``synco.domains.tau2.tasks.parse_card``)."""
+    """A τ² task as the Synthesizer wrote it (texts parsed by ``synco.domains.tau2.tasks.parse_card``). The field
+    docstrings are model-facing: ``Tau2Settings.payload_schema`` shows them to the Synthesizer."""
 
     kind: Literal["tau2"] = "tau2"
     scenario: str
-    """The user scenario and ticket (``tasks.parse_scenario``)."""
+    """The user's side: what the user wants and knows (a JSON scenario), or the ticket a solo agent is given."""
     actions: str
-    """The gold actions, a JSON list or the compact form (``tasks.parse_actions``)."""
+    """The gold actions in order: a JSON list of {"name": ..., "arguments": {...}}, or name(arg=value) calls."""
     outputs: str
-    """The information the agent must communicate, a JSON list of strings (``tasks.parse_outputs``)."""
+    """The information the agent must tell the user: a JSON list of strings ([] for none)."""
     criteria: str = ""
-    """The rest of τ²'s evaluation criteria, compact JSON or empty (``tasks.parse_criteria``)."""
+    """Any other evaluation criteria: a JSON object (reward_basis, nl_assertions, env_assertions), or empty."""
     wire_names: ClassVar[Mapping[str, str]] = {"scenario": "problem", "actions": "solution", "outputs": "final_answer",
                                                "criteria": "verification_notes"}
 
