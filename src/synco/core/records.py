@@ -114,6 +114,11 @@ class TaskPayload(BaseModel):
         return cls(**{name: str(fields.get(card, "")) for name, card in cls.wire_names.items()})
 
     @classmethod
+    def of(cls: type["P"], card: "TaskCard") -> "P":
+        """``card``'s payload as this type (read from its card fields when the card holds another type)."""
+        return card.payload_as(cls)
+
+    @classmethod
     def schema_text(cls) -> str:
         """What each card field the Synthesizer writes holds in this payload, one line each (its field's docstring):
         ``"solution": actions -- the gold action list ...``; for a chat Synthesizer's prompt."""

@@ -111,11 +111,6 @@ class _Unscorable:
         return EpisodeGrade(reward=0.0, correct=False, info={"scorer": "no_item"})
 
 
-def _task(card: TaskCard) -> RgymPayload:
-    """The card's generator task (its payload; read from the card fields when the card was built as another type)."""
-    return card.payload_as(RgymPayload)
-
-
 class RgymDomain:
     """reasoning-gym's families as a co-training world (see the module docstring)."""
 
@@ -166,7 +161,7 @@ class RgymDomain:
 
     def oracle(self, card: TaskCard) -> str | None:
         """Check the card's config, generate its item and materialise the card (module docstring); the answer."""
-        task = _task(card)
+        task = RgymPayload.of(card)
         if task.seed is not None:
             raise CardRejected("bad_config", "the card is already materialised (its problem is a generated question)")
         try:
@@ -185,7 +180,7 @@ class RgymDomain:
 
     def factor_subject(self, card: TaskCard) -> str:
         """The config the factors read (its canonical text once materialised, as written before)."""
-        task = _task(card)
+        task = RgymPayload.of(card)
         return task.config if task.seed is not None else task.config.strip()
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
@@ -194,7 +189,7 @@ class RgymDomain:
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_problem`` when the generated question is a held-out one."""
-        task = _task(card)
+        task = RgymPayload.of(card)
         return "heldout_problem" if task.seed is not None and task.question.strip() in self._heldout_questions else None
 
     def format_card(self, family: str, config: Mapping[str, Any], level: int | str = "") -> str:
@@ -250,7 +245,7 @@ class RgymDomain:
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """``valid_tasks.jsonl``'s columns ``rgym_config`` and ``rgym_seed``: how the item is regenerated (the export
         blanks ``solution`` because the Synthesizer's ``final_answer`` is always corrected by the oracle)."""
-        task = _task(card)
+        task = RgymPayload.of(card)
         return {"rgym_config": task.config, "rgym_seed": task.seed} if task.seed is not None else {}
 
     # --- held-out
@@ -299,7 +294,7 @@ class RgymDomain:
     # --- the Reasoner's episode
 
     def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> ScoredAnswer | _Unscorable:
-        task = _task(card)
+        task = RgymPayload.of(card)
         found = self._config_of(task.config) if task.seed is not None else None
         if found is None or task.seed is None:
             return _Unscorable()

@@ -106,11 +106,6 @@ class UserAdapter:
         return self._cache[key]
 
 
-def _task(card: TaskCard) -> Tau2Payload:
-    """The card's τ² task (its payload; read from the card fields when the card was built as another type)."""
-    return card.payload_as(Tau2Payload)
-
-
 class Tau2Domain:
     """A τ²-bench domain (``tau2.domain``) as a synco domain; see the module docstring."""
 
@@ -186,11 +181,12 @@ class Tau2Domain:
 
         A card of one of τ²'s own tasks (the static corpus, the held-out set) is verified as that task, with its
         initial state (a card carries none), so its episodes start where τ²'s do."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.verify import verify_card, verify_task
 
-        key = (_task(card).scenario, _task(card).actions, _task(card).outputs, _task(card).criteria)
+        key = (payload.scenario, payload.actions, payload.outputs, payload.criteria)
         if key not in self._verdicts:
-            own = self._own.get((_task(card).scenario, _task(card).actions))
+            own = self._own.get((payload.scenario, payload.actions))
             try:
                 self._verdicts[key] = (verify_card(self.settings.domain, card) if own is None
                                        else verify_task(self.settings.domain, own))
@@ -235,12 +231,14 @@ class Tau2Domain:
         keys: set[str] = set()
         for task in self._split(heldout=True):
             card = self._card_of(task) if not self.solo or self.world.solo_ok(task) else card_of_task(task)
-            keys |= {"p:" + _task(card).scenario, "a:" + _actions_key(_task(card).actions)}
+            payload = Tau2Payload.of(card)
+            keys |= {"p:" + payload.scenario, "a:" + _actions_key(payload.actions)}
         return frozenset(keys)
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_task`` when the card's user side or gold actions are a held-out task's, else None."""
-        if "p:" + _task(card).scenario in self._heldout_keys or "a:" + _actions_key(_task(card).actions) in self._heldout_keys:
+        payload = Tau2Payload.of(card)
+        if "p:" + payload.scenario in self._heldout_keys or "a:" + _actions_key(payload.actions) in self._heldout_keys:
             return "heldout_task"
         return None
 
@@ -298,21 +296,23 @@ class Tau2Domain:
         return gold_turns(self.verdict(card).task, self.solo)
 
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import parse_actions
 
-        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(_task(card).actions)]
+        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(payload.actions)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
         ``solution``, the gold actions, kept on a row whose information the oracle corrected (the replay of these
         very actions gave the reference)."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import task_json
 
-        task_id = f"synco_{derive_seed(_task(card).scenario, _task(card).actions) % 10**10:010d}"
+        task_id = f"synco_{derive_seed(payload.scenario, payload.actions) % 10**10:010d}"
         try:
-            return {"solution": _task(card).actions, "tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"solution": payload.actions, "tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"solution": _task(card).actions, "tau2_task": None}
+            return {"solution": payload.actions, "tau2_task": None}
 
     # --- prompts
 
@@ -344,14 +344,15 @@ class Tau2Domain:
     def example_card(self, card: TaskCard) -> str:
         """A training card as the Synthesizer's example, in the template's layout (one field per line, the fields in
         :data:`WRITE_ORDER`), actions and information in the compact form when they fit it, short notes."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import format_compact_actions, parse_actions, parse_outputs
 
-        compact = format_compact_actions(parse_actions(_task(card).actions))
-        info = parse_outputs(_task(card).outputs)
+        compact = format_compact_actions(parse_actions(payload.actions))
+        info = parse_outputs(payload.outputs)
         values = {**card.wire(), **EXAMPLE_NOTES,
-                  "solution": compact if compact is not None else _task(card).actions,
+                  "solution": compact if compact is not None else payload.actions,
                   "final_answer": "; ".join(info) if compact is not None and info and not any(";" in v for v in info)
-                  else ("none" if compact is not None and not info else _task(card).outputs)}
+                  else ("none" if compact is not None and not info else payload.outputs)}
         return "{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(values[k], ensure_ascii=False)}" for k in WRITE_ORDER) + "}"
 
     def synthesizer_system_prompt(self) -> str:
@@ -382,7 +383,8 @@ class Tau2Domain:
         from synco.domains.tau2.tasks import card_of_task
 
         card = card_of_task(task, solo=self.solo)
-        self._own[(_task(card).scenario, _task(card).actions)] = task
+        payload = Tau2Payload.of(card)
+        self._own[(payload.scenario, payload.actions)] = task
         return card
 
     def _split(self, heldout: bool) -> list[Any]:
@@ -443,10 +445,10 @@ class Tau2Domain:
                 self.oracle(card)
             except CardRejected:  # a task no episode of this run can pass (e.g. solo with information to tell)
                 continue
-            self._heldout_tasks[_task(card).scenario] = task
+            self._heldout_tasks[Tau2Payload.of(card).scenario] = task
             writes = sum(self.world.tool_kinds.get(a.name) == "write" for a in self.gold_actions(card))
             group = f"w{writes}" if writes < 2 else "w2+"
-            groups.setdefault(group, []).append(HeldoutItem(problem=_task(card).scenario, answer=_task(card).outputs, group=group))
+            groups.setdefault(group, []).append(HeldoutItem(problem=Tau2Payload.of(card).scenario, answer=Tau2Payload.of(card).outputs, group=group))
         rng = random.Random(seed)
         out: list[HeldoutItem] = []
         for group in sorted(groups):
