@@ -482,7 +482,7 @@ class Tau2Domain:
     def _observations(self, subject: str) -> tuple[str, ...] | None:
         """The gold observations of a subject (its replay's, from the verdict cache), for ``computation``."""
         data = json.loads(subject)
-        card = tau2_card(Tau2Payload(scenario=data["problem"], actions=data["solution"], outputs="[]"))
+        card = tau2_card(Tau2Payload(scenario=data["scenario"], actions=data["actions"], outputs="[]"))
         try:
             return tuple(self.verdict(card).observations)
         except CardRejected:
