@@ -281,7 +281,7 @@ def test_export_jsonl_and_hf_dataset(pool: TaskPool, tmp_path: Path) -> None:
 
 def corrected_record(step: int, slot: int, claimed: str, truth: str) -> TaskRecord:
     """A valid arith-like record whose answer the oracle corrected (a soft reason, the card stays valid)."""
-    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").model_copy(update={"final_answer": claimed}))
+    rec = make_record(step, slot, card=make_card(f"{step}+{slot}").with_fields(final_answer=claimed))
     verdict = rec.verdict.model_copy(update={"reference": truth,
                                              "reasons": [f"reference_corrected: card={claimed} oracle={truth}"]})
     return rec.model_copy(update={"verdict": verdict})
@@ -457,3 +457,57 @@ def test_a_pool_written_before_token_ids_gets_the_column_and_resumes(tmp_path: P
         assert [r.completion_ids for r in p.by_step(1, token_ids=True)[0].rollouts] == [[9, 2], [8, 8, 2]]
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT COUNT(*) FROM rollouts WHERE token_ids IS NULL").fetchone()[0] == 2
+
+
+_SCHEMA_1_TASKS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE steps (step INTEGER PRIMARY KEY, metrics_json TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE tasks (
+    task_id INTEGER PRIMARY KEY AUTOINCREMENT, step INTEGER NOT NULL REFERENCES steps(step) ON DELETE CASCADE,
+    slot INTEGER NOT NULL, context_id INTEGER NOT NULL, raw TEXT NOT NULL, card_json TEXT, valid INTEGER NOT NULL,
+    quality REAL NOT NULL, reliability REAL NOT NULL, agreement REAL, scores_json TEXT NOT NULL,
+    reasons_json TEXT NOT NULL, reference TEXT, success_rate REAL, gradient_bearing INTEGER NOT NULL,
+    synth_reward_json TEXT, synth_reward_total REAL, difficulty_estimate TEXT, created_at REAL NOT NULL,
+    target TEXT, on_target INTEGER, synth_version INTEGER);
+INSERT INTO meta VALUES ('schema_version', '1'), ('created_at', '0');
+INSERT INTO steps VALUES (0, '{}', 0);
+"""
+"""A pool as synco wrote it before payloads (schema version 1): a card row is the nine strings."""
+
+
+def test_a_pool_from_before_payloads_is_refused_with_one_message_saying_why(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(_SCHEMA_1_TASKS)
+    nine = {name: f"{name} text" for name in CARD_FIELDS}
+    con.execute("INSERT INTO tasks(step, slot, context_id, raw, card_json, valid, quality, reliability, scores_json, "
+                "reasons_json, gradient_bearing, created_at) VALUES (0, 0, 0, 'raw', ?, 1, 1, 1, '{}', '[]', 0, 0)",
+                (json.dumps({**nine, "factors": {}, "extra": {}}),))
+    con.commit()
+    con.close()
+    with pytest.raises(ValueError, match=r"written before cards carried typed payloads \(schema version 1") as err:
+        TaskPool(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+    con = sqlite3.connect(path)  # refused untouched: no column was added to the old file
+    assert "payload_json" not in {row[1] for row in con.execute("PRAGMA table_info(tasks)")}
+    con.close()
+
+
+def test_the_payload_is_stored_whole_beside_the_header_and_read_back_as_its_type(tmp_path: Path) -> None:
+    from synco.domains.tau2.payload import Tau2Payload
+
+    card = make_card("scenario text").typed(Tau2Payload)
+    with TaskPool(tmp_path / "p.sqlite") as pool:
+        pool.record_step(0, [make_record(0, 0, card=card)])
+        con = sqlite3.connect(tmp_path / "p.sqlite")
+        header, payload = con.execute("SELECT card_json, payload_json FROM tasks").fetchone()
+        con.close()
+        assert "payload" not in json.loads(header) and json.loads(payload)["kind"] == "tau2"
+        back = pool.get(1).card
+        assert isinstance(back.payload, Tau2Payload) and back == card
+        assert back.payload.scenario == "scenario text" and back.payload.criteria == "verification_notes of scenario text"
+        out = tmp_path / "valid.jsonl"
+        pool.export_jsonl(out)
+        row = json.loads(out.read_text().splitlines()[0])
+        assert row["payload"] == card.payload.model_dump(mode="json")
+        assert row["verification_notes"] == "verification_notes of scenario text"

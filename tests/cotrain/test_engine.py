@@ -387,3 +387,25 @@ def test_the_pool_records_the_version_that_sampled_every_attempt(tmp_path) -> No
         reasoner += line["reasoner_loss"] is not None
         synth += line["synth_loss"] is not None
     assert got == want and reasoner >= 1 and synth >= 1
+
+
+def test_verified_cards_carry_their_domains_payload_whoever_verified_them(tmp_path) -> None:
+    """A verifier that did not type its cards (Ray's check workers build theirs without the domain): the step's
+    records still hold the domain's payload, so the pool stores it as such."""
+    from synco.core.pool import TaskPool
+    from synco.cotrain.cards import Draft
+    from synco.cotrain.engine import verify
+    from synco.domains.tools import ToolsDomain
+    from synco.domains.tools.payload import ToolsPayload
+    from synco.grading.verifier import TaskVerifier
+
+    domain = ToolsDomain()
+    untyped = TaskVerifier(oracle=domain.oracle)  # the default payload: a problem with solution and answer
+    state = SimpleNamespace(verifier=untyped, settings=SimpleNamespace(revisits_corpus=False), evo=None, domain=domain,
+                            pool=TaskPool(tmp_path / "pool.sqlite"))
+    raws = domain.static_cards(random.Random(3), 2)
+    records = verify(state, 0, [Draft(raw=r) for r in raws])
+    assert [r.valid for r in records] == [True, True]
+    assert all(isinstance(r.card.payload, ToolsPayload) for r in records)
+    assert [json.dumps(r.card.wire(), separators=(",", ":")) for r in records] == raws  # the cards as written
+    state.pool.close()

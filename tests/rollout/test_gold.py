@@ -61,7 +61,7 @@ def test_a_card_without_a_passing_gold_episode_gives_none(policy: HFPolicy) -> N
     domain = ToolsDomain()
     [card] = cards(domain, 1, seed=3)
     ref = domain.oracle(card)
-    broken = card.model_copy(update={"solution": "[not an action list"})
+    broken = card.with_fields(solution="[not an action list")
     out = gold_episodes(policy, domain, [card, broken, card], [ref, ref, '["999"]'], LIMITS)
     assert out[0] is not None and out[1] is None and out[2] is None
     assert gold_episodes(policy, domain, [card], [ref], EpisodeLimits(8, 5)) == [None]  # no room for one call

@@ -35,8 +35,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 ExportExtra = Callable[[TaskCard], Mapping[str, Any]]
 """A domain's own export columns of a card (``HasExportFields.export_fields``)."""
 
-SCHEMA_VERSION = 1
-"""Bumped whenever the table layout changes; a pool with another version is refused."""
+SCHEMA_VERSION = 2
+"""Bumped whenever the table layout changes; a pool with another version is refused. 2: a card is stored as its
+header (``card_json``) beside its typed payload (``payload_json``, with its ``kind``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -55,6 +56,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     context_id          INTEGER NOT NULL,
     raw                 TEXT NOT NULL,
     card_json           TEXT,
+    payload_json        TEXT,
     valid               INTEGER NOT NULL,
     quality             REAL NOT NULL,
     reliability         REAL NOT NULL,
@@ -99,7 +101,7 @@ CREATE INDEX IF NOT EXISTS idx_factors_kv ON task_factors(key, value);
 """
 
 _TASK_COLUMNS = (
-    "task_id, step, slot, context_id, raw, card_json, valid, quality, reliability, agreement, "
+    "task_id, step, slot, context_id, raw, card_json, payload_json, valid, quality, reliability, agreement, "
     "scores_json, reasons_json, reference, success_rate, synth_reward_json, target, on_target, synth_version"
 )
 
@@ -113,6 +115,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "answer_corrected",
     *(name for name in CARD_FIELDS if name not in ("problem", "solution", "final_answer")),
     "factors",
+    "payload",
     "success_rate",
     "quality",
     "reliability",
@@ -126,6 +129,7 @@ answer and consensus checks). ``synthesizer_answer`` is what the card claimed, a
 solution, and None on a corrected row: there it argues for ``synthesizer_answer``, which the
 oracle found wrong, so a model trained on it would learn a wrong derivation (the pool's
 ``card_json`` still holds it). A domain's export columns may give it back (tools, τ²: the gold actions).
+``payload`` is the card's typed payload whole (its ``kind`` and fields; in the HF dataset, its JSON text).
 """
 
 _BATCH = 500  # rows per query when paging through the pool or binding id lists
@@ -154,8 +158,8 @@ class TaskPool:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._journal_mode = str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
             self._conn.executescript(_SCHEMA)
-            self._add_missing_columns()
             self._check_schema_version()
+            self._add_missing_columns()
         except sqlite3.DatabaseError as e:
             self._conn.close()
             if isinstance(e, sqlite3.OperationalError) and not _is_damage(e):
@@ -186,6 +190,13 @@ class TaskPool:
             self._conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?), ('created_at', ?)",
                 (str(SCHEMA_VERSION), repr(time.time())),
+            )
+        elif int(row[0]) == 1:
+            raise ValueError(
+                f"pool {self.path} was written before cards carried typed payloads (schema version 1: every card "
+                f"as nine strings, its domain not recorded), so its rows cannot be read as their domain's payload "
+                f"by this synco (schema version {SCHEMA_VERSION}); start a new run with a new pool, or read this "
+                f"one with the synco that wrote it"
             )
         elif int(row[0]) != SCHEMA_VERSION:
             raise ValueError(
@@ -274,16 +285,17 @@ class TaskPool:
         verdict = record.verdict
         reward = record.synth_reward
         cursor = self._conn.execute(
-            "INSERT INTO tasks(step, slot, context_id, raw, card_json, valid, quality, reliability, "
+            "INSERT INTO tasks(step, slot, context_id, raw, card_json, payload_json, valid, quality, reliability, "
             "agreement, scores_json, reasons_json, reference, success_rate, gradient_bearing, "
             "synth_reward_json, synth_reward_total, difficulty_estimate, created_at, target, on_target, synth_version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.step,
                 record.slot,
                 record.context_id,
                 record.raw,
-                card.to_json() if card is not None else None,
+                card.model_dump_json(exclude={"payload"}) if card is not None else None,
+                card.payload.model_dump_json() if card is not None else None,
                 int(verdict.valid),
                 verdict.quality,
                 verdict.reliability,
@@ -476,14 +488,14 @@ class TaskPool:
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT task_id, card_json FROM tasks WHERE valid = 1 AND card_json IS NOT NULL "
+                    "SELECT task_id, card_json, payload_json FROM tasks WHERE valid = 1 AND card_json IS NOT NULL "
                     "AND task_id > ? AND step >= ? ORDER BY task_id LIMIT ?",
                     (last, -1 if since_step is None else since_step, _BATCH),
                 ).fetchall()
             if not rows:
                 return
             for row in rows:
-                yield int(row["task_id"]), str(json.loads(row["card_json"])["problem"])
+                yield int(row["task_id"]), _card_of(row).problem
             last = int(rows[-1]["task_id"])
 
     # ------------------------------------------------------------------ export
@@ -496,7 +508,8 @@ class TaskPool:
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT task_id, step, card_json, reference, reasons_json, success_rate, quality, reliability "
+                    "SELECT task_id, step, card_json, payload_json, reference, reasons_json, success_rate, quality, "
+                    "reliability "
                     f"FROM tasks WHERE valid = 1 AND card_json IS NOT NULL AND task_id > ? {only_step}"
                     "ORDER BY task_id LIMIT ?",
                     (last, *(() if step is None else (step,)), _BATCH),
@@ -506,7 +519,7 @@ class TaskPool:
             for row in rows:
                 out = _export_row(row)
                 if extra is not None:
-                    out.update(extra(TaskCard.from_json(row["card_json"])))
+                    out.update(extra(_card_of(row)))
                 yield out
             last = int(rows[-1]["task_id"])
 
@@ -572,6 +585,7 @@ class TaskPool:
         )
         columns = {name: [row[name] for row in rows] for name in features}
         columns["factors"] = [{k: row["factors"].get(k) for k in factor_keys} for row in rows]
+        columns["payload"] = [json.dumps(row["payload"], ensure_ascii=False) for row in rows]
         return datasets.Dataset.from_dict(columns, features=features)
 
 
@@ -640,7 +654,7 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Attempt]) -> TaskRecord:
         slot=int(row["slot"]),
         context_id=int(row["context_id"]),
         raw=row["raw"],
-        card=TaskCard.from_json(card_json) if card_json is not None else None,
+        card=_card_of(row) if card_json is not None else None,
         verdict=verdict,
         rollouts=rollouts,
         success_rate=row["success_rate"],
@@ -649,6 +663,11 @@ def _row_to_record(row: sqlite3.Row, rollouts: list[Attempt]) -> TaskRecord:
         on_target=None if row["on_target"] is None else bool(row["on_target"]),
         synth_version=row["synth_version"],
     )
+
+
+def _card_of(row: sqlite3.Row) -> TaskCard:
+    """The card of a task row: its header (``card_json``) with its payload (``payload_json``, typed by its kind)."""
+    return TaskCard.model_validate({**json.loads(row["card_json"]), "payload": json.loads(row["payload_json"])})
 
 
 def is_export_row(obj: object) -> bool:
@@ -675,7 +694,7 @@ def card_of_export_row(row: Mapping[str, Any]) -> TaskCard:
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:
     """Flatten one valid task into its export object: ``final_answer`` is the verified reference,
     ``solution`` None where the oracle corrected the card's answer (the solution contradicts it)."""
-    card = TaskCard.from_json(row["card_json"])
+    card = _card_of(row)
     codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
     reference = row["reference"]
     corrected = "reference_corrected" in codes
@@ -691,6 +710,7 @@ def _export_row(row: sqlite3.Row) -> dict[str, Any]:
     for name in CARD_FIELDS:
         out.setdefault(name, getattr(card, name))
     out["factors"] = dict(card.factors)
+    out["payload"] = card.payload.model_dump(mode="json")
     out["success_rate"] = row["success_rate"]
     out["quality"] = row["quality"]
     out["reliability"] = row["reliability"]

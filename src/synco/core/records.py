@@ -8,9 +8,9 @@ stores. All are pydantic models so they round-trip through JSON unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, SkipValidation, field_validator, model_validator
 
 from synco.core.episodes import Finish, Turn
 from synco.core.sampling import Completion, Experience
@@ -58,12 +58,105 @@ class CardRejected(ValueError):
         self.detail = detail
 
 
-class TaskCard(BaseModel):
-    """A synthesized task: the problem the Reasoner sees plus reference and metadata.
+HEADER_FIELDS: tuple[str, ...] = (
+    "teaching_intent",
+    "target_reasoning_style",
+    "expected_reasoner_weakness",
+    "difficulty_estimate",
+    "novelty_notes",
+)
+"""The synthesis header every card has, whatever its domain: why and how the Synthesizer wrote it."""
 
-    All nine fields are strings. ``factors`` holds optional categorical labels
-    (topic, skill, level, ...) used by the capability report; ``extra`` keeps any
-    unknown keys the model wrote, so nothing it produced is lost.
+WIRE_PAYLOAD_FIELDS: tuple[str, ...] = ("problem", "solution", "final_answer", "verification_notes")
+"""The card fields the Synthesizer writes its task in (the model-facing layout of :data:`CARD_FIELDS`); a domain's
+payload says which of its own fields each one carries (:attr:`TaskPayload.wire_names`)."""
+
+
+class TaskPayload(BaseModel):
+    """A domain's typed task: what its card is about, beside the shared synthesis header.
+
+    A subclass names its ``kind`` (a ``Literal`` field, stored with the payload so a pool reads it back as the same
+    type) and ``wire_names``: which card field of the model-facing layout (:data:`WIRE_PAYLOAD_FIELDS`) each of its
+    fields is written in. The layout the Synthesizer writes and reads stays one JSON object of nine strings; the
+    payload is how everything after parsing reads it. Subclasses register themselves by ``kind``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    kind: str
+    wire_names: ClassVar[Mapping[str, str]] = {}
+    """``{payload field: card field}``; a card field no payload field takes is the header's (``verification_notes``)."""
+    _kinds: ClassVar[dict[str, type["TaskPayload"]]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        kind = cls.model_fields["kind"].default
+        if isinstance(kind, str) and kind:
+            TaskPayload._kinds[kind] = cls
+
+    @classmethod
+    def of_kind(cls, kind: str) -> type["TaskPayload"]:
+        """The payload type registered as ``kind`` (a domain's module must be imported first)."""
+        try:
+            return TaskPayload._kinds[kind]
+        except KeyError:
+            raise ValueError(f"payload kind {kind!r} is not a known domain payload "
+                             f"(known: {', '.join(sorted(TaskPayload._kinds))})") from None
+
+    def wire(self) -> dict[str, str]:
+        """The payload in the card fields the Synthesizer writes (``{card field: text}``)."""
+        return {card: str(getattr(self, name)) for name, card in self.wire_names.items()}
+
+    @classmethod
+    def from_wire(cls, fields: Mapping[str, str]) -> "TaskPayload":
+        """The payload of the card fields a Synthesizer wrote (the inverse of :meth:`wire`)."""
+        return cls(**{name: str(fields.get(card, "")) for name, card in cls.wire_names.items()})
+
+    @classmethod
+    def of(cls: type["P"], card: "TaskCard") -> "P":
+        """``card``'s payload as this type (read from its card fields when the card holds another type)."""
+        return card.payload_as(cls)
+
+    @classmethod
+    def schema_text(cls) -> str:
+        """What each card field the Synthesizer writes holds in this payload, one line each (its field's docstring):
+        ``"solution": actions -- the gold action list ...``; for a chat Synthesizer's prompt."""
+        lines = []
+        for name, card in cls.wire_names.items():
+            doc = " ".join((cls.model_fields[name].description or "").split())
+            lines.append(f'"{card}": {name}' + (f" -- {doc}" if doc else ""))
+        return "\n".join(lines)
+
+
+class ProblemPayload(TaskPayload):
+    """A problem with its worked solution and final answer (arith, math, any domain answered in one text)."""
+
+    kind: Literal["problem"] = "problem"
+    problem: str
+    """What the Reasoner is asked."""
+    solution: str
+    """The Synthesizer's worked solution."""
+    answer: str
+    """The answer the card claims."""
+    wire_names: ClassVar[Mapping[str, str]] = {"problem": "problem", "solution": "solution", "answer": "final_answer"}
+
+
+P = TypeVar("P", bound=TaskPayload)
+
+
+class TaskCard(BaseModel):
+    """A synthesized task: the shared synthesis header plus the domain's typed payload.
+
+    The header (:data:`HEADER_FIELDS` and ``notes``, the card's verification notes when its payload does not take
+    that field) says why the Synthesizer wrote the card; ``payload`` is the task itself, of the domain's own type
+    (:class:`ProblemPayload` for a problem with solution and answer). ``factors`` holds optional categorical labels
+    (topic, skill, level, ...) used by the capability report; ``extra`` keeps any unknown keys the model wrote, so
+    nothing it produced is lost.
+
+    Built from the nine card fields the Synthesizer writes (``TaskCard(**fields)``), a card holds a
+    :class:`ProblemPayload`; :meth:`typed` gives it its domain's payload type. ``problem``, ``solution``,
+    ``final_answer`` and ``verification_notes`` read the card back in that layout (what the model sees).
     """
 
     model_config = ConfigDict(frozen=False, extra="forbid")
@@ -72,13 +165,93 @@ class TaskCard(BaseModel):
     target_reasoning_style: str
     expected_reasoner_weakness: str
     difficulty_estimate: str
-    problem: str
-    solution: str
-    final_answer: str
-    verification_notes: str
+    notes: str = ""
     novelty_notes: str
+    payload: SerializeAsAny[TaskPayload]
     factors: dict[str, str] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_card_fields(cls, data: Any) -> Any:
+        """The nine card fields (what a Synthesizer writes, what a pool before payloads stored) as header plus a
+        :class:`ProblemPayload`."""
+        if not isinstance(data, dict) or not any(k in data for k in WIRE_PAYLOAD_FIELDS):
+            return data
+        data = dict(data)
+        wire = {k: data.pop(k) for k in WIRE_PAYLOAD_FIELDS if k in data}
+        if "payload" in data:
+            raise ValueError("a card has either a payload or the fields problem/solution/final_answer, not both")
+        data.setdefault("notes", wire.pop("verification_notes", ""))
+        data["payload"] = ProblemPayload.from_wire(wire)
+        return data
+
+    @field_validator("payload", mode="before")
+    @classmethod
+    def _payload_of_its_kind(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return TaskPayload.of_kind(str(value.get("kind", ""))).model_validate(value)
+        return value
+
+    def wire(self) -> dict[str, str]:
+        """The nine card fields, in :data:`CARD_FIELDS` order: the layout the Synthesizer writes."""
+        values = {name: getattr(self, name) for name in HEADER_FIELDS}
+        values["verification_notes"] = self.notes
+        values.update({k: "" for k in WIRE_PAYLOAD_FIELDS if k != "verification_notes"})
+        values.update(self.payload.wire())
+        return {name: values[name] for name in CARD_FIELDS}
+
+    def flat(self) -> dict[str, Any]:
+        """The card as the Synthesizer's JSON object: the nine fields, then ``factors`` and ``extra``."""
+        return {**self.wire(), "factors": dict(self.factors), "extra": dict(self.extra)}
+
+    def typed(self, payload_type: type[TaskPayload]) -> "TaskCard":
+        """This card with its payload read as ``payload_type`` (itself when it already is one)."""
+        if isinstance(self.payload, payload_type):
+            return self
+        wire = self.wire()
+        owns_notes = "verification_notes" in payload_type.wire_names.values()
+        return self.model_copy(update={"payload": payload_type.from_wire(wire),
+                                       "notes": "" if owns_notes else self.notes})
+
+    def payload_as(self, payload_type: type[P]) -> P:
+        """The payload as ``payload_type`` (read from the card fields when the card holds another type)."""
+        payload = self.typed(payload_type).payload
+        assert isinstance(payload, payload_type)
+        return payload
+
+    def with_fields(self, **fields: str) -> "TaskCard":
+        """This card with some of its nine card fields rewritten (as if the Synthesizer had written them), its
+        payload of the same type."""
+        unknown = sorted(set(fields) - set(CARD_FIELDS))
+        if unknown:
+            raise ValueError(f"with_fields: {unknown[0]!r} is not a card field (one of {', '.join(CARD_FIELDS)})")
+        card = TaskCard(**{**self.wire(), **fields}, factors=dict(self.factors), extra=dict(self.extra))
+        return card.typed(type(self.payload))
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "TaskCard":
+        """pydantic's copy; the card fields a payload carries are rewritten with :meth:`with_fields`, not here."""
+        wire = sorted(set(update or ()) & set(WIRE_PAYLOAD_FIELDS))
+        if wire:
+            raise ValueError(f"TaskCard.model_copy: {wire[0]!r} is in the payload; use card.with_fields({wire[0]}=...)")
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def problem(self) -> str:
+        """The card's ``problem`` field as the Synthesizer wrote it (what the Reasoner's prompt is built from)."""
+        return self.wire()["problem"]
+
+    @property
+    def solution(self) -> str:
+        return self.wire()["solution"]
+
+    @property
+    def final_answer(self) -> str:
+        return self.wire()["final_answer"]
+
+    @property
+    def verification_notes(self) -> str:
+        return self.wire()["verification_notes"]
 
     def to_json(self) -> str:
         return self.model_dump_json()

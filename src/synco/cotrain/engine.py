@@ -49,7 +49,7 @@ from synco.cotrain.cards import CardSource, Draft, card_source
 from synco.cotrain.labels import LabelTrust, label_trust
 from synco.cotrain.settings import ONLINE, StepPlan, StepSettings, request_seed
 from synco.cotrain.stats import Design, StepMetric, StepStats, core_stats, step_metrics
-from synco.domains.base import Domain, HasEnvironment
+from synco.domains.base import Domain, HasEnvironment, payload_type
 from synco.evosyn.metrics import controlled
 from synco.evosyn.run import EvoState
 from synco.evosyn.space import FactorDef, cell_key, factor_subject, factor_values
@@ -233,7 +233,9 @@ def verify(state: CoTrainState, step: int, drafts: Sequence[Draft]) -> list[Task
     window = state.verifier.config.novelty_window
     if window is not None and not state.settings.revisits_corpus:
         state.verifier.reset_pool(state.pool.valid_problems(since_step=step - window))
-    checked = state.verifier.verify_batch([d.raw for d in drafts])
+    kind = payload_type(state.domain)  # a verifier in another process (Ray's checks) may not have typed its cards
+    checked = [(card.typed(kind) if card is not None else None, verdict)
+               for card, verdict in state.verifier.verify_batch([d.raw for d in drafts])]
     defs = state.evo.defs if state.evo is not None else None
     return [TaskRecord(step=step, slot=i, context_id=d.context_id, raw=d.raw, card=card,
                        verdict=screen_card(state.domain, defs, card, verdict),

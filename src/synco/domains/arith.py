@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
 from synco.evosyn.space import Cell, FactorDef
-from synco.core.records import CARD_FIELDS, TaskCard
+from synco.core.records import CARD_FIELDS, ProblemPayload, TaskCard
 
 # ----------------------------------------------------------------- evaluator
 
@@ -321,6 +321,8 @@ class ArithDomain:
     """Integer arithmetic with an exact oracle and eleven structural levels (see module docstring)."""
 
     name = "arith"
+    payload_type = ProblemPayload
+    """A problem with its solution and exact answer."""
     needs = DomainNeeds(chat_model=False)
     """Tiny character models: no chat template, no instruction following (so no LLM proposer)."""
     min_problem_chars = 3

@@ -17,6 +17,7 @@ never touch. The loop itself is domain-free.
   - agents that act: :class:`HasEnvironment`, :class:`HasGoldTurns`, :class:`HasToolSchemas`,
     :class:`HasTrajectories`, :class:`HasExportFields`;
   - its own task files: :class:`HasNativeTasks` (``synco verify`` reads lines in the domain's task format);
+  - its cards' payload: :class:`HasPayloadType` (the payload model; a problem with solution and answer without it);
   - the Designer alone: :class:`HasCellCards` (``mode=designer``: cards drawn inside a cell by the domain).
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from synco.domains.card_template import CardTemplate
 from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject, cell_key
 from synco.core.episodes import Environment, ToolCall
-from synco.core.records import TaskCard, Verdict
+from synco.core.records import ProblemPayload, TaskCard, TaskPayload, Verdict
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasCellCards", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
-           "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
-           "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "problem_response_prefix", "reasoner_prompts",
+           "HasNativeTasks", "HasPayloadType", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
+           "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "payload_type", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
 
 
@@ -130,6 +131,21 @@ class Domain(Protocol):
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Held-out problems that no training path may produce."""
         ...
+
+
+@runtime_checkable
+class HasPayloadType(Protocol):
+    """The domain's cards carry a payload of their own type (``synco.core.records.TaskPayload``): an instruction with
+    gold actions, a generator config... Without it a card's payload is a problem with solution and answer
+    (:class:`~synco.core.records.ProblemPayload`)."""
+
+    payload_type: type[TaskPayload]
+    """The payload model of the domain's cards (declared in the domain's own package)."""
+
+
+def payload_type(domain: Domain) -> type[TaskPayload]:
+    """The domain's card payload type (:class:`HasPayloadType`), else :class:`~synco.core.records.ProblemPayload`."""
+    return domain.payload_type if isinstance(domain, HasPayloadType) else ProblemPayload
 
 
 @runtime_checkable

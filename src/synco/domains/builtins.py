@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from synco.domains.spec import DomainContext, DomainSpec, WarmStart
+from synco.domains.rgym.payload import RgymPayload  # noqa: F401  (the payload kinds a pool may hold, registered)
 from synco.domains.rgym.settings import RgymSettings
+from synco.domains.tau2.payload import Tau2Payload  # noqa: F401
+from synco.domains.tools.payload import ToolsPayload  # noqa: F401
 from synco.domains.tau2.settings import Tau2Settings
 from synco.domains.tools.settings import ToolsSettings
 

@@ -73,7 +73,7 @@ from synco.domains.base import DomainNeeds, HeldoutItem
 from synco.evosyn.space import Cell, FactorDef
 from synco.grading.novelty import normalize_text
 from synco.core.prompts import PromptError, load_prompt, placeholders, render
-from synco.core.records import CARD_FIELDS, TaskCard
+from synco.core.records import CARD_FIELDS, ProblemPayload, TaskCard
 
 # ----------------------------------------------------------------- topics
 
@@ -797,6 +797,8 @@ class MathDomain:
     """Free-form maths for real LMs: no oracle, consensus-checked references (see module docstring)."""
 
     name = "math"
+    payload_type = ProblemPayload
+    """A problem with its worked solution and final answer."""
     needs = DomainNeeds(chat_model=True)
     """Instruction prompts for chat LMs: the LLM factor proposer (``evosyn.proposer``) can run."""
 

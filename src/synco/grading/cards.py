@@ -48,7 +48,7 @@ import json
 import re
 from typing import Any
 
-from synco.core.records import CARD_FIELDS, TaskCard, TaskCardError
+from synco.core.records import CARD_FIELDS, ProblemPayload, TaskCard, TaskCardError, TaskPayload
 
 MAX_INPUT_CHARS = 200_000
 """Longer inputs are rejected outright (bounds the parser's time)."""
@@ -103,8 +103,9 @@ class CardError(TaskCardError):
         self.fields_present = fields_present
 
 
-def parse_task_card(text: str) -> TaskCard:
-    """Parse one Synthesizer completion into a ``TaskCard``; raise ``CardError`` saying why not."""
+def parse_task_card(text: str, payload_type: type[TaskPayload] = ProblemPayload) -> TaskCard:
+    """Parse one Synthesizer completion into a ``TaskCard`` whose payload is a ``payload_type`` (the domain's, read
+    from the card fields the model wrote); raise ``CardError`` saying why not."""
     if not isinstance(text, str):
         raise TypeError(f"parse_task_card expects str, got {type(text).__name__}")
     if len(text) > MAX_INPUT_CHARS:
@@ -135,7 +136,7 @@ def parse_task_card(text: str) -> TaskCard:
             errors.append(err)
             continue
         try:
-            return _card_from_object(obj)
+            return _card_from_object(obj).typed(payload_type)
         except CardError as err:
             errors.append(err)
     if not found_start:

@@ -41,6 +41,7 @@ from synco.grading.benchmarks import (
 )
 from synco.grading.novelty import NoveltyIndex
 from synco.core.pool import SCHEMA_VERSION
+from synco.core.records import TaskCard
 from synco.core.text import yaml_problem
 
 POOL_FILE = "pool.sqlite"
@@ -126,9 +127,10 @@ def read_pool_tasks(path: Path) -> Iterator[PoolTask]:
             raise ContaminationError(f"{path} is not a synco pool ({err})") from None
         if row is None or int(row[0]) != SCHEMA_VERSION:
             raise ContaminationError(f"{path}: pool schema version {row and row[0]}, expected {SCHEMA_VERSION}")
-        cursor = conn.execute("SELECT task_id, step, valid, card_json FROM tasks WHERE card_json IS NOT NULL ORDER BY task_id")
-        for task_id, step, valid, card_json in cursor:
-            problem = json.loads(card_json).get("problem")
+        cursor = conn.execute("SELECT task_id, step, valid, card_json, payload_json FROM tasks "
+                              "WHERE card_json IS NOT NULL ORDER BY task_id")
+        for task_id, step, valid, card_json, payload_json in cursor:
+            problem = TaskCard.model_validate({**json.loads(card_json), "payload": json.loads(payload_json)}).problem
             if isinstance(problem, str) and problem.strip():
                 yield PoolTask(task_id=task_id, step=step, valid=bool(valid), problem=problem)
     finally:

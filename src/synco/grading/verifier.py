@@ -78,7 +78,8 @@ from synco.grading.extract import extract_answer
 from synco.grading.benchmarks import load_benchmark, resolve_benchmark_paths
 from synco.grading.cards import CardError, parse_task_card
 from synco.grading.novelty import NoveltyIndex, normalize_text
-from synco.core.records import CARD_FIELDS, CHECK_NAMES, CardRejected, TaskCard, TaskCardError, Verdict
+from synco.core.records import (CARD_FIELDS, CHECK_NAMES, CardRejected, ProblemPayload, TaskCard, TaskCardError, TaskPayload,
+                                 Verdict)
 
 logger = logging.getLogger(__name__)
 
@@ -210,11 +211,13 @@ class TaskVerifier:
     """Parses and screens task cards, keeps the pool's novelty index and applies consensus."""
 
     def __init__(self, config: VerifierConfig | None = None, checker: AnswerChecker | None = None,
-                 oracle: Oracle | None = None, answer_form: AnswerForm | None = None) -> None:
+                 oracle: Oracle | None = None, answer_form: AnswerForm | None = None,
+                 payload_type: type[TaskPayload] = ProblemPayload) -> None:
         self.config = config or VerifierConfig()
         self.checker = checker if checker is not None else AnswerChecker()
         self.oracle = oracle
         self.answer_form = answer_form
+        self.payload_type = payload_type  # the domain's card payload (``synco.domains.base.payload_type``)
         self.n_internal_errors = 0
         self._deadline: float | None = None  # time.monotonic() by which the card being checked must be done
         self._startup_mark = 0.0  # the checker's worker start-up seconds when the card began
@@ -403,7 +406,7 @@ class TaskVerifier:
     def _check_card_timed(self, raw: str) -> CardCheck:
         checks = _Checks()
         try:
-            card = parse_task_card(raw)
+            card = parse_task_card(raw, self.payload_type)
         except CardError as err:
             if err.json_loaded:
                 checks.scores["format"] = 1.0

@@ -9,7 +9,7 @@ from typing import Any, Callable, cast
 
 from synco.config import ConfigError, RunConfig, domain_context
 from synco.cotrain.settings import StepSettings
-from synco.domains.base import Domain, answer_form
+from synco.domains.base import Domain, answer_form, payload_type
 from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
@@ -148,4 +148,5 @@ def local_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> Ta
     Ray's check workers give the same verdicts (``synco.distributed.ray_checks``), so ``synco verify`` uses
     this one whatever the backend."""
     return TaskVerifier(cfg.verifier, checker=checker, oracle=domain.oracle if domain.has_oracle else None,
-                        answer_form=answer_form(domain) if domain.has_oracle else None)
+                        answer_form=answer_form(domain) if domain.has_oracle else None,
+                        payload_type=payload_type(domain))

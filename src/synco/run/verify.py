@@ -60,7 +60,7 @@ def card_text(line: str) -> str:
     if isinstance(value, str) and s.startswith('"'):
         return value
     if is_export_row(value):
-        return json.dumps(card_of_export_row(value).model_dump(exclude={"extra"}), ensure_ascii=False)
+        return json.dumps({k: v for k, v in card_of_export_row(value).flat().items() if k != "extra"}, ensure_ascii=False)
     return line
 
 

@@ -12,7 +12,8 @@ import pytest
 import synco.cli
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.rgym import RgymDomain, RgymSettings
-from synco.domains.rgym.domain import derive_seed, extract_answer, split_seeded
+from synco.domains.rgym.domain import derive_seed, extract_answer
+from synco.domains.rgym.payload import split_seeded
 from synco.domains.rgym.gym import Gym
 
 

@@ -70,14 +70,14 @@ def test_a_held_out_task_is_refused_for_training_and_scored_by_its_gold_replay(m
 def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
     card = TaskCard(**json.loads(mock.static_cards(random.Random(1), 1)[0]))
     actions = json.loads(card.solution)
-    bad_tool = card.model_copy(update={"solution": json.dumps([{"name": "rm_rf", "arguments": {}}] + actions)})
+    bad_tool = card.with_fields(solution=json.dumps([{"name": "rm_rf", "arguments": {}}] + actions))
     with pytest.raises(CardRejected) as e:
         mock.oracle(bad_tool)
     assert e.value.code == "unknown_tool"
     with pytest.raises(CardRejected) as e:
-        mock.oracle(card.model_copy(update={"solution": "[{"}))
+        mock.oracle(card.with_fields(solution="[{"))
     assert e.value.code == "bad_actions"
-    no_ticket = card.model_copy(update={"problem": json.dumps({"instructions": card.problem})})  # same words, no ticket
+    no_ticket = card.with_fields(problem=json.dumps({"instructions": card.problem}))  # same words, no ticket
     with pytest.raises(CardRejected) as e:
         mock.oracle(no_ticket)
     assert e.value.code == "no_ticket"
@@ -96,6 +96,18 @@ def test_the_synthesizer_sees_tools_records_and_an_example(mock: Tau2Domain) -> 
     card = TaskCard(**fields)
     assert mock.oracle(card) is not None and mock.card_template().render([fields[k] for k in WRITE_ORDER]).replace(
         "\n", "") == example.replace("\n", "").replace('": "', '": "')
+
+
+def test_the_synthesizer_prompt_shows_the_payload_schema_only_when_asked(mock: Tau2Domain) -> None:
+    off = mock.synthesizer_prompt("tasks: 3 valid")
+    assert "Card fields:" not in off
+    shown = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock", payload_schema=True)))
+    on = shown.synthesizer_prompt("tasks: 3 valid")
+    schema = on.split("Card fields:\n", 1)[1].split("\nExample task:", 1)[0].splitlines()
+    assert [line.split(":", 1)[0] for line in schema] == ['"problem"', '"solution"', '"final_answer"',
+                                                         '"verification_notes"']
+    assert schema[1].startswith('"solution": actions -- The gold actions in order')
+    assert on.replace(f"Card fields:\n{chr(10).join(schema)}\n", "") == off  # nothing else moves
 
 
 def test_the_reasoner_gets_the_policy_the_tools_and_the_ticket(mock: Tau2Domain) -> None:

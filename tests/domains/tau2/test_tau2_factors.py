@@ -65,7 +65,7 @@ def test_builtin_is_pattern_first() -> None:
 
 def test_a_subject_that_does_not_parse_has_no_factors() -> None:
     assert all(d.value("not json") is None for d in DEFS)
-    bad_tool = '{"problem":"Mark task_1 done.","solution":"[{\\"name\\":\\"teleport\\",\\"arguments\\":{}}]"}'
+    bad_tool = '{"scenario":"Mark task_1 done.","actions":"[{\\"name\\":\\"teleport\\",\\"arguments\\":{}}]"}'
     assert all(d.value(bad_tool) is None for d in DEFS)
 
 

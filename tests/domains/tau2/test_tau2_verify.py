@@ -62,7 +62,7 @@ def test_every_mock_task_is_accepted() -> None:
 
 def _card(task_id: str = "12", **changes: str) -> TaskCard:
     """The card of airline task ``task_id`` with some fields replaced."""
-    return card_of_task(AIRLINE[task_id]).model_copy(update=changes)
+    return card_of_task(AIRLINE[task_id]).with_fields(**changes)
 
 
 def _with_action(task_id: str, index: int, **fields: Any) -> TaskCard:
@@ -79,7 +79,7 @@ def _told(card: TaskCard, text: str) -> TaskCard:
     """``card`` with ``text`` added to what the user knows (so an id in it is grounded)."""
     scenario = json.loads(card.problem)
     scenario["known_info"] = f"{scenario['known_info']} {text}"
-    return card.model_copy(update={"problem": json.dumps(scenario)})
+    return card.with_fields(problem=json.dumps(scenario))
 
 
 def test_a_card_verifies_like_its_task() -> None:

@@ -99,7 +99,7 @@ def test_a_template_instructions_outputs_are_the_solved_tasks_whatever_the_card_
 def test_a_held_out_task_cannot_escape_the_bucket_with_wrong_outputs() -> None:
     item = DOMAIN.heldout(1, seed=4)[0]
     c = DOMAIN.heldout_card(item)
-    wrong = c.model_copy(update={"final_answer": "12345"})
+    wrong = c.with_fields(final_answer="12345")
     assert DOMAIN.reject_reason(c) == DOMAIN.reject_reason(wrong) == "heldout_task"
 
 

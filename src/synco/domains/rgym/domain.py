@@ -32,11 +32,12 @@ from functools import lru_cache
 from typing import Any
 
 from synco.core.episodes import EnvStep, EpisodeGrade
-from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
+from synco.core.records import CARD_FIELDS, HEADER_FIELDS, CardRejected, TaskCard
 from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
 from synco.domains.rgym.audit import reward_of
 from synco.domains.rgym.catalog import ConfigRejected, Family, config_text, families_from, parse_config
 from synco.domains.rgym.gym import Gym, GymFailure
+from synco.domains.rgym.payload import RgymPayload
 from synco.domains.rgym.settings import RgymSettings
 from synco.evosyn.space import Cell, FactorDef
 
@@ -57,24 +58,6 @@ def derive_seed(*parts: object, heldout: bool = False) -> int:
     namespaces never meet; below 2**31."""
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return 2 * (int.from_bytes(digest[:8], "big") % (1 << 30)) + (1 if heldout else 0)
-
-
-def seeded_text(family: str, config: Mapping[str, Any], seed: int) -> str:
-    """A materialised card's ``solution``: the config with synco's seed."""
-    return json.dumps({"family": family, "config": dict(sorted(config.items())), "seed": seed}, separators=(",", ":"))
-
-
-def split_seeded(text: str) -> tuple[str, int | None]:
-    """``(config text, seed)`` of a materialised card's ``solution``; ``(text, None)`` for anything else."""
-    if not isinstance(text, str) or len(text) > 800 or not text.startswith("{"):
-        return text, None
-    try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return text, None
-    if not isinstance(obj, dict) or set(obj) != {"family", "config", "seed"} or type(obj["seed"]) is not int:
-        return text, None
-    return config_text(str(obj["family"]), obj["config"] if isinstance(obj["config"], dict) else {}), obj["seed"]
 
 
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d+(?:\.\d+)?")
@@ -132,6 +115,7 @@ class RgymDomain:
     """reasoning-gym's families as a co-training world (see the module docstring)."""
 
     name = "rgym"
+    payload_type = RgymPayload
     needs = DomainNeeds(chat_model=False)
     has_oracle = True
     min_problem_chars = 3
@@ -177,24 +161,27 @@ class RgymDomain:
 
     def oracle(self, card: TaskCard) -> str | None:
         """Check the card's config, generate its item and materialise the card (module docstring); the answer."""
+        task = RgymPayload.of(card)
+        if task.seed is not None:
+            raise CardRejected("bad_config", "the card is already materialised (its problem is a generated question)")
         try:
-            family, config = parse_config(card.problem.strip(), self.families)
+            family, config = parse_config(task.config.strip(), self.families)
         except ConfigRejected as err:
             raise CardRejected(err.code, err.detail) from None
         with self._lock:
             self._counter += 1
-            seed = derive_seed("train", self.seed, self._counter, card.problem)
+            seed = derive_seed("train", self.seed, self._counter, task.config)
         try:
             question, answer = self.gym.generate(family.name, config, seed)
         except GymFailure as err:
             raise CardRejected(err.code, err.detail) from None
-        card.problem, card.solution, card.final_answer = question, seeded_text(family.name, config, seed), answer
+        card.payload = RgymPayload(config=config_text(family.name, config), seed=seed, question=question, answer=answer)
         return answer
 
     def factor_subject(self, card: TaskCard) -> str:
-        """The config the factors read: a materialised card's ``solution`` (without its seed), else its problem."""
-        config, seed = split_seeded(card.solution)
-        return config if seed is not None else card.problem.strip()
+        """The config the factors read (its canonical text once materialised, as written before)."""
+        task = RgymPayload.of(card)
+        return task.config if task.seed is not None else task.config.strip()
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         found = _factor_values(self, self.factor_subject(card))
@@ -202,7 +189,8 @@ class RgymDomain:
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_problem`` when the generated question is a held-out one."""
-        return "heldout_problem" if card.problem.strip() in self._heldout_questions else None
+        task = RgymPayload.of(card)
+        return "heldout_problem" if task.seed is not None and task.question.strip() in self._heldout_questions else None
 
     def format_card(self, family: str, config: Mapping[str, Any], level: int | str = "") -> str:
         """The nine-field card a Synthesizer writes for ``config`` (constants around the config)."""
@@ -257,8 +245,8 @@ class RgymDomain:
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """``valid_tasks.jsonl``'s columns ``rgym_config`` and ``rgym_seed``: how the item is regenerated (the export
         blanks ``solution`` because the Synthesizer's ``final_answer`` is always corrected by the oracle)."""
-        text, seed = split_seeded(card.solution)
-        return {"rgym_config": text, "rgym_seed": seed} if seed is not None else {}
+        task = RgymPayload.of(card)
+        return {"rgym_config": task.config, "rgym_seed": task.seed} if task.seed is not None else {}
 
     # --- held-out
 
@@ -299,18 +287,18 @@ class RgymDomain:
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:
         family, config, seed = self._heldout_items[item.problem]
-        values = dict.fromkeys(CARD_FIELDS, "x")
-        values.update(problem=item.problem, solution=seeded_text(family, config, seed), final_answer=item.answer)
-        return TaskCard(**values)
+        header = dict.fromkeys(HEADER_FIELDS, "x")
+        return TaskCard(**header, notes="x", payload=RgymPayload(config=config_text(family, config), seed=seed,
+                                                                 question=item.problem, answer=item.answer))
 
     # --- the Reasoner's episode
 
     def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> ScoredAnswer | _Unscorable:
-        text, seed = split_seeded(card.solution)
-        found = self._config_of(text) if seed is not None else None
-        if found is None or seed is None:
+        task = RgymPayload.of(card)
+        found = self._config_of(task.config) if task.seed is not None else None
+        if found is None or task.seed is None:
             return _Unscorable()
-        return ScoredAnswer(self, found[0], found[1], seed)
+        return ScoredAnswer(self, found[0], found[1], task.seed)
 
     # --- prompts
 

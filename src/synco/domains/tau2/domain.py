@@ -26,11 +26,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synco.core.episodes import ToolCall
-from synco.core.records import CARD_FIELDS, CardRejected, TaskCard, Verdict
+from synco.core.records import CardRejected, TaskCard, Verdict
 from synco.core.seeds import derive_seed
 from synco.domains.base import DomainNeeds, HeldoutItem, NativeTask
 from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
+from synco.domains.tau2.payload import Tau2Payload, tau2_card
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import Cell, FactorDef, cell_key
 
@@ -109,6 +110,7 @@ class Tau2Domain:
     """A τ²-bench domain (``tau2.domain``) as a synco domain; see the module docstring."""
 
     name = "tau2"
+    payload_type = Tau2Payload
     needs = DomainNeeds(chat_model=True)
     report_budget = 400
 
@@ -179,11 +181,12 @@ class Tau2Domain:
 
         A card of one of τ²'s own tasks (the static corpus, the held-out set) is verified as that task, with its
         initial state (a card carries none), so its episodes start where τ²'s do."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.verify import verify_card, verify_task
 
-        key = (card.problem, card.solution, card.final_answer, card.verification_notes)
+        key = (payload.scenario, payload.actions, payload.outputs, payload.criteria)
         if key not in self._verdicts:
-            own = self._own.get((card.problem, card.solution))
+            own = self._own.get((payload.scenario, payload.actions))
             try:
                 self._verdicts[key] = (verify_card(self.settings.domain, card) if own is None
                                        else verify_task(self.settings.domain, own))
@@ -228,12 +231,14 @@ class Tau2Domain:
         keys: set[str] = set()
         for task in self._split(heldout=True):
             card = self._card_of(task) if not self.solo or self.world.solo_ok(task) else card_of_task(task)
-            keys |= {"p:" + card.problem, "a:" + _actions_key(card.solution)}
+            payload = Tau2Payload.of(card)
+            keys |= {"p:" + payload.scenario, "a:" + _actions_key(payload.actions)}
         return frozenset(keys)
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_task`` when the card's user side or gold actions are a held-out task's, else None."""
-        if "p:" + card.problem in self._heldout_keys or "a:" + _actions_key(card.solution) in self._heldout_keys:
+        payload = Tau2Payload.of(card)
+        if "p:" + payload.scenario in self._heldout_keys or "a:" + _actions_key(payload.actions) in self._heldout_keys:
             return "heldout_task"
         return None
 
@@ -291,21 +296,23 @@ class Tau2Domain:
         return gold_turns(self.verdict(card).task, self.solo)
 
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import parse_actions
 
-        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(card.solution)]
+        return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(payload.actions)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
         ``solution``, the gold actions, kept on a row whose information the oracle corrected (the replay of these
         very actions gave the reference)."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import task_json
 
-        task_id = f"synco_{derive_seed(card.problem, card.solution) % 10**10:010d}"
+        task_id = f"synco_{derive_seed(payload.scenario, payload.actions) % 10**10:010d}"
         try:
-            return {"solution": card.solution, "tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"solution": payload.actions, "tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"solution": card.solution, "tau2_task": None}
+            return {"solution": payload.actions, "tau2_task": None}
 
     # --- prompts
 
@@ -324,7 +331,7 @@ class Tau2Domain:
         scenario, ticket = parse_scenario(problem)
         if self.solo:
             return str(ticket or problem)
-        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": problem, "solution": "[]", "final_answer": "[]"})
+        card = tau2_card(Tau2Payload(scenario=problem, actions="[]", outputs="[]"))
         task = _import("tau2.data_model.tasks").Task.model_validate(task_json(card, "opening", self.settings.domain))
         greeting = _import("tau2.data_model.message").AssistantMessage(role="assistant", content=GREETING)
         return self.user().reply(task, [greeting])  # what Tau2Env's opening asks: the same reply
@@ -337,14 +344,15 @@ class Tau2Domain:
     def example_card(self, card: TaskCard) -> str:
         """A training card as the Synthesizer's example, in the template's layout (one field per line, the fields in
         :data:`WRITE_ORDER`), actions and information in the compact form when they fit it, short notes."""
+        payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import format_compact_actions, parse_actions, parse_outputs
 
-        compact = format_compact_actions(parse_actions(card.solution))
-        info = parse_outputs(card.final_answer)
-        values = {**card.model_dump(include=set(CARD_FIELDS)), **EXAMPLE_NOTES,
-                  "solution": compact if compact is not None else card.solution,
+        compact = format_compact_actions(parse_actions(payload.actions))
+        info = parse_outputs(payload.outputs)
+        values = {**card.wire(), **EXAMPLE_NOTES,
+                  "solution": compact if compact is not None else payload.actions,
                   "final_answer": "; ".join(info) if compact is not None and info and not any(";" in v for v in info)
-                  else ("none" if compact is not None and not info else card.final_answer)}
+                  else ("none" if compact is not None and not info else payload.outputs)}
         return "{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(values[k], ensure_ascii=False)}" for k in WRITE_ORDER) + "}"
 
     def synthesizer_system_prompt(self) -> str:
@@ -362,8 +370,10 @@ class Tau2Domain:
         parts = [f"Capability report: {' '.join(text.split())[:self.report_budget]}"]
         if target:
             parts.append(f"Write a task in this cell: {cell_key(target)}")
-        parts += [f"Tools: {tools}", f"Records: {self._records(example)}",
-                  f"Example task:\n{self.example_card(example)}", "Write a new task about these records."]
+        parts += [f"Tools: {tools}", f"Records: {self._records(example)}"]
+        if self.settings.payload_schema:
+            parts.append(f"Card fields:\n{Tau2Payload.schema_text()}")
+        parts += [f"Example task:\n{self.example_card(example)}", "Write a new task about these records."]
         return "\n".join(parts)
 
     # --- the training split: examples, the static corpus, the factor space's generator
@@ -373,7 +383,8 @@ class Tau2Domain:
         from synco.domains.tau2.tasks import card_of_task
 
         card = card_of_task(task, solo=self.solo)
-        self._own[(card.problem, card.solution)] = task
+        payload = Tau2Payload.of(card)
+        self._own[(payload.scenario, payload.actions)] = task
         return card
 
     def _split(self, heldout: bool) -> list[Any]:
@@ -419,7 +430,7 @@ class Tau2Domain:
 
     def static_cards(self, rng: random.Random, n: int) -> list[str]:
         """``n`` cards of the training split's tasks (drawn with replacement): the ``static`` baseline's corpus."""
-        return [json.dumps(rng.choice(self._train_cards).model_dump(), ensure_ascii=False) for _ in range(n)]
+        return [json.dumps(rng.choice(self._train_cards).flat(), ensure_ascii=False) for _ in range(n)]
 
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Up to ``n_per_group`` tasks of τ²'s held-out split per writes group (``w0``, ``w1``, ``w2+``),
@@ -434,10 +445,10 @@ class Tau2Domain:
                 self.oracle(card)
             except CardRejected:  # a task no episode of this run can pass (e.g. solo with information to tell)
                 continue
-            self._heldout_tasks[card.problem] = task
+            self._heldout_tasks[Tau2Payload.of(card).scenario] = task
             writes = sum(self.world.tool_kinds.get(a.name) == "write" for a in self.gold_actions(card))
             group = f"w{writes}" if writes < 2 else "w2+"
-            groups.setdefault(group, []).append(HeldoutItem(problem=card.problem, answer=card.final_answer, group=group))
+            groups.setdefault(group, []).append(HeldoutItem(problem=Tau2Payload.of(card).scenario, answer=Tau2Payload.of(card).outputs, group=group))
         rng = random.Random(seed)
         out: list[HeldoutItem] = []
         for group in sorted(groups):
@@ -471,8 +482,7 @@ class Tau2Domain:
     def _observations(self, subject: str) -> tuple[str, ...] | None:
         """The gold observations of a subject (its replay's, from the verdict cache), for ``computation``."""
         data = json.loads(subject)
-        card = TaskCard(**{**{k: "" for k in CARD_FIELDS}, "problem": data["problem"], "solution": data["solution"],
-                           "final_answer": "[]"})
+        card = tau2_card(Tau2Payload(scenario=data["scenario"], actions=data["actions"], outputs="[]"))
         try:
             return tuple(self.verdict(card).observations)
         except CardRejected:

@@ -1,6 +1,6 @@
 """EvoSyn's factors of a τ² task, computed from its gold trajectory (never from the card's claims about itself).
 
-The *subject* a factor reads is :func:`factor_subject`: compact JSON ``{"problem": ..., "solution": ...}`` of the
+The *subject* a factor reads is :func:`factor_subject`: compact JSON ``{"scenario": ..., "actions": ...}`` of the
 card's user side and gold action list (both parsed again, bounded, by :mod:`synco.domains.tau2.tasks`; a subject
 that does not parse has no factors). τ² tags each tool ``read``, ``write``, ``think`` or ``generic``;
 ``num_write``, ``num_read`` and ``pattern`` count the read and write calls only (``calculate`` and
@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from synco.core.episodes import ToolCall
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tau2.payload import Tau2Payload
 from synco.domains.tau2.tasks import Tau2Action, parse_actions, parse_scenario
 from synco.evosyn.space import FactorDef
 from synco.evosyn.trajectory import DISTINCT_BUCKETS, PATTERN_BUCKETS, distinct_tools, read_write_factor_defs
@@ -54,8 +55,9 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def factor_subject(card: TaskCard) -> str:
-    """What the factor extractors read: ``{"problem": <user side>, "solution": <gold actions>}`` as compact JSON."""
-    return json.dumps({"problem": card.problem, "solution": card.solution}, separators=(",", ":"), ensure_ascii=False)
+    """What the factor extractors read: ``{"scenario": <user side>, "actions": <gold actions>}`` (the payload's two fields) as compact JSON."""
+    task = card.payload_as(Tau2Payload)
+    return json.dumps({"scenario": task.scenario, "actions": task.actions}, separators=(",", ":"), ensure_ascii=False)
 
 
 def subject_parts(subject: str) -> tuple[str, tuple[Tau2Action, ...]] | None:
@@ -64,8 +66,8 @@ def subject_parts(subject: str) -> tuple[str, tuple[Tau2Action, ...]] | None:
         data = json.loads(subject)
         if not isinstance(data, dict):
             return None
-        scenario, ticket = parse_scenario(data.get("problem", ""))
-        actions = parse_actions(data.get("solution", ""))
+        scenario, ticket = parse_scenario(data.get("scenario", ""))
+        actions = parse_actions(data.get("actions", ""))
     except (ValueError, RecursionError, CardRejected):
         return None
     texts = [ticket or ""]

@@ -37,6 +37,9 @@ class Tau2Settings(BaseModel):
                             "arguments), as OpenAI's tool_choice=required; solo runs only (a solo agent sends no "
                             "messages: it ends with the done tool).")
     max_actions: int = Field(12, ge=1, le=64, description="Most gold actions a synthesized task may have.")
+    payload_schema: bool = Field(
+        False, description="Show the Synthesizer what each card field holds (the τ² payload's schema: scenario, gold "
+                           "actions, outputs, criteria) before the example task. Off: the prompt as before.")
 
     def models(self, section: str) -> dict[str, str]:
         """The simulated user's model, when the run has a user (not solo)."""

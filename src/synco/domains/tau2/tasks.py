@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tau2.payload import Tau2Payload
 
 MAX_TEXT_CHARS = 2000
 """Longest scenario field, ticket, persona (τ²'s own longest, airline's task instructions, is 1117)."""
@@ -349,10 +350,11 @@ def parse_criteria(notes: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[
 
 def parse_card(card: TaskCard) -> Tau2Card:
     """The :class:`Tau2Card` of a synco card, read as hostile text (bounded); CardRejected with a code if bad."""
-    scenario, ticket = parse_scenario(card.problem)
-    basis, nl, env = parse_criteria(card.verification_notes)
-    return Tau2Card(scenario=scenario, ticket=ticket, actions=parse_actions(card.solution),
-                    communicate_info=parse_outputs(card.final_answer), reward_basis=basis, nl_assertions=nl,
+    task = card.payload_as(Tau2Payload)
+    scenario, ticket = parse_scenario(task.scenario)
+    basis, nl, env = parse_criteria(task.criteria)
+    return Tau2Card(scenario=scenario, ticket=ticket, actions=parse_actions(task.actions),
+                    communicate_info=parse_outputs(task.outputs), reward_basis=basis, nl_assertions=nl,
                     env_assertions=env)
 
 
@@ -409,11 +411,10 @@ def card_fields(parsed: Tau2Card, intent: str = "tau2 task", notes: str = "") ->
         target_reasoning_style="act",
         expected_reasoner_weakness="policy",
         difficulty_estimate=f"{len(parsed.actions)} actions",
-        problem=problem_text(parsed.scenario, parsed.ticket),
-        solution=actions_text(parsed.actions),
-        final_answer=_compact(list(parsed.communicate_info)),
-        verification_notes=criteria_text(parsed.reward_basis, parsed.nl_assertions, parsed.env_assertions),
         novelty_notes=notes or "from tau2",
+        payload=Tau2Payload(scenario=problem_text(parsed.scenario, parsed.ticket), actions=actions_text(parsed.actions),
+                            outputs=_compact(list(parsed.communicate_info)),
+                            criteria=criteria_text(parsed.reward_basis, parsed.nl_assertions, parsed.env_assertions)),
     )
 
 

@@ -32,6 +32,7 @@ from synco.core.episodes import ToolCall
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.base import DomainNeeds, HeldoutItem, compact_synthesizer_prompt
 from synco.domains.tools.db import DB, build_db, episode_variant
+from synco.domains.tools.payload import ToolsPayload
 from synco.domains.tools.env import ToolsEnv
 from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import (DONE, ActionError, format_actions, format_call, format_outputs, parse_actions,
@@ -76,6 +77,7 @@ class ToolsDomain:
     """The tools world (see the module docstring and ``synco.domains.tools``)."""
 
     name = "tools"
+    payload_type = ToolsPayload
     needs = DomainNeeds(chat_model=False)
     """Tiny character models: no chat template (chat models may still call tools in JSON)."""
     min_problem_chars = 8
@@ -105,14 +107,15 @@ class ToolsDomain:
         card claims (a wrong claim is corrected, as the verifier records with ``reference_corrected``). Any
         other instruction is checked by execution and grounding alone, its outputs as claimed.
         """
-        solved = task_of_instruction(self.db, card.problem)
+        payload = ToolsPayload.of(card)
+        solved = task_of_instruction(self.db, payload.instruction)
         if solved is None:
-            rep = verify_task(self.db, card.problem, card.solution, card.final_answer)
+            rep = verify_task(self.db, payload.instruction, payload.actions, payload.outputs)
             self._remember((0, format_actions(rep.actions)), rep.final_hash)
             return format_outputs(rep.outputs)
         _, task = solved
         truth = format_outputs(task.outputs)
-        rep = verify_task(self.db, card.problem, card.solution, truth)
+        rep = verify_task(self.db, payload.instruction, payload.actions, truth)
         self._remember((0, format_actions(rep.actions)), rep.final_hash)
         if rep.final_hash != self.gold_hash(format_actions(task.actions)):
             raise CardRejected("wrong_end_state", "the actions do not do what the instruction asks "
@@ -150,7 +153,7 @@ class ToolsDomain:
         return self._gold[key]
 
     def environment(self, card: TaskCard, reference: str, attempt: int = 0) -> ToolsEnv:
-        """A fresh environment for one episode: its own database copy, the gold hash of ``card.solution``,
+        """A fresh environment for one episode: its own database copy, the gold hash of the card's actions,
         the outputs of ``reference`` (the verdict's canonical outputs).
 
         With ``tools.db_variants`` N > 0: the episode's database is variant ``episode_variant(instruction, attempt,
@@ -159,27 +162,29 @@ class ToolsDomain:
         the world's templates, or one the variant cannot solve, runs on the fixed database (variant 0) with the
         gold above. The grade records the variant either way.
         """
+        payload = ToolsPayload.of(card)
         try:
             outputs = parse_outputs(reference)
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
         n = self.settings.db_variants
         if n:
-            variant = episode_variant(card.problem.strip().lower(), attempt, n)
-            on_variant = task_on_variant(card.problem, variant)
+            variant = episode_variant(payload.instruction.strip().lower(), attempt, n)
+            on_variant = task_on_variant(payload.instruction, variant)
             if on_variant is not None:
                 db, task = on_variant
                 return ToolsEnv(db, self._variant_gold(variant, db, list(task.actions)), task.outputs,
                                 variant=variant, gold_actions=task.actions)
-        return ToolsEnv(self.db, self.gold_hash(card.solution), outputs, variant=0 if n else None)
+        return ToolsEnv(self.db, self.gold_hash(payload.actions), outputs, variant=0 if n else None)
 
     tool_kinds = TOOL_KINDS
     """Each tool's tag, ``read`` or ``write`` (for ``synco.evosyn.trajectory``)."""
 
     def gold_actions(self, card: TaskCard) -> list[ToolCall]:
         """The card's gold trajectory: its parsed action list (CardRejected with a code if it does not parse)."""
+        payload = ToolsPayload.of(card)
         try:
-            return parse_actions(card.solution)
+            return parse_actions(payload.actions)
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
 
@@ -188,11 +193,13 @@ class ToolsDomain:
         builds: each gold call in the call syntax, then ``done(outputs)`` with the reference's outputs. On a
         database variant that re-solves the instruction, that task's calls and outputs (a conditional task may take
         another branch there). CardRejected with a code when the actions or outputs do not parse."""
+        payload = ToolsPayload.of(card)
         n = self.settings.db_variants
-        on_variant = task_on_variant(card.problem, episode_variant(card.problem.strip().lower(), attempt, n)) if n else None
+        on_variant = (task_on_variant(payload.instruction, episode_variant(payload.instruction.strip().lower(), attempt, n))
+                      if n else None)
         try:
             actions, outputs = ((list(on_variant[1].actions), list(on_variant[1].outputs)) if on_variant is not None
-                                else (parse_actions(card.solution), parse_outputs(reference)))
+                                else (parse_actions(payload.actions), parse_outputs(reference)))
         except ActionError as err:
             raise CardRejected(err.code, err.detail) from None
         return [format_call(a) for a in actions] + [f"{DONE}({format_outputs(outputs) if outputs else ''})"]
@@ -202,28 +209,31 @@ class ToolsDomain:
         ``outputs`` (the values the agent must state: the oracle's, the solved task's for a template instruction,
         not a wrong claim of the card); empty lists when the card's actions or outputs do not parse. ``solution``
         (the actions) is kept on a row whose outputs the oracle corrected: the oracle's outputs come from them."""
-        solved = task_of_instruction(self.db, card.problem)
+        payload = ToolsPayload.of(card)
+        solved = task_of_instruction(self.db, payload.instruction)
         try:
-            actions = [{"name": c.name, "arguments": dict(c.arguments)} for c in parse_actions(card.solution)]
-            outputs = list(solved[1].outputs if solved is not None else parse_outputs(card.final_answer))
+            actions = [{"name": c.name, "arguments": dict(c.arguments)} for c in parse_actions(payload.actions)]
+            outputs = list(solved[1].outputs if solved is not None else parse_outputs(payload.outputs))
         except ActionError:
             actions, outputs = [], []
-        return {"solution": card.solution, "instruction": card.problem, "actions": actions, "outputs": outputs}
+        return {"solution": payload.actions, "instruction": payload.instruction, "actions": actions, "outputs": outputs}
 
     def family_of(self, card: TaskCard) -> str | None:
         """The family whose template the card's instruction is (solvable on the database), else None."""
-        solved = task_of_instruction(self.db, card.problem)
+        payload = ToolsPayload.of(card)
+        solved = task_of_instruction(self.db, payload.instruction)
         return None if solved is None else solved[0]
 
     def is_heldout(self, card: TaskCard) -> bool:
         """Whether the card's task falls in the held-out bucket: the task its instruction names when it is in one of
         the world's templates (so neither other actions to the same end nor wrong outputs escape the bucket), else
         its actions and outputs as written; False if they do not parse."""
-        solved = task_of_instruction(self.db, card.problem)
+        payload = ToolsPayload.of(card)
+        solved = task_of_instruction(self.db, payload.instruction)
         if solved is not None:
             return is_heldout_task(solved[1].actions, solved[1].outputs)
         try:
-            return is_heldout_task(parse_actions(card.solution), parse_outputs(card.final_answer))
+            return is_heldout_task(parse_actions(payload.actions), parse_outputs(payload.outputs))
         except ActionError:
             return False
 
@@ -235,7 +245,8 @@ class ToolsDomain:
 
     def factor_subject(self, card: TaskCard) -> str:
         """What the factor extractors read: ``instruction + "\\n" + solution`` (the gold trajectory's text)."""
-        return f"{card.problem}\n{card.solution}"
+        payload = ToolsPayload.of(card)
+        return f"{payload.instruction}\n{payload.actions}"
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """Every applicable factor of the card's subject (computed from its actions, never its claims)."""
