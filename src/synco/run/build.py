@@ -14,7 +14,7 @@ from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
 from synco.learn.build import build_policy, resolve_model_path
-from synco.learn.hf_policy import HFPolicy
+from synco.learn.hf_policy import HFPolicy, SnapshotSampler
 from synco.core.policy import Learner, Policy
 
 
@@ -126,9 +126,21 @@ def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> No
     for role, learner in trained_learners(cfg, synthesizer, reasoner):
         try:
             learner.sample_apart()
+            if cfg.async_placement == "process":
+                place_in_process(learner)
         except ValueError as e:
             raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: "
                               f"{e}") from e
+
+
+def place_in_process(learner: object) -> None:
+    """``async_placement: process``: a transformers snapshot (:class:`~synco.learn.hf_policy.SnapshotSampler`) moves
+    into a child process of its own (:class:`~synco.learn.process_sampler.ProcessSampler`); an engine with weights
+    of its own (vLLM, a server, Ray's rollout workers) already samples apart from the learner's thread."""
+    from synco.learn.process_sampler import ProcessSampler
+
+    if isinstance(learner, HFPolicy) and isinstance(learner.generator, SnapshotSampler):
+        learner.generator = ProcessSampler(learner.generator)
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
