@@ -217,15 +217,22 @@ def test_a_grpo_round_at_staleness_one_publishes_each_of_its_updates(tmp_path, o
 
 
 @pytest.mark.slow
-def test_the_process_placement_samples_in_a_child_one_version_behind_and_repeats(tmp_path, one_thread):
+def test_the_process_placement_samples_in_a_child_one_version_behind_and_resumes_exactly(tmp_path, one_thread):
     """``async_placement=process``: each trained agent's snapshot samples in a child process of its own, loaded
-    only at the publish point, so its attempts are one version behind as on a thread; the child's random stream
-    is seeded from the run's, so the run repeats exactly."""
-    for run_id in ("process", "again"):
-        assert main(train_args(tmp_path, run_id, "steps=4", "async_placement=process")) == 0
-    assert_one_version_behind(tmp_path / "process", 4)
-    assert comparable(tmp_path / "again") == comparable(tmp_path / "process")
-    assert attempt_versions(tmp_path / "again") == attempt_versions(tmp_path / "process")
+    only at the publish point, so its attempts are one version behind as on a thread; the children's random
+    streams are seeded from the run's and kept by a checkpoint, so a resume repeats the run."""
+    full = tmp_path / "process"
+    assert main(train_args(tmp_path, "process", "steps=4", "async_placement=process", "save_every=1",
+                           "keep_checkpoints=10")) == 0
+    assert_one_version_behind(full, 4)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(full, resumed)
+    for ckpt in (resumed / "checkpoints").glob("step_*"):
+        if ckpt.name != "step_1":  # step 2 was collected ahead (sampled in the children) when it was taken
+            shutil.rmtree(ckpt)
+    assert main(["train", "--resume", str(resumed)]) == 0
+    assert comparable(resumed) == comparable(full)
+    assert attempt_versions(resumed) == attempt_versions(full)
 
 
 def test_the_process_placement_is_a_sampler_in_a_child_process(tmp_path, one_thread):

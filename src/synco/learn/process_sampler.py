@@ -47,6 +47,11 @@ def _serve(conn: Any, sampler: SnapshotSampler, threads: int, seed: int) -> None
         try:
             if method == "generate":
                 result: Any = sampler.generate(*args)
+            elif method == "rng":
+                result = torch.get_rng_state()
+            elif method == "set_rng":
+                torch.set_rng_state(args[0])
+                result = None
             elif method == "load":
                 weights, version = args
                 params = dict(sampler.model.named_parameters())
@@ -113,6 +118,14 @@ class ProcessSampler:
         """Send the export of ``model`` (detached copies: the learner's own storage never moves) as ``version``."""
         params = dict(model.named_parameters())
         self.version = self._call("load", {name: params[name].detach().clone() for name in self.names}, version)
+
+    def random_state(self) -> torch.Tensor:
+        """The child's torch random state (a checkpoint keeps it: a resumed run samples on from where it stood)."""
+        return self._call("rng")
+
+    def set_random_state(self, state: torch.Tensor) -> None:
+        """Continue the child's sampling from :meth:`random_state`'s ``state``."""
+        self._call("set_rng", state)
 
     def close(self) -> None:
         """Stop the child (idempotent)."""

@@ -143,6 +143,27 @@ def place_in_process(learner: object) -> None:
         learner.generator = ProcessSampler(learner.generator)
 
 
+def placed_samplers(synthesizer: Policy, reasoner: Policy) -> dict[str, Any]:
+    """The agents' samplers placed in processes of their own (``async_placement: process``), by role: their random
+    streams are the run's too, so a checkpoint keeps them (:func:`sampler_rng_states`)."""
+    from synco.learn.process_sampler import ProcessSampler
+
+    return {role: p.generator for role, p in (("synthesizer", synthesizer), ("reasoner", reasoner))
+            if isinstance(p, HFPolicy) and isinstance(p.generator, ProcessSampler)}
+
+
+def sampler_rng_states(synthesizer: Policy, reasoner: Policy) -> dict[str, Any]:
+    """Each placed sampler's random state, by role (empty under the thread placement)."""
+    return {role: s.random_state() for role, s in placed_samplers(synthesizer, reasoner).items()}
+
+
+def set_sampler_rng_states(synthesizer: Policy, reasoner: Policy, states: dict[str, Any] | None) -> None:
+    """Continue each placed sampler's random stream from a checkpoint's :func:`sampler_rng_states`."""
+    for role, sampler in placed_samplers(synthesizer, reasoner).items():
+        if states and role in states:
+            sampler.set_random_state(states[role])
+
+
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:
     """(answer checker, task verifier): in process, or as Ray tasks when ``backend=ray`` with check workers
     (then the checker returned is the Ray one)."""
