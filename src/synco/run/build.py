@@ -14,7 +14,7 @@ from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier
 from synco.learn.build import build_policy, resolve_model_path
-from synco.learn.hf_policy import HFPolicy
+from synco.learn.hf_policy import HFPolicy, SnapshotSampler
 from synco.core.policy import Learner, Policy
 
 
@@ -126,9 +126,42 @@ def detach_samplers(cfg: RunConfig, synthesizer: Policy, reasoner: Policy) -> No
     for role, learner in trained_learners(cfg, synthesizer, reasoner):
         try:
             learner.sample_apart()
+            if cfg.async_placement == "process":
+                place_in_process(learner)
         except ValueError as e:
             raise ConfigError(f"max_staleness={cfg.max_staleness}: the {role} cannot sample beside its update: "
                               f"{e}") from e
+
+
+def place_in_process(learner: object) -> None:
+    """``async_placement: process``: a transformers snapshot (:class:`~synco.learn.hf_policy.SnapshotSampler`) moves
+    into a child process of its own (:class:`~synco.learn.process_sampler.ProcessSampler`); an engine with weights
+    of its own (vLLM, a server, Ray's rollout workers) already samples apart from the learner's thread."""
+    from synco.learn.process_sampler import ProcessSampler
+
+    if isinstance(learner, HFPolicy) and isinstance(learner.generator, SnapshotSampler):
+        learner.generator = ProcessSampler(learner.generator)
+
+
+def placed_samplers(synthesizer: Policy, reasoner: Policy) -> dict[str, Any]:
+    """The agents' samplers placed in processes of their own (``async_placement: process``), by role: their random
+    streams are the run's too, so a checkpoint keeps them (:func:`sampler_rng_states`)."""
+    from synco.learn.process_sampler import ProcessSampler
+
+    return {role: p.generator for role, p in (("synthesizer", synthesizer), ("reasoner", reasoner))
+            if isinstance(p, HFPolicy) and isinstance(p.generator, ProcessSampler)}
+
+
+def sampler_rng_states(synthesizer: Policy, reasoner: Policy) -> dict[str, Any]:
+    """Each placed sampler's random state, by role (empty under the thread placement)."""
+    return {role: s.random_state() for role, s in placed_samplers(synthesizer, reasoner).items()}
+
+
+def set_sampler_rng_states(synthesizer: Policy, reasoner: Policy, states: dict[str, Any] | None) -> None:
+    """Continue each placed sampler's random stream from a checkpoint's :func:`sampler_rng_states`."""
+    for role, sampler in placed_samplers(synthesizer, reasoner).items():
+        if states and role in states:
+            sampler.set_random_state(states[role])
 
 
 def build_verifier(cfg: RunConfig, domain: Domain, checker: AnswerChecker) -> tuple[AnswerChecker, TaskVerifier]:

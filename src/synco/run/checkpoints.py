@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from synco.config import RunConfig
+from synco.run.build import sampler_rng_states
 from synco.run.rng import rng_state
 from synco.run.state import Run
 
@@ -45,7 +46,8 @@ def save_checkpoint(run: Run, step: int) -> Path:
     torch.save({"step": step, "rng": rng_state(run.state.rng), "report": run.state.report.to_json(),
                 "factor_space": evo.space.model_dump_json() if evo is not None else None,
                 "threads": torch.get_num_threads(), "protocol": run.protocol.checkpoint(step),
-                "pipeline": run.pipeline.checkpoint() if run.pipeline is not None else None},
+                "pipeline": run.pipeline.checkpoint() if run.pipeline is not None else None,
+                "samplers": sampler_rng_states(run.state.synthesizer, run.state.reasoner)},
                tmp / "trainer_state.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)  # a checkpoint is either whole or absent

@@ -44,7 +44,7 @@ from synco.evosyn.run import build_evo_state, check_factor_names, read_effects, 
 from synco.evosyn.trajectory import DistinctSequences
 from synco.grading.checker import AnswerChecker
 from synco.run.build import (build_agents, build_consensus_checker, build_domain, build_verifier, detach_samplers,
-                             step_settings, trained_learners)
+                             set_sampler_rng_states, step_settings, trained_learners)
 from synco.run.resume import ResumePoint, load_trainer_state, restart_records, restore_records
 from synco.run.rng import seed_everything, set_rng_state
 from synco.run.files import write_atomic
@@ -102,6 +102,7 @@ def setup_run(cfg: RunConfig, resume: Path | None = None, log: Callable[[str], N
         point = restore_records(protocol, run_dir, ckpt, trainer_state, pool, log)
         verifier.load_pool(pool.valid_problems())
         set_rng_state(trainer_state["rng"], rng)
+        set_sampler_rng_states(synthesizer, reasoner, trainer_state.get("samplers"))
     elif resume is not None:
         restart_records(run_dir, pool, log)
     pool.export_jsonl(run_dir / "valid_tasks.jsonl", export_fields(domain))  # from the pool as it now stands; each step then appends its rows
