@@ -57,6 +57,9 @@ def run_one(job: tuple[str, int, list[str]]) -> dict:
     n = max(1, lr.n if lr else 1)
     return {"arm": job[0], "seed": job[1], "before": s.heldout_before, "after": s.heldout_after,
             "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
+            "sampled_before": s.heldout_sampled_before, "sampled_after": s.heldout_sampled_after,
+            "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
+            "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last, "curve": s.heldout_curve,
             "learn": (lr.learn_gain / n) if lr else 0.0, "retain": (-lr.retain_loss / n) if lr else 0.0,
             "by_family": s.heldout_by_family, "valid_rate": s.valid_rate, "sec_per_step": s.sec_per_step}
 
@@ -98,17 +101,20 @@ def _record(path: Path, r: dict) -> None:
     with path.open("a") as f:
         f.write(json.dumps(r) + "\n")
     print(f"done {r['arm']} seed={r['seed']}: held-out {_mean(r['before']):.3f} -> {_mean(r['after']):.3f} "
-          f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), {r['sec_per_step']:.1f} s/step", flush=True)
+          f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
+          f"{r['sec_per_step']:.1f} s/step", flush=True)
 
 
 def report(results: list[dict], steps: int) -> None:
     by_arm: dict[str, dict[int, dict]] = {}
     for r in results:
         by_arm.setdefault(r["arm"], {})[r["seed"]] = r
-    print(f"\n# rgym, {steps} steps\n\n| arm | seeds | greedy gain | Learn | Retain | valid rate |\n|---|---|---|---|---|---|")
+    print(f"\n# rgym, {steps} steps\n\n| arm | seeds | greedy gain | sampled gain | Learn | Retain | valid rate |"
+          "\n|---|---|---|---|---|---|---|")
     for arm, rs in by_arm.items():
         xs = list(rs.values())
-        print(f"| {arm} | {len(xs)} | {_ms([r['gain'] for r in xs], signed=True)} | "
+        sampled = [r["sampled_gain"] for r in xs if r.get("sampled_gain") is not None]
+        print(f"| {arm} | {len(xs)} | {_ms([r['gain'] for r in xs], signed=True)} | {_ms(sampled, signed=True)} | "
               f"{_ms([r['learn'] for r in xs], signed=True)} | {_ms([r['retain'] for r in xs], signed=True)} | "
               f"{_ms([r['valid_rate'] for r in xs], 2)} |")
     families = sorted({f for r in results for f in r["by_family"]})
