@@ -2,7 +2,7 @@
 
     python bench/rgym_outcome.py [--steps N] [--seeds 11 12 13] [--arms ...] [--jobs 2] [--out DIR] [KEY=VALUE ...]
 
-Every arm runs the ``rgym`` preset (the tiny warm-started pair, 8 families) with the same seeds, cards per step and
+Every arm runs the ``rgym`` preset (the tiny warm-started pair, 4 families, levels 0-2) with the same seeds, cards per step and
 attempts per card; the held-out set and the Reasoner's initial weights depend only on the seed. Default seeds 11-13:
 nobody tuned on them. The arms:
 
@@ -18,7 +18,9 @@ static     a static corpus of as many configs as a run sees cards (steps x cards
 A card's generator seed is drawn when the card is checked, so a revisited static config generates a new item: the
 static arm fixes the configs (the task distribution), not the items.
 
-Each finished run appends one line to ``DIR/runs.jsonl`` (partial results survive a stopped bench); at the end the
+Each finished run appends one line to ``DIR/runs.jsonl`` (partial results survive a stopped bench; the same command
+again skips the runs there, in the order seed 11's arms, then 12's, then 13's, and sets aside the directory of a run
+that was stopped midway); at the end the
 tables: per arm the held-out greedy gain (mean over groups) and Learn / Retain (mean ± std over seeds), per family
 the levels' and the transfer set's gain, and each arm's same-seed difference to ``frozen`` and ``uniform`` with its
 standard error.
@@ -31,6 +33,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,6 +86,10 @@ def main() -> None:
     done_path = root / "runs.jsonl"
     done = {(r["arm"], r["seed"]) for r in map(json.loads, done_path.read_text().splitlines())} if done_path.exists() else set()
     todo = [j for j in jobs if (j[0], j[1]) not in done]
+    for arm, seed, _ in todo:  # a run stopped midway left its directory: set it aside, the run starts afresh
+        stale = root / f"{arm}-s{seed}"
+        if stale.exists():
+            stale.rename(root / f"{stale.name}.stopped-{int(time.time())}")
     if args.jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
