@@ -2,7 +2,7 @@
 
     python bench/rgym_outcome.py [--steps N] [--seeds 11 12 13] [--arms ...] [--jobs 2] [--out DIR] [KEY=VALUE ...]
 
-Every arm runs the ``rgym`` preset (the tiny warm-started pair, 8 families) with the same seeds, cards per step and
+Every arm runs the ``rgym`` preset (the tiny warm-started pair, 4 families, levels 0-2) with the same seeds, cards per step and
 attempts per card; the held-out set and the Reasoner's initial weights depend only on the seed. Default seeds 11-13:
 nobody tuned on them. The arms:
 
@@ -18,7 +18,9 @@ static     a static corpus of as many configs as a run sees cards (steps x cards
 A card's generator seed is drawn when the card is checked, so a revisited static config generates a new item: the
 static arm fixes the configs (the task distribution), not the items.
 
-Each finished run appends one line to ``DIR/runs.jsonl`` (partial results survive a stopped bench); at the end the
+Each finished run appends one line to ``DIR/runs.jsonl`` (partial results survive a stopped bench; the same command
+again skips the runs there, in the order seed 11's arms, then 12's, then 13's, and sets aside the directory of a run
+that was stopped midway); at the end the
 tables: per arm the held-out greedy gain (mean over groups) and Learn / Retain (mean ± std over seeds), per family
 the levels' and the transfer set's gain, and each arm's same-seed difference to ``frozen`` and ``uniform`` with its
 standard error.
@@ -31,6 +33,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,6 +60,9 @@ def run_one(job: tuple[str, int, list[str]]) -> dict:
     n = max(1, lr.n if lr else 1)
     return {"arm": job[0], "seed": job[1], "before": s.heldout_before, "after": s.heldout_after,
             "gain": _mean(s.heldout_after) - _mean(s.heldout_before),
+            "sampled_before": s.heldout_sampled_before, "sampled_after": s.heldout_sampled_after,
+            "sampled_gain": _mean(s.heldout_sampled_after) - _mean(s.heldout_sampled_before),
+            "grad_first": s.gradient_share_first, "grad_last": s.gradient_share_last, "curve": s.heldout_curve,
             "learn": (lr.learn_gain / n) if lr else 0.0, "retain": (-lr.retain_loss / n) if lr else 0.0,
             "by_family": s.heldout_by_family, "valid_rate": s.valid_rate, "sec_per_step": s.sec_per_step}
 
@@ -80,6 +86,10 @@ def main() -> None:
     done_path = root / "runs.jsonl"
     done = {(r["arm"], r["seed"]) for r in map(json.loads, done_path.read_text().splitlines())} if done_path.exists() else set()
     todo = [j for j in jobs if (j[0], j[1]) not in done]
+    for arm, seed, _ in todo:  # a run stopped midway left its directory: set it aside, the run starts afresh
+        stale = root / f"{arm}-s{seed}"
+        if stale.exists():
+            stale.rename(root / f"{stale.name}.stopped-{int(time.time())}")
     if args.jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -98,17 +108,20 @@ def _record(path: Path, r: dict) -> None:
     with path.open("a") as f:
         f.write(json.dumps(r) + "\n")
     print(f"done {r['arm']} seed={r['seed']}: held-out {_mean(r['before']):.3f} -> {_mean(r['after']):.3f} "
-          f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), {r['sec_per_step']:.1f} s/step", flush=True)
+          f"(learn {r['learn']:+.3f}, retain {r['retain']:+.3f}), sampled {r['sampled_gain']:+.3f}, "
+          f"{r['sec_per_step']:.1f} s/step", flush=True)
 
 
 def report(results: list[dict], steps: int) -> None:
     by_arm: dict[str, dict[int, dict]] = {}
     for r in results:
         by_arm.setdefault(r["arm"], {})[r["seed"]] = r
-    print(f"\n# rgym, {steps} steps\n\n| arm | seeds | greedy gain | Learn | Retain | valid rate |\n|---|---|---|---|---|---|")
+    print(f"\n# rgym, {steps} steps\n\n| arm | seeds | greedy gain | sampled gain | Learn | Retain | valid rate |"
+          "\n|---|---|---|---|---|---|---|")
     for arm, rs in by_arm.items():
         xs = list(rs.values())
-        print(f"| {arm} | {len(xs)} | {_ms([r['gain'] for r in xs], signed=True)} | "
+        sampled = [r["sampled_gain"] for r in xs if r.get("sampled_gain") is not None]
+        print(f"| {arm} | {len(xs)} | {_ms([r['gain'] for r in xs], signed=True)} | {_ms(sampled, signed=True)} | "
               f"{_ms([r['learn'] for r in xs], signed=True)} | {_ms([r['retain'] for r in xs], signed=True)} | "
               f"{_ms([r['valid_rate'] for r in xs], 2)} |")
     families = sorted({f for r in results for f in r["by_family"]})

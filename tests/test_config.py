@@ -288,3 +288,23 @@ def test_a_yaml_error_names_the_file_and_the_place_in_one_line(tmp_path):
         load_config("arith", overrides=["steps=[1"])
     assert "<unicode string>" not in str(e.value) and "\n" not in str(e.value)
     assert str(e.value).startswith("override steps: cannot read value '[1': line 1, column 3: expected ',' or ']'")
+
+
+def test_a_domain_switched_from_the_preset_gets_its_own_values_of_run_settings(tmp_path):
+    """`synco verify FILE domain=rgym` on the default (arith) preset: rgym's problem length bounds, not arith's 40;
+    nothing else of another preset (rgym.families stays every audited family); the user's own settings win."""
+    from synco.domains.rgym.catalog import AUDITED
+
+    arith = load_config()
+    assert arith.verifier.max_problem_chars == 40
+    cfg = load_config(overrides=["domain=rgym"])
+    assert (cfg.verifier.min_problem_chars, cfg.verifier.max_problem_chars, cfg.verifier.novelty_threshold) == (3, 600, 1.0)
+    assert cfg.domain_settings().families == sorted(AUDITED) and cfg.steps == arith.steps  # the preset's other keys
+    assert load_config(overrides=["domain=rgym", "verifier.max_problem_chars=100"]).verifier.max_problem_chars == 100
+    f = tmp_path / "user.yaml"
+    f.write_text("domain: rgym\nverifier: {max_problem_chars: 90}\n")
+    assert load_config(path=f).verifier.max_problem_chars == 90
+    f.write_text("domain: rgym\n")
+    assert load_config(path=f).verifier.max_problem_chars == 600
+    assert load_config("rgym", overrides=["verifier.max_problem_chars=700"]).verifier.max_problem_chars == 700
+    assert load_config("tools", overrides=["domain=arith"]).verifier.max_problem_chars == 40  # and back

@@ -202,6 +202,8 @@ def test_settings_and_warm_starts_are_checked_when_registered() -> None:
         register_domain("toy.v2", make_set_toy, settings=ToySettings)
     with pytest.raises(DomainError, match=r"'toy': warm_start must be a synco.domains.spec.WarmStart"):
         register_domain("toy", make_toy, warm_start="mymod:pretrain")  # type: ignore[arg-type]
+    with pytest.raises(DomainError, match=r"'toy': config_defaults: 'verifier\.' is not a dotted config key"):
+        register_domain("toy", make_toy, config_defaults={"verifier.": 3})
     with pytest.raises(DomainError, match=r"'toy' has no warm start; worlds with one: arith, rgym, tools"):
         register_domain("toy", make_toy)
         registry.warm_start("toy")

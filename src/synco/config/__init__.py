@@ -15,7 +15,7 @@ import typing
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -30,7 +30,7 @@ from synco.core.text import yaml_problem
 from synco.domains.base import HasCardTemplate, HasEnvironment, HasGoldTurns
 from synco.domains.builtins import DEFAULT_DOMAIN
 from synco.domains.registry import (BUILTIN_MODEL_PREFIX, available_domains, builtin_model, builtin_models,
-                                    get_domain, settings_model, unknown_domain_message)
+                                    config_defaults, get_domain, settings_model, unknown_domain_message)
 from synco.domains.spec import DomainContext, DomainError
 from synco.cotrain.protocols.config import AlternatingConfig, RoundsConfig, legacy_rounds
 from synco.cotrain.protocols.registry import build_protocol, protocol_names, unknown_protocol_message
@@ -619,12 +619,49 @@ def _error_lines(e: ValidationError, prefix: tuple[str, ...] = ()) -> list[str]:
 
 
 def load_config(preset: str | None = DEFAULT_PRESET, path: str | Path | None = None, overrides: Iterable[str] = ()) -> RunConfig:
-    """Preset YAML, then the user's YAML on top, then dotted overrides."""
+    """Preset YAML, then the user's YAML on top, then dotted overrides.
+
+    A config that names a domain other than the preset's (``synco verify FILE domain=rgym`` on the default, arith,
+    preset) gets that domain's own values of run settings (its registration's ``config_defaults``: e.g. the
+    verifier's problem length bounds) in place of the preset's, under whatever the user's YAML and overrides set.
+    Only those: the preset's other settings (and no other preset: ``rgym.families`` stays the domain's default)."""
     data: dict[str, Any] = load_yaml(preset_path(preset)) if preset else {}
-    if path is not None:
-        _deep_update(data, load_yaml(path))
+    user: dict[str, Any] = load_yaml(path) if path is not None else {}
+    overrides = list(overrides)
+    domain = chosen_domain(user, overrides)
+    if domain is not None and domain != (data.get("domain", DEFAULT_DOMAIN) if preset else None):
+        apply_domain_defaults(data, domain)
+    _deep_update(data, user)
     apply_overrides(data, overrides)
     return build_config(data)
+
+
+def chosen_domain(user: dict[str, Any], overrides: Sequence[str]) -> str | None:
+    """The domain the user's layers name (the last ``domain=`` override, else the YAML's ``domain:``), or None."""
+    for item in reversed(overrides):
+        path, value = parse_override(item)
+        if path == ["domain"]:
+            return value if isinstance(value, str) else None
+    found = user.get("domain")
+    return found if isinstance(found, str) else None
+
+
+def apply_domain_defaults(data: dict[str, Any], domain: str) -> None:
+    """Set ``domain``'s own values of run settings (``config_defaults``) in the nested ``data``; nothing for a domain
+    the registry does not know (the config's validation names it)."""
+    try:
+        defaults = config_defaults(domain)
+    except DomainError:
+        return
+    for key, value in defaults.items():
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[leaf] = value
 
 
 def dump_config(cfg: RunConfig) -> str:

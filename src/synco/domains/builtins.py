@@ -1,6 +1,7 @@
 """synco's own domains, registered as any domain is (:class:`~synco.domains.spec.DomainSpec`): each one's factory
-(its module imported only when it is built), its settings model (``tools:``, ``tau2:``) and its warm start
-(``synco pretrain --world NAME``, ``builtin:NAME/<role>``).
+(its module imported only when it is built), its settings model (``tools:``, ``tau2:``), its warm start
+(``synco pretrain --world NAME``, ``builtin:NAME/<role>``) and its own values of run settings (the verifier's
+problem length bounds).
 
 This is the one place that names them; the registry, the config, the run and the CLI ask the registry.
 """
@@ -66,17 +67,28 @@ def _rgym(context: DomainContext) -> RgymDomain:
     return RgymDomain(context.settings, seed=context.seed)  # type: ignore[arg-type]  # validated: RgymSettings
 
 
+def _problem_chars(low: int, high: int, **more: object) -> dict[str, object]:
+    """The verifier's problem length bounds a world's cards need (``config_defaults``), and any further settings."""
+    return {"verifier.min_problem_chars": low, "verifier.max_problem_chars": high,
+            **{f"verifier.{k}": v for k, v in more.items()}}
+
+
 BUILTIN_DOMAINS: dict[str, DomainSpec] = {
     "arith": DomainSpec(_arith, warm_start=WarmStart(pretrain="synco.run.pretrain.arith:pretrain_arith",
-                                                     folder="synco.run.pretrain.arith:load_arith_warm_start")),
-    "arith-chat": DomainSpec(_arith_chat),
-    "math": DomainSpec(_math),
+                                                     folder="synco.run.pretrain.arith:load_arith_warm_start"),
+                        config_defaults=_problem_chars(3, 40)),
+    "arith-chat": DomainSpec(_arith_chat, config_defaults=_problem_chars(3, 40)),
+    "math": DomainSpec(_math, config_defaults=_problem_chars(20, 4000)),
     "tools": DomainSpec(_tools, settings=ToolsSettings,
                         warm_start=WarmStart(pretrain="synco.run.pretrain.tools:warm_start",
-                                             folder="synco.run.pretrain.tools:load_tools_warm_start")),
+                                             folder="synco.run.pretrain.tools:load_tools_warm_start"),
+                        config_defaults=_problem_chars(8, 80, novelty_threshold=0.95)),
     "tau2": DomainSpec(_tau2, settings=Tau2Settings),
+    # a card's problem is a generator config (up to 600 characters); questions share each family's boilerplate, so
+    # only copies are duplicates (the items come from synco's seeds)
     "rgym": DomainSpec(_rgym, settings=RgymSettings,
                        warm_start=WarmStart(pretrain="synco.run.pretrain.rgym:warm_start",
-                                            folder="synco.run.pretrain.rgym:load_rgym_warm_start")),
+                                            folder="synco.run.pretrain.rgym:load_rgym_warm_start"),
+                       config_defaults=_problem_chars(3, 600, novelty_threshold=1.0)),
 }
 """The built-in registrations, by name."""

@@ -79,24 +79,31 @@ def _spec_problem(name: str, spec: DomainSpec) -> str | None:
                     "override NAME.KEY=VALUE reaches it)")
     if spec.warm_start is not None and not isinstance(spec.warm_start, WarmStart):
         return f"warm_start must be a synco.domains.spec.WarmStart, got {type(spec.warm_start).__name__}"
+    if not isinstance(spec.config_defaults, Mapping):
+        return f"config_defaults must be a mapping of dotted config keys, got {type(spec.config_defaults).__name__}"
+    for key in spec.config_defaults:
+        if not isinstance(key, str) or not key or any(not part for part in key.split(".")) or key == "domain":
+            return f"config_defaults: {key!r} is not a dotted config key (e.g. verifier.max_problem_chars)"
     return None
 
 
 def register_domain(name: str, factory: DomainFactory, *, settings: type[BaseModel] | None = None,
-                    warm_start: WarmStart | None = None, replace: bool = False) -> None:
+                    warm_start: WarmStart | None = None, config_defaults: Mapping[str, Any] | None = None,
+                    replace: bool = False) -> None:
     """Make ``domain: <name>`` build ``factory(context)``.
 
     ``settings``: the pydantic model of the domain's own config section ``<name>:`` (and ``<name>.KEY=VALUE``
     overrides): the config validates the section with it and the factory gets the validated model as
     ``context.settings``. ``warm_start``: how its tiny agents are warm-started (``synco pretrain --world <name>``)
-    and where they are (``builtin:<name>/<role>``). ``replace=True`` replaces an earlier registration of ``name``
+    and where they are (``builtin:<name>/<role>``). ``config_defaults``: the world's own values of run settings
+    (dotted keys, :attr:`DomainSpec.config_defaults`). ``replace=True`` replaces an earlier registration of ``name``
     (a built-in included); without it a taken name is an error. A name an installed package's entry point also
     claims is an error either way.
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise DomainError(f"domain name {name!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a "
                           f"letter or digit (it names run directories)")
-    spec = DomainSpec(factory, settings=settings, warm_start=warm_start)
+    spec = DomainSpec(factory, settings=settings, warm_start=warm_start, config_defaults=dict(config_defaults or {}))
     problem = _spec_problem(name, spec)
     if problem:
         raise DomainError(f"domain {name!r}: {problem}")
@@ -162,6 +169,11 @@ def domain_factory(name: str) -> DomainFactory:
 def settings_model(name: str) -> type[BaseModel] | None:
     """The settings model domain ``name`` declares for its config section ``<name>:``, or None."""
     return domain_spec(name).settings
+
+
+def config_defaults(name: str) -> dict[str, Any]:
+    """Domain ``name``'s own values of run settings, by dotted key (:attr:`DomainSpec.config_defaults`)."""
+    return dict(domain_spec(name).config_defaults)
 
 
 def domain_settings(name: str, value: BaseModel | Mapping[str, Any] | None = None) -> BaseModel | None:

@@ -6,7 +6,7 @@ Leaf types of the registry (:mod:`synco.domains.registry`), kept apart so the bu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -96,9 +96,14 @@ class DomainSpec:
     ``settings``: the pydantic model of the domain's own config section, ``NAME:`` (YAML) and ``NAME.KEY=VALUE``
     (overrides); the config validates the section with it (errors name ``NAME.KEY`` and the value) and the factory
     gets the validated model as ``context.settings``. ``warm_start``: the world's tiny agents (:class:`WarmStart`).
+    ``config_defaults``: the world's own values of run settings (see the field).
     An entry point's object may be a :class:`DomainSpec` or a bare factory (no settings, no warm start).
     """
 
     factory: DomainFactory
     settings: type[BaseModel] | None = None
     warm_start: WarmStart | None = None
+    config_defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The domain's own values of run settings that depend on the world (dotted keys: ``verifier.max_problem_chars``
+    for a config card is not arith's 40): a config that switches to this domain from a preset of another world gets
+    them where it does not set them itself (:func:`synco.config.load_config`); the domain's own preset may differ."""

@@ -73,6 +73,20 @@ def test_the_oracle_refuses_with_a_code(domain: RgymDomain, problem: str, code: 
     assert err.value.code == code
 
 
+def test_max_level_bounds_the_cards_and_the_cells(gym: Gym) -> None:
+    capped = RgymDomain(RgymSettings(families=["chain_sum"], max_level=1), gym=gym)
+    assert capped.oracle(card('{"family":"chain_sum","config":{"max_terms":3,"min_terms":3,"max_digits":1}}'))
+    with pytest.raises(CardRejected) as err:  # level 4: the default's 6 terms
+        capped.oracle(card('{"family":"chain_sum","config":{}}'))
+    assert err.value.code == "out_of_range" and "rgym.max_level 1" in err.value.detail
+    rng = random.Random(0)
+    drawn = [json.loads(t)["difficulty_estimate"] for t in capped.static_cards(rng, 30)]
+    drawn += [json.loads(t)["difficulty_estimate"] for t in capped.cell_cards(rng, (("family", "chain_sum"),), 30)]
+    assert set(drawn) == {"L0", "L1"}
+    levels = {capped.card_factors(card(capped.sample_any(rng)))["level"] for _ in range(30)}
+    assert levels == {"0", "1"}  # the Designer's feasible cells come from these
+
+
 def test_the_environment_grades_with_the_family_scorer(domain: RgymDomain) -> None:
     c = card('{"family":"spell_backward","config":{"max_word_len":5}}')
     answer = domain.oracle(c)
@@ -119,7 +133,7 @@ def test_synco_verify_prints_one_verdict_per_line(tmp_path: Path, capsys: pytest
              line('{"family":"coin_flip","config":{}}'), line('{"family":"chain_sum","config":{"digits":2}}')]
     path = tmp_path / "cards.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    synco.cli.main(["verify", str(path), "domain=rgym", "verifier.max_problem_chars=600"])
+    synco.cli.main(["verify", str(path), "domain=rgym"])  # the rgym world's own problem length bounds, no preset
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert [o["line"] for o in out] == [1, 2, 4, 5, 6]
     assert out[0]["valid"] and out[0]["factors"]["family"] == "letter_counting"

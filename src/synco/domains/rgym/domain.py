@@ -151,6 +151,11 @@ class RgymDomain:
             self._families = {n: found[n] for n in self.settings.families if n in found}
         return self._families
 
+    def n_levels(self, family: Family) -> int:
+        """The levels cards of ``family`` may ask for: its curriculum's, up to ``rgym.max_level``."""
+        top = self.settings.max_level
+        return family.n_levels if top is None else min(family.n_levels, top + 1)
+
     def _config_of(self, text: str) -> tuple[Family, dict[str, Any]] | None:
         try:
             return parse_config(text, self.families)
@@ -168,6 +173,10 @@ class RgymDomain:
             family, config = parse_config(task.config.strip(), self.families)
         except ConfigRejected as err:
             raise CardRejected(err.code, err.detail) from None
+        top = self.settings.max_level
+        if top is not None and family.level(config) > top:
+            raise CardRejected("out_of_range", f"{family.name} at level {family.level(config)} is above "
+                                               f"rgym.max_level {top}")
         with self._lock:
             self._counter += 1
             seed = derive_seed("train", self.seed, self._counter, task.config)
@@ -227,7 +236,7 @@ class RgymDomain:
         for _ in range(n):
             name = want.get("family") or rng.choice(list(self.families))
             family = self.families.get(name) or self.families[rng.choice(list(self.families))]
-            level = int(want["level"]) if str(want.get("level", "")).isdigit() else rng.randrange(family.n_levels)
+            level = int(want["level"]) if str(want.get("level", "")).isdigit() else rng.randrange(self.n_levels(family))
             fixed = {a.name: int(want[f"{family.name}.{a.name}"]) for a in family.attributes
                      if str(want.get(f"{family.name}.{a.name}", "")).isdigit()}
             config = self.random_config(rng, family, level, fixed)
@@ -238,7 +247,7 @@ class RgymDomain:
         out = []
         for _ in range(n):
             family = self.families[rng.choice(list(self.families))]
-            level = rng.randrange(family.n_levels)
+            level = rng.randrange(self.n_levels(family))
             out.append(self.format_card(family.name, self.random_config(rng, family, level), level))
         return out
 
@@ -339,7 +348,7 @@ class RgymDomain:
 
     def sample_any(self, rng: random.Random) -> str:
         family = self.families[rng.choice(list(self.families))]
-        level = rng.randrange(family.n_levels)
+        level = rng.randrange(self.n_levels(family))
         return config_text(family.name, self.random_config(rng, family, level))
 
 

@@ -28,6 +28,11 @@ class RgymSettings(BaseModel):
     first_number: bool = Field(False, description="Read the first number after the prefix as the answer (a chat "
                                                   "model that goes on to explain: 'The answer is 18, because...'); "
                                                   "for numeric families only.")
+    max_level: int | None = Field(None, ge=0, le=15,
+                                  description="The highest curriculum global level a card may ask for (a config "
+                                              "above it is rejected out_of_range; the Designer's cells, the uniform, "
+                                              "static and Designer-only cards stop there); null: every level. Levels "
+                                              "no Reasoner solves give no GRPO signal and take the Designer's slots.")
     heldout_levels: int = Field(3, ge=1, le=12, description="Curriculum levels per family in held-out (0 .. n-1).")
     transfer: bool = Field(True, description="Also hold out each family's default-difficulty items (the group "
                                              "'<family>/default'): the transfer set.")
