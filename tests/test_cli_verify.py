@@ -191,7 +191,7 @@ def test_verify_rejects_a_repeated_tau2_task_as_a_duplicate_in_step(tmp_path: Pa
     task = json.loads((root / "tasks.json").read_text(encoding="utf-8"))[0]
     from tau2.data_model.tasks import Task
 
-    as_card = card_of_task(Task.model_validate(task)).to_json()
+    as_card = json.dumps(card_of_task(Task.model_validate(task)).flat())  # the nine fields, as a Synthesizer writes them
     f = tmp_path / "twice.jsonl"
     f.write_text("\n".join([json.dumps(task), json.dumps(task), as_card]))
     rc, verdicts, err = _verify(capsys, str(f), "domain=tau2", "tau2.domain=airline")
