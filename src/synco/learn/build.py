@@ -46,7 +46,17 @@ def build_policy(cfg: PolicyConfig, model_path: str | None = None, role: str = "
         cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"adapter_path": model_path})})
         model_path = None
     policy = HFPolicy.from_config(cfg.model_copy(update={"model_path": model_path or resolve_model_path(cfg.model_path)}))
-    factory = engine_factory(cfg.rollout_engine)  # the engine's own sampler (a server, a registered engine)
-    if factory is not None:
+    factory = engine_factory(cfg.rollout_engine) or _BUILT_HERE.get(cfg.rollout_engine)
+    if factory is not None:  # a sampler apart from the learner's own (hf, vllm): a server, a registered engine
         policy.generator = factory(policy, role, not frozen)
     return policy
+
+
+def _served_sampler(policy: HFPolicy, role: str, trains: bool) -> Any:
+    from synco.rollout.served import ServedGenerator
+
+    return ServedGenerator.for_policy(policy, role, trains)
+
+
+_BUILT_HERE = {"served": _served_sampler}
+"""The built-in engines whose sampler is built beside the learner (``hf`` and ``vllm`` are the learner's own)."""
