@@ -236,22 +236,26 @@ class TaskCard(BaseModel):
             raise ValueError(f"TaskCard.model_copy: {wire[0]!r} is in the payload; use card.with_fields({wire[0]}=...)")
         return super().model_copy(update=update, deep=deep)
 
+    def _wire_field(self, name: str) -> str:
+        """One card field as :meth:`wire` gives it, from the payload alone (read on every check: no full layout)."""
+        return self.payload.wire().get(name, self.notes if name == "verification_notes" else "")
+
     @property
     def problem(self) -> str:
         """The card's ``problem`` field as the Synthesizer wrote it (what the Reasoner's prompt is built from)."""
-        return self.wire()["problem"]
+        return self._wire_field("problem")
 
     @property
     def solution(self) -> str:
-        return self.wire()["solution"]
+        return self._wire_field("solution")
 
     @property
     def final_answer(self) -> str:
-        return self.wire()["final_answer"]
+        return self._wire_field("final_answer")
 
     @property
     def verification_notes(self) -> str:
-        return self.wire()["verification_notes"]
+        return self._wire_field("verification_notes")
 
     def to_json(self) -> str:
         return self.model_dump_json()
