@@ -324,7 +324,7 @@ def synco_side(model_dir: Path, synth_dir: Path, work: Path, a: argparse.Namespa
         stats = cotrain_step(run.state, step)
         seconds = time.perf_counter() - t
         records = run.state.pool.by_step(step)
-        tasks.append([{"instruction": r.card.problem, "solution": r.card.solution, "reference": r.verdict.reference}
+        tasks.append([{"instruction": r.card.payload.prompt_text(), "solution": r.card.payload.solution_text(), "reference": r.verdict.reference}
                       for r in records if r.card is not None and r.verdict.valid])
         if len(tasks[-1]) != a.tasks:
             raise RuntimeError(f"step {step}: {len(tasks[-1])} valid static tasks, expected {a.tasks}")

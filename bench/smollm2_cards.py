@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> tuple[CardBench, list[str]]:
                     codes.add(domain_reason)
                 elif verdict.valid and card is not None:
                     valid += 1
-                    verifier.admit((step, i), card.problem)
+                    verifier.admit((step, i), card.payload.prompt_text())
                 reasons.update(codes)
             done += size
             step += 1

@@ -39,7 +39,7 @@ def run_dir(path: Path) -> Path:
 def training_by_quarter(pool: Path, steps: int) -> dict[str, list[tuple[int, float]]]:
     """family -> [(episodes, success)] per quarter of the steps, valid tasks only."""
     con = sqlite3.connect(f"file:{pool}?mode=ro", uri=True)
-    rows = con.execute("SELECT t.step, json_extract(t.card_json, '$.problem'), r.correct FROM rollouts r "
+    rows = con.execute("SELECT t.step, json_extract(t.payload_json, '$.instruction'), r.correct FROM rollouts r "
                        "JOIN tasks t USING(task_id) WHERE t.valid = 1").fetchall()
     con.close()
     acc: dict[str, list[list[int]]] = defaultdict(lambda: [[0, 0] for _ in range(4)])

@@ -116,7 +116,7 @@ def run_arm(args: argparse.Namespace, train_arg: str, evals: list[str], seed: in
         if not tasks:  # --no-repeat: every slot's family ran out of unseen tasks
             continue
         cards = [card(domain, t, f) for t, f in tasks]
-        groups = act(policy, domain, cards, [c.final_answer for c in cards], args.k, SAMPLED, LIMITS,
+        groups = act(policy, domain, cards, [c.payload.claimed_answer() for c in cards], args.k, SAMPLED, LIMITS,
                      seed=seed * 100_003 + step)
         rewards = [[e.grade.reward if e.grade else 0.0 for e in g] for g in groups]
         attempts = [[episode_attempt(e) if e.grade else None for e in g] for g in groups]  # an episode trains as its Attempt

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         rng = random.Random(0)
         tasks = [domain.sample_task(rng, f) for f in domain.families for _ in range(args.per_family)]
         cards = [domain.heldout_card(HeldoutItem(t.instruction, "", "")) for t in tasks]
-        references = [c.final_answer for c in cards]
+        references = [c.payload.claimed_answer() for c in cards]
         limits = EpisodeLimits(cfg.max_turns, cfg.max_episode_tokens)
 
         def objective(batch) -> float:  # noqa: ANN001

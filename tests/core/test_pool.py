@@ -313,7 +313,7 @@ def test_a_corrected_row_leaves_out_the_solution_that_argues_for_the_wrong_answe
     assert appended.read_text() == out.read_text()
     # the pool itself keeps the Synthesizer's card whole
     stored = pool.get(1)
-    assert stored is not None and stored.card is not None and stored.card.solution == "solution of 0+0"
+    assert stored is not None and stored.card is not None and stored.card.payload.solution_text() == "solution of 0+0"
 
 
 def test_append_step_jsonl_grows_the_export_by_whole_steps(pool: TaskPool, tmp_path: Path) -> None:

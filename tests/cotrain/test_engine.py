@@ -280,7 +280,7 @@ def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
     for rec in records:
         assert rec.target in {cell_key(c) for c in LEVEL_CELLS}
         requested = rec.target.split("=")[1]
-        on = rec.card.problem == _on_and_off_target(requested, 0)[0]
+        on = rec.card.payload.prompt_text() == _on_and_off_target(requested, 0)[0]
         # the card claims the requested level in difficulty_estimate and factors; only the problem decides
         assert rec.card.difficulty_estimate == requested
         assert rec.card.factors["level"] == (requested if on else OTHER[requested])
@@ -331,7 +331,7 @@ def test_screen_card_stamps_the_domains_factors_and_applies_its_rejection():
     card.factors.update({"level": "L1", "mine": "x"})  # the card's claims: level is the domain's to compute
     verdict = Verdict(valid=True, reasons=["reference_corrected: 345 -> 346"])
     assert screen_card(domain, defs, card, verdict) is verdict
-    assert card.factors == {**domain.factors(card.problem), **factor_values(card.problem, defs), "mine": "x"}
+    assert card.factors == {**domain.factors(card.payload.prompt_text()), **factor_values(card.payload.prompt_text(), defs), "mine": "x"}
     assert card.factors["level"] == "L7" and card.factors["zeros"] == "yes"  # a card factor and a candidate's
 
     held = domain.heldout(1, seed=1)[0]
@@ -356,7 +356,7 @@ def test_novelty_window_lets_a_task_recur_once_it_left_the_window(tmp_path, monk
 
     state = make_state(tmp_path, "uniform", n_cards=4, k=2)
     cards = state.domain.static_cards(random.Random(1), 4)
-    assert len({parse_task_card(c).problem for c in cards}) == 4
+    assert len({parse_task_card(c).payload.prompt_text() for c in cards}) == 4
     monkeypatch.setattr(state.domain, "static_cards", lambda rng, n: cards[:n])
     state.verifier.config.novelty_window = window
     got = [cotrain_step(state, step).n_valid for step in range(4)]

@@ -129,7 +129,7 @@ def test_a_rounds_reference_example_is_the_tasks_gold_episode(tmp_path: Path, ti
     assert valid
     st, limits = run.state, EpisodeLimits(8, 400)
     examples = sft_examples(records + valid[:1], st.reasoner, st.domain, RoundsConfig(target="reference"), limits)
-    assert len(examples) == len({(r.card.problem, r.card.solution) for r in valid})  # a repeated task counts once
+    assert len(examples) == len({(r.card.payload.prompt_text(), r.card.payload.solution_text()) for r in valid})  # a repeated task counts once
     episodes = gold_episodes(st.reasoner, st.domain, [r.card for r in valid], [r.verdict.reference for r in valid],
                              limits)
     assert all(ep is not None for ep in episodes) and len(episodes) == len(examples)  # distinct tasks: one each
@@ -161,7 +161,7 @@ def test_a_rounds_sft_example_is_the_episode_as_it_ran(tmp_path: Path, tiny_mode
     [ex] = sft_examples([rec], run.state.reasoner, run.state.domain, RoundsConfig())
     reasoner = run.state.reasoner
     row = reasoner.encode_sft(ex)
-    assert row.prompt_ids == reasoner.encode_prompt(reasoner.format_prompt(run.state.domain.reasoner_prompt(rec.card.problem)))
+    assert row.prompt_ids == reasoner.encode_prompt(reasoner.format_prompt(run.state.domain.reasoner_prompt(rec.card.payload.prompt_text())))
     assert row.completion_ids == ro.completion_ids and row.loss_mask == ro.loss_mask and 0 in row.loss_mask
     before = [p.detach().clone() for p in reasoner.model.parameters()]
     stats = reasoner.sft_update([ex], 1e-3)
@@ -245,7 +245,7 @@ def test_a_tools_step_with_database_variants_records_each_episodes_variant_and_g
     assert stats.n_valid == 12
     varied = 0
     for rec in run.state.pool.by_step(0):
-        instruction = rec.card.problem
+        instruction = rec.card.payload.prompt_text()
         picked = [episode_variant(instruction, a, 8) for a in range(4)]
         assert len(set(picked)) == 4
         golds = set()

@@ -76,9 +76,9 @@ HOSTILE_PAIRS = [
 
 def exploding_oracle(card: TaskCard) -> str | None:
     """The sum of an 'a+b' problem; raises on a problem that says EXPLODE (a domain bug), None otherwise."""
-    if "EXPLODE" in card.problem:
+    if "EXPLODE" in card.payload.prompt_text():
         raise RuntimeError("domain bug")
-    m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", card.problem)
+    m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", card.payload.prompt_text())
     return str(int(m.group(1)) + int(m.group(2))) if m else None
 
 

@@ -217,8 +217,8 @@ def test_format_card_is_compact_json_with_nine_fields() -> None:
 
 def test_format_card_round_trips_through_the_card_parser() -> None:
     parsed = parse_task_card(DOMAIN.format_card("47*58", "L9", "2726"))
-    assert parsed.problem == "47*58"
-    assert DOMAIN.oracle(parsed) == parsed.final_answer == "2726"
+    assert parsed.payload.prompt_text() == "47*58"
+    assert DOMAIN.oracle(parsed) == parsed.payload.claimed_answer() == "2726"
 
 
 def test_static_cards_are_correct_and_uniform_over_levels() -> None:
@@ -226,8 +226,8 @@ def test_static_cards_are_correct_and_uniform_over_levels() -> None:
     levels = Counter()
     for text in texts:
         c = parse_task_card(text)
-        assert DOMAIN.oracle(c) == c.final_answer
-        assert DOMAIN.level_of(c.problem) == c.difficulty_estimate
+        assert DOMAIN.oracle(c) == c.payload.claimed_answer()
+        assert DOMAIN.level_of(c.payload.prompt_text()) == c.difficulty_estimate
         levels[c.difficulty_estimate] += 1
     assert set(levels) == set(DOMAIN.levels)
     assert all(25 <= n <= 75 for n in levels.values()), levels  # 50 expected

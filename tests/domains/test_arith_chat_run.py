@@ -28,10 +28,10 @@ def test_a_cotrain_step_prompts_with_the_equation_and_grades_with_the_domain_rea
     assert graded, "the tiny Synthesizer writes valid arith cards"
     for rec, r in graded:
         assert rec.card is not None
-        assert r.text.startswith(domain.reasoner_response_prefix_for(rec.card.problem))
+        assert r.text.startswith(domain.reasoner_response_prefix_for(rec.card.payload.prompt_text()))
         answer = read_equation_answer(r.text)
         assert r.answer == answer and r.method == ("domain" if answer is not None else "none")
-        assert r.correct == (answer == domain.answer(rec.card.problem))
+        assert r.correct == (answer == domain.answer(rec.card.payload.prompt_text()))
         assert r.reward == (1.0 if r.correct else 0.0) * 0.9  # the arith preset's correct_unboxed reward
 
 

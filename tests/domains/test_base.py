@@ -108,5 +108,6 @@ def test_answer_extractor_is_the_domains_reader_or_none() -> None:
 def test_the_module_docstring_names_every_capability() -> None:
     """Every runtime-checkable capability ``base`` exports is listed in its docstring, and nothing else."""
     capabilities = {n for n in base.__all__ if n.startswith("Has")}
-    assert len(capabilities) == 16  # HasNativeTasks, HasAnswerForm, HasCellCards and HasPayloadType joined the twelve of the review
+    assert len(capabilities) == 14  # HasNativeTasks, HasAnswerForm, HasCellCards joined the twelve of the review;
+    # HasFactorSubject left (the payload says what factors read), HasPayloadType moved beside the payloads
     assert set(re.findall(r":class:`(Has\w+)`", base.__doc__ or "")) == capabilities

@@ -205,7 +205,7 @@ def test_engine_sends_both_system_prompts(tmp_path: Path, checker: AnswerChecker
     assert synth.formatted == [(state.domain.synthesizer_prompt(state.report), state.domain.synthesizer_system_prompt())]
     assert synth.formatted[0][1] is not None and "Synthesizer" in synth.formatted[0][1]
     assert reasoner.formatted and all(sys == "You solve problems." for _, sys in reasoner.formatted)
-    assert {u for u, _ in reasoner.formatted} == {state.domain.reasoner_prompt(c.card.problem)
+    assert {u for u, _ in reasoner.formatted} == {state.domain.reasoner_prompt(c.card.payload.prompt_text())
                                                  for c in state.pool.by_step(0) if c.card is not None}
     assert stats.n_valid >= 1
 
@@ -214,7 +214,7 @@ def test_factors_group_cards_by_topic_and_difficulty(tmp_path: Path, checker: An
     synth = RecordingPolicy(CARDS)
     state = make_state(tmp_path, checker, synth, RecordingPolicy(["\\boxed{1}"]), n_cards=3)
     cotrain_step(state, 0)
-    factors = {r.card.problem[:12]: r.card.factors for r in state.pool.by_step(0) if r.card is not None}
+    factors = {r.card.payload.prompt_text()[:12]: r.card.factors for r in state.pool.by_step(0) if r.card is not None}
     assert factors == {
         "A fair coin ": {"topic": "probability", "difficulty": "medium"},
         "Solve for x:": {"topic": "algebra", "difficulty": "easy"},
@@ -271,7 +271,7 @@ def test_static_cards_pass_verification_with_exact_answers(checker: AnswerChecke
     for raw, (c, v) in zip(raws, verifier.verify_batch(raws)):
         assert v.valid, (v.reasons, raw)
         assert c is not None and d.reject_reason(c) is None
-        assert checker.match(extract_answer(c.solution) or "", c.final_answer)
+        assert checker.match(extract_answer(c.payload.solution_text()) or "", c.payload.claimed_answer())
     # deterministic in the rng
     assert d.static_cards(random.Random(3), 5) == raws[:5]
 
@@ -404,7 +404,7 @@ def test_report_keeps_recent_valid_problems() -> None:
     assert report.recent_problems == [f"Problem number {i} about apples" for i in (2, 4, 6, 8)]
     assert CapabilityReport.from_json(report.to_json()).recent_problems == report.recent_problems
     parsed = parse_task_card(raw_card("Solve for x: 3x + 4 = 19. What is x?", "5"))
-    assert parsed.final_answer == "5"
+    assert parsed.payload.claimed_answer() == "5"
 
 
 # ----------------------------------------------------------------- the factor space (EvoSyn)
@@ -461,7 +461,7 @@ def test_example_cards_are_correct_cards_the_verifier_accepts(checker: AnswerChe
     verifier = TaskVerifier(VerifierConfig(min_problem_chars=20, strict=True), checker=checker)
     for g, (card, verdict) in zip(shown, verifier.verify_batch([example_card(g) for g in shown]), strict=True):
         assert card is not None and verdict.valid, (g.problem, verdict.reasons)
-        assert card.final_answer == g.answer and extract_answer(card.solution) == g.answer
+        assert card.payload.claimed_answer() == g.answer and extract_answer(card.payload.solution_text()) == g.answer
         assert checker.match(g.answer, g.answer) and not in_heldout_bucket(g.problem)
         exact = [spec for spec in TEMPLATES if spec.intent == g.intent]
         assert exact and generate(random.Random(0), exact[0]).topic == g.topic  # it came from a generator family

@@ -66,7 +66,7 @@ def test_tools_and_arith_cards_read_back_as_their_payloads() -> None:
         raw = domain.static_cards(random.Random(0), 1)[0]
         card = _round_trip(parse_task_card(raw), domain.payload_type)
         if isinstance(card.payload, ToolsPayload):
-            assert card.payload.instruction == card.problem and card.payload.actions == card.solution
+            assert card.payload.instruction == card.payload.prompt_text() and card.payload.actions == card.wire()["solution"]
             assert domain.gold_actions(card)  # the gold actions read from the payload
 
 
@@ -74,7 +74,7 @@ def test_a_tau2_card_keeps_its_criteria_in_the_payload_not_in_the_header_notes()
     domain = get_domain("tau2", DomainContext(settings=Tau2Settings(domain="mock")))
     card = _round_trip(TaskCard(**json.loads(domain.static_cards(random.Random(0), 1)[0])), Tau2Payload)
     assert isinstance(card.payload, Tau2Payload) and card.notes == ""
-    assert card.payload.criteria == card.verification_notes and card.payload.actions.startswith("[")
+    assert card.payload.criteria == card.wire()["verification_notes"] and card.payload.actions.startswith("[")
 
 
 def test_an_rgym_payload_is_a_config_until_the_oracle_materialises_it() -> None:
@@ -83,6 +83,50 @@ def test_an_rgym_payload_is_a_config_until_the_oracle_materialises_it() -> None:
     card = _round_trip(TaskCard(**fields), RgymPayload)
     assert card.payload == RgymPayload(config=config, claim="7", sketch="x")
     done = card.model_copy(update={"payload": RgymPayload(config=config, seed=4, question="2 + 3 = ?", answer="5")})
-    assert done.problem == "2 + 3 = ?" and done.final_answer == "5"
-    assert json.loads(done.solution) == {**json.loads(config), "seed": 4}
+    assert done.payload.prompt_text() == "2 + 3 = ?" and done.payload.claimed_answer() == "5"
+    assert json.loads(done.wire()["solution"]) == {**json.loads(config), "seed": 4}
     assert _round_trip(done, RgymPayload).payload == done.payload
+
+
+# what generic code reads of each payload (the verifier, novelty, rounds, exports, the factor space), by meaning:
+# (what the Reasoner is asked, how the card says it is solved, the answer it claims)
+READS = {
+    ProblemPayload: (ProblemPayload(problem="2+3", solution="add", answer="5"), ("2+3", "add", "5")),
+    ToolsPayload: (ToolsPayload(instruction="cancel o1", actions="cancel_order(o1)", outputs="none"),
+                   ("cancel o1", "cancel_order(o1)", "none")),
+    Tau2Payload: (Tau2Payload(scenario='{"instructions":"x"}', actions="[]", outputs='["1"]', criteria="{}"),
+                  ('{"instructions":"x"}', "[]", '["1"]')),
+    RgymPayload: (RgymPayload(config='{"family":"f","config":{}}', claim="7", sketch="so 7"),
+                  ('{"family":"f","config":{}}', "so 7", "7")),
+}
+
+
+def test_generic_code_reads_a_payload_by_what_it_means_not_by_a_card_field() -> None:
+    """The card has no ``problem`` / ``solution`` / ``final_answer`` / ``verification_notes`` to read as if every task
+    were a math problem; every built-in payload type says what the Reasoner is asked, how the task is solved and what
+    answer it claims, from its own fields (a materialised reasoning-gym item: its question and generated answer)."""
+    assert not {"problem", "solution", "final_answer", "verification_notes"} & set(dir(TaskCard))
+    assert {BUILTIN[name].payload_type for name in BUILTIN} == set(READS)
+    for kind, (payload, (prompt, solution, claim)) in READS.items():
+        assert (payload.prompt_text(), payload.solution_text(), payload.claimed_answer()) == (prompt, solution, claim)
+    assert READS[ProblemPayload][0].factor_subject() == "2+3"  # a problem's factors read the problem
+    assert READS[ToolsPayload][0].factor_subject() == "cancel o1\ncancel_order(o1)"  # an instruction's: its gold actions too
+    assert json.loads(READS[Tau2Payload][0].factor_subject()) == {"scenario": '{"instructions":"x"}', "actions": "[]"}
+    item = RgymPayload(config='{"family":"f","config":{}}', seed=2, question="2 + 3 = ?", answer="5")
+    assert (item.prompt_text(), item.solution_text(), item.claimed_answer()) == ("2 + 3 = ?", "", "5")
+    assert item.factor_subject() == item.config  # factors read the config, not the question
+    assert ToolsPayload.solution_is_gold and Tau2Payload.solution_is_gold and not ProblemPayload.solution_is_gold
+
+
+@pytest.mark.parametrize("name", ["arith", "arith-chat", "math", "tools", "tau2"])
+def test_a_domains_own_cards_are_read_through_its_payload(name: str) -> None:
+    """A card each domain's own generator writes, parsed as the verifier parses it: the payload is the domain's type
+    and what generic code reads of it is what the model wrote in the card fields of that meaning."""
+    context = DomainContext(settings=Tau2Settings(domain="mock")) if name == "tau2" else None
+    domain = get_domain(name, context) if context is not None else BUILTIN[name]()
+    raw = domain.static_cards(random.Random(0), 1)[0]
+    card = parse_task_card(raw, BUILTIN[name].payload_type)
+    wire = json.loads(raw) if raw.lstrip().startswith("{") else card.wire()
+    task = card.payload
+    assert type(task) is BUILTIN[name].payload_type
+    assert (task.prompt_text(), task.claimed_answer()) == (wire["problem"], wire["final_answer"])

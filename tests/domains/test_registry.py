@@ -362,11 +362,11 @@ def test_the_doc_example_environment_hints_until_its_guesses_run_out(digitsum) -
     register_domain("digitsum", digitsum.make_domain, settings=digitsum.DigitSumSettings)
     domain = get_domain("digitsum", DomainContext(settings={"guesses": 3}))
     card = domain.heldout_card(domain.heldout(1, seed=0)[0])
-    env = domain.environment(card, card.final_answer)
-    low, high = str(int(card.final_answer) - 1), str(int(card.final_answer) + 1)
+    env = domain.environment(card, card.payload.claimed_answer())
+    low, high = str(int(card.payload.claimed_answer()) - 1), str(int(card.payload.claimed_answer()) + 1)
     assert [env.step(t).observation for t in (f"\\boxed{{{low}}}", "\\boxed{}")] == ["\nhigher\nA:", "\nhigher\nA:"]
-    assert env.step(f"\\boxed{{{card.final_answer}}}").done and env.grade().correct and env.grade().reward == 1.0
-    env = domain.environment(card, card.final_answer)
+    assert env.step(f"\\boxed{{{card.payload.claimed_answer()}}}").done and env.grade().correct and env.grade().reward == 1.0
+    env = domain.environment(card, card.payload.claimed_answer())
     assert env.step(high).observation == "\nlower\nA:" and not env.step(high).done and env.step("x" * 10**6).done
     assert not env.grade().correct and env.grade().reward == 0.0
     with pytest.raises(ConfigError, match=r"digitsum.guesses: Input should be less than or equal to 5 \(got 9\)"):

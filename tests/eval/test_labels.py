@@ -121,8 +121,8 @@ def test_consistent_cards_state_the_wrong_answer_everywhere(domain: MathDomain, 
     verifier = TaskVerifier(VerifierConfig(novelty_threshold=1.0, strict=True), checker=checker)
     verdicts = verifier.verify_batch([c.raw for c in cards])
     for c, (card, verdict) in zip(cards, verdicts):
-        assert card is not None and card.final_answer == c.label
-        assert extract_answer(card.solution) == c.label
+        assert card is not None and card.payload.claimed_answer() == c.label
+        assert extract_answer(card.payload.solution_text()) == c.label
         assert verdict.valid, verdict.reasons  # the screen alone cannot tell: the card is self-consistent
 
 
@@ -130,7 +130,7 @@ def test_label_only_cards_keep_the_true_solution(domain: MathDomain) -> None:
     cards = draw_labelled_cards(domain, 10, 0.5, seed=2, consistent=False)
     for c in cards:
         card = parse_task_card(c.raw)
-        assert card.final_answer == c.label and extract_answer(card.solution) == c.truth
+        assert card.payload.claimed_answer() == c.label and extract_answer(card.payload.solution_text()) == c.truth
         assert json.loads(c.raw)["problem"] == c.problem
 
 

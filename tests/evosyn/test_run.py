@@ -11,10 +11,10 @@ import pytest
 from synco.evosyn.config import EvoSynConfig, ReflectorConfig
 from synco.evosyn.effect import Transition
 from synco.evosyn.proposed import ProposedFactor
-from synco.evosyn.run import (EFFECT_FILE, build_evo_state, read_effects, reflect_and_log, truncate_logs,
+from synco.evosyn.run import (EFFECT_FILE, EvoState, build_evo_state, read_effects, reflect_and_log, truncate_logs,
                               with_proposed_values, write_space)
 from synco.evosyn.space import SPACE_CHANGES, FactorSpace, factor_values
-from synco.core.records import CARD_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
+from synco.core.records import CARD_FIELDS, HEADER_FIELDS, Attempt, TaskCard, TaskRecord, Verdict
 from synco.domains.arith import ArithDomain
 
 
@@ -236,3 +236,27 @@ def test_proposed_values_are_computed_from_the_domains_factor_subject() -> None:
     [out] = with_proposed_values([rec], evo)
     assert out.card is not None and out.card.factors["who"] == "zed"
     assert rec.card is not None and "who" not in rec.card.factors  # the given record is not changed
+
+
+def test_the_step_and_the_reflector_read_one_factor_subject() -> None:
+    """A tools card's proposed factor: the step (``screen_card``) and the Reflector's values of older cards
+    (``with_proposed_values``) read the same subject, the payload's instruction and gold actions, also in a state built
+    without the domain (whose subject once defaulted to the problem text: ``plus`` here, not ``zed``)."""
+    from synco.cotrain.engine import screen_card
+    from synco.domains.tools.domain import ToolsDomain
+    from synco.domains.tools.payload import ToolsPayload
+
+    domain = ToolsDomain()
+    evo = build_evo_state(domain)
+    assert evo is not None
+    evo.add_proposal(ProposedFactor(name="who", buckets={"zed": ["zed"], "plus": ["plus"]}, step=0), 4)
+    card = TaskCard(**dict.fromkeys(HEADER_FIELDS, "x"),
+                    payload=ToolsPayload(instruction="what is 3 plus 4", actions="find_user(zed)", outputs="none"))
+    stepped = card.model_copy(deep=True)
+    screen_card(domain, evo.defs, stepped, Verdict(valid=True))
+    assert stepped.factors["who"] == "zed"
+    bare = EvoState(space=evo.space, defs=evo.defs, builtin=evo.builtin, cells=[])
+    for state in (evo, bare):
+        rec = TaskRecord(step=0, slot=0, raw="r", card=card, verdict=Verdict(valid=True))
+        [out] = with_proposed_values([rec], state)
+        assert out.card is not None and out.card.factors["who"] == stepped.factors["who"]

@@ -20,8 +20,8 @@ def card_json(**over: object) -> str:
 
 def test_plain_json_card():
     card = parse_task_card(card_json(problem="What is 2+3?", final_answer="5"))
-    assert card.problem == "What is 2+3?"
-    assert card.final_answer == "5"
+    assert card.payload.prompt_text() == "What is 2+3?"
+    assert card.payload.claimed_answer() == "5"
     assert card.factors == {} and card.extra == {}
 
 
@@ -35,11 +35,11 @@ def test_think_block_uses_text_after_last_close():
     decoy = card_json(problem="decoy inside think")
     real = card_json(problem="the real one")
     text = f"<think>let me draft {decoy}</think> hmm <think>more</think>\n{real}"
-    assert parse_task_card(text).problem == "the real one"
+    assert parse_task_card(text).payload.prompt_text() == "the real one"
 
 
 def test_close_tag_without_open_tag():
-    assert parse_task_card("reasoning...</think>" + card_json(problem="P")).problem == "P"
+    assert parse_task_card("reasoning...</think>" + card_json(problem="P")).payload.prompt_text() == "P"
 
 
 def test_unclosed_think_is_an_error():
@@ -55,31 +55,31 @@ def test_json_only_inside_think_is_not_a_card():
 
 def test_code_fence_and_prose_around():
     text = "Sure! Here is the task card:\n```json\n" + json.dumps(fields(problem="Fenced"), indent=2) + "\n```\nHope it helps {not json}."
-    assert parse_task_card(text).problem == "Fenced"
+    assert parse_task_card(text).payload.prompt_text() == "Fenced"
 
 
 def test_first_balanced_object_without_fields_skips_to_next():
     text = 'Example format: {"key": "value"}. Now the card: ' + card_json(problem="Second")
-    assert parse_task_card(text).problem == "Second"
+    assert parse_task_card(text).payload.prompt_text() == "Second"
 
 
 def test_latex_braces_in_prose_are_not_candidates():
     text = r"We want $\frac{1}{2}$ and {x | x > 0}. " + card_json(problem="After prose")
-    assert parse_task_card(text).problem == "After prose"
+    assert parse_task_card(text).payload.prompt_text() == "After prose"
 
 
 def test_braces_inside_strings_do_not_end_the_object():
     card = parse_task_card(card_json(problem="Let S = {1, 2, }} and T = {{3}}. Find |S|.", solution='Quote " and { brace'))
-    assert card.problem == "Let S = {1, 2, }} and T = {{3}}. Find |S|."
-    assert card.solution == 'Quote " and { brace'
+    assert card.payload.prompt_text() == "Let S = {1, 2, }} and T = {{3}}. Find |S|."
+    assert card.payload.solution_text() == 'Quote " and { brace'
 
 
 def test_missing_comma_between_members_is_repaired():
     """Small models drop the comma at a line end: '"value"\n"key":' can only mean a new member."""
     lines = [json.dumps(k) + ": " + json.dumps(v) for k, v in fields(final_answer="5").items()]
     text = "{" + ",\n".join(lines[:5]) + "\n" + ",\n".join(lines[5:]) + "}"
-    assert parse_task_card(text).final_answer == "5"
-    assert parse_task_card(text.replace('"\n"', '" "')).problem == "the problem"  # same line, one space
+    assert parse_task_card(text).payload.claimed_answer() == "5"
+    assert parse_task_card(text.replace('"\n"', '" "')).payload.prompt_text() == "the problem"  # same line, one space
 
 
 @pytest.mark.parametrize("text", [
@@ -98,7 +98,7 @@ def test_trailing_commas():
            '"difficulty_estimate": "d", "problem": "p, q,", "solution": "s", "final_answer": "f", ' \
            '"verification_notes": "v", "novelty_notes": "n", "tags": ["x", "y",],}'
     card = parse_task_card(text)
-    assert card.problem == "p, q,"  # commas inside strings are untouched
+    assert card.payload.prompt_text() == "p, q,"  # commas inside strings are untouched
     assert card.extra == {"tags": ["x", "y"]}
 
 
@@ -107,15 +107,15 @@ def test_scalar_values_coerced_to_text():
            '"difficulty_estimate": 0.50, "problem": "p", "solution": "s", "final_answer": 3, ' \
            '"verification_notes": true, "novelty_notes": false}'
     card = parse_task_card(text)
-    assert (card.difficulty_estimate, card.final_answer, card.verification_notes, card.novelty_notes) == ("0.50", "3", "true", "false")
+    assert (card.difficulty_estimate, card.payload.claimed_answer(), card.wire()["verification_notes"], card.novelty_notes) == ("0.50", "3", "true", "false")
 
 
 def test_list_and_object_values():
     card = parse_task_card(card_json(solution=["Step 1: add.", "Step 2: done."], final_answer=["2", "3"],
                                      verification_notes={"check": "plug in"}))
-    assert card.solution == "Step 1: add.\nStep 2: done."
-    assert card.final_answer == "2, 3"
-    assert card.verification_notes == '{"check":"plug in"}'
+    assert card.payload.solution_text() == "Step 1: add.\nStep 2: done."
+    assert card.payload.claimed_answer() == "2, 3"
+    assert card.wire()["verification_notes"] == '{"check":"plug in"}'
 
 
 def test_null_field_counts_as_empty():
@@ -139,16 +139,16 @@ def test_field_name_variants():
     data["Final Answer"] = data.pop("final_answer")
     data["teaching-intent"] = data.pop("teaching_intent")
     card = parse_task_card(json.dumps(data))
-    assert card.final_answer == "the final answer" and card.teaching_intent == "the teaching intent"
+    assert card.payload.claimed_answer() == "the final answer" and card.teaching_intent == "the teaching intent"
     assert card.extra == {}
 
 
 def test_wrapped_card_is_unwrapped():
-    assert parse_task_card(json.dumps({"task_card": fields(problem="inner")})).problem == "inner"
+    assert parse_task_card(json.dumps({"task_card": fields(problem="inner")})).payload.prompt_text() == "inner"
 
 
 def test_values_are_stripped():
-    assert parse_task_card(card_json(final_answer="  42 \n")).final_answer == "42"
+    assert parse_task_card(card_json(final_answer="  42 \n")).payload.claimed_answer() == "42"
 
 
 @pytest.mark.parametrize("field", ["problem", "final_answer", "novelty_notes"])
@@ -237,16 +237,16 @@ RAW_TEMPLATE = (
 )
 def test_latex_backslashes(written, expected):
     card = parse_task_card(RAW_TEMPLATE.format(problem=written))
-    assert card.problem == expected
+    assert card.payload.prompt_text() == expected
 
 
 def test_raw_newline_inside_string_is_accepted():
-    assert parse_task_card(RAW_TEMPLATE.format(problem="two\nlines")).problem == "two\nlines"
+    assert parse_task_card(RAW_TEMPLATE.format(problem="two\nlines")).payload.prompt_text() == "two\nlines"
 
 
 def test_lone_surrogate_escape_is_replaced():
     card = parse_task_card(RAW_TEMPLATE.format(problem=r"bad \ud800 char"))
-    assert card.problem == "bad \ufffd char"
+    assert card.payload.prompt_text() == "bad \ufffd char"
     card.to_json()  # must serialise
 
 
@@ -264,7 +264,7 @@ def test_render_escapes_ambiguous_controls():
     card = TaskCard(**fields(problem="a\neq\x08b\x0cc <think> </think>"))
     out = render_card_json(card)
     assert "\\u000aeq" in out and "\\u0008" in out and "\\u000c" in out and "<think>" not in out
-    assert json.loads(out)["problem"] == card.problem
+    assert json.loads(out)["problem"] == card.payload.prompt_text()
     assert parse_task_card(out) == card
 
 

@@ -65,7 +65,7 @@ def test_config_rejects_bad_values(kw):
 
 def test_valid_card(checker):
     card, v = one(make(checker), raw())
-    assert card is not None and card.problem == PROBLEM
+    assert card is not None and card.payload.prompt_text() == PROBLEM
     assert v.valid and v.reasons == []
     assert set(v.scores) == set(CHECK_NAMES)
     assert v.scores == {"format": 1.0, "schema": 1.0, "problem": 1.0, "answer": 1.0, "novelty": 1.0, "reliability": 1.0}
@@ -313,7 +313,7 @@ def test_bad_benchmark_path_fails_at_construction(checker, tmp_path):
 
 def sum_oracle(card: TaskCard) -> str | None:
     """Toy domain: problems 'a+b' only."""
-    m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", card.problem)
+    m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", card.payload.prompt_text())
     return str(int(m.group(1)) + int(m.group(2))) if m else None
 
 
@@ -542,8 +542,8 @@ def test_phase_one_is_per_card_and_phase_two_adds_novelty_in_slot_order(checker)
     assert [c.done is not None for c in checked] == [False, True, False, False, True, False]
     # phase 1 alone knows nothing of the other cards: the near-copy in slot 3 has no reason yet
     assert checked[3].checks.reasons == [] and checked[0].checks.scores["novelty"] == 0.0
-    assert [c.card.problem if c.card else None for c in checked] == [
-        c.card.problem if c.card else None for c in (verifier.check_card(r) for r in HAND_CARDS)]
+    assert [c.card.payload.prompt_text() if c.card else None for c in checked] == [
+        c.card.payload.prompt_text() if c.card else None for c in (verifier.check_card(r) for r in HAND_CARDS)]
     # phase 1 of each card alone, in reverse order, then phase 2: the same verdicts as verify_batch
     shuffled = [verifier.check_cards([r])[0] for r in reversed(HAND_CARDS)][::-1]
     assert verifier.finish_batch(shuffled) == make(checker).verify_batch(HAND_CARDS)

@@ -155,7 +155,7 @@ def test_constrained_samples_always_parse_and_logprobs_match_the_update(tok, one
     for c in comps:  # a random model writes nonsense values, but always a nine-field card that parses
         card = parse_task_card(c.text)
         assert all(getattr(card, f) for f in CARD_FIELDS) and c.finish_reason == "stop"
-        assert set(card.final_answer) <= set(ANSWER_CHARSET)
+        assert set(card.payload.claimed_answer()) <= set(ANSWER_CHARSET)
     rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0 if i % 2 else -1.0, old_logprobs=c.logprobs)
             for i, c in enumerate(comps)]
     logp, mask = policy._completion_logprobs(policy.model, rows)

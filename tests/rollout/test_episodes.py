@@ -229,7 +229,7 @@ def test_each_episode_builds_its_environment_with_its_attempt_index_at_its_card(
             self.calls: list[tuple[str, int]] = []
 
         def environment(self, card, reference, attempt=0):  # noqa: ANN001, ANN202 - the protocol's
-            self.calls.append((card.problem, attempt))
+            self.calls.append((card.payload.prompt_text(), attempt))
             return super().environment(card, reference, attempt)
 
     domain = Recording()
@@ -237,7 +237,7 @@ def test_each_episode_builds_its_environment_with_its_attempt_index_at_its_card(
              for p in ("what does the lamp cost?", "how much is a lamp?")]
     episodes = act(make_policy(), domain, cards, ["26", "26"], 4, PARAMS, EpisodeLimits(1, 40), seed=1, group_size=3)
     assert [len(g) for g in episodes] == [4, 4]
-    assert domain.calls == [(c.problem, a) for c in cards for a in range(4)]
+    assert domain.calls == [(c.payload.prompt_text(), a) for c in cards for a in range(4)]
     jobs = episode_jobs(["p"] * 8, [cards[0]] * 8, ["26"] * 8, [0, 1, 2, 3] * 2, PARAMS, EpisodeLimits(1, 40), 1, 3)
     assert [j.attempts for j in jobs] == [(0, 1, 2), (3, 0, 1), (2, 3)]
     with pytest.raises(ValueError, match="8 prompts, 8 cards, 8 references and 7 attempt indices"):

@@ -47,13 +47,13 @@ def test_a_gold_episode_has_the_ids_the_warm_start_trains_on_and_passes_its_grad
     assert all(ep is not None for ep in episodes)
     for card, ep in zip(batch, episodes):
         assert ep is not None and ep.finish == "done" and ep.grade is not None and ep.grade.correct
-        solved = task_of_instruction(domain.db, card.problem)
+        solved = task_of_instruction(domain.db, card.payload.prompt_text())
         assert solved is not None
         ids, mask = segment_ids(policy.tokenizer, gold_segments(domain, solved[1])[1:])
         assert ep.completion_ids == ids and ep.mask == mask
         agent = [t for t in ep.turns if t.role == "agent"]
         assert len(agent) == len(domain.gold_actions(card)) + 1 and agent[-1].text.startswith("done(")
-        assert ep.prompt_ids == policy.encode_prompt(policy.format_prompt(domain.reasoner_prompt(card.problem)))
+        assert ep.prompt_ids == policy.encode_prompt(policy.format_prompt(domain.reasoner_prompt(card.payload.prompt_text())))
 
 
 def test_a_card_without_a_passing_gold_episode_gives_none(policy: HFPolicy) -> None:

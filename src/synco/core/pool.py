@@ -495,7 +495,7 @@ class TaskPool:
             if not rows:
                 return
             for row in rows:
-                yield int(row["task_id"]), _card_of(row).problem
+                yield int(row["task_id"]), _card_of(row).payload.prompt_text()
             last = int(rows[-1]["task_id"])
 
     # ------------------------------------------------------------------ export
@@ -692,23 +692,27 @@ def card_of_export_row(row: Mapping[str, Any]) -> TaskCard:
 
 
 def _export_row(row: sqlite3.Row) -> dict[str, Any]:
-    """Flatten one valid task into its export object: ``final_answer`` is the verified reference,
-    ``solution`` None where the oracle corrected the card's answer (the solution contradicts it)."""
+    """Flatten one valid task into its export object: the card's fields as the Synthesizer wrote them (``wire``) and
+    its ``payload``; ``final_answer`` is the verified reference, ``synthesizer_answer`` the card's claim, ``solution``
+    None where the oracle corrected that claim and the solution argues for it (kept where it is the gold path the
+    oracle's answer comes from: ``TaskPayload.solution_is_gold``)."""
     card = _card_of(row)
     codes = {r.split(":", 1)[0].strip() for r in json.loads(row["reasons_json"])}
     reference = row["reference"]
     corrected = "reference_corrected" in codes
+    wire = card.wire()
+    claim = card.payload.claimed_answer()
     out: dict[str, Any] = {
         "task_id": int(row["task_id"]),
         "step": int(row["step"]),
-        "problem": card.problem,
-        "solution": None if corrected else card.solution,
-        "final_answer": reference if reference is not None else card.final_answer,
-        "synthesizer_answer": card.final_answer,
+        "problem": wire["problem"],
+        "solution": None if corrected and not card.payload.solution_is_gold else wire["solution"],
+        "final_answer": reference if reference is not None else claim,
+        "synthesizer_answer": claim,
         "answer_corrected": corrected,
     }
     for name in CARD_FIELDS:
-        out.setdefault(name, getattr(card, name))
+        out.setdefault(name, wire[name])
     out["factors"] = dict(card.factors)
     out["payload"] = card.payload.model_dump(mode="json")
     out["success_rate"] = row["success_rate"]

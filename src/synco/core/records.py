@@ -8,7 +8,7 @@ stores. All are pydantic models so they round-trip through JSON unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Sequence, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, SkipValidation, field_validator, model_validator
 
@@ -118,6 +118,32 @@ class TaskPayload(BaseModel):
         """``card``'s payload as this type (read from its card fields when the card holds another type)."""
         return card.payload_as(cls)
 
+    # What generic code reads of a task, whatever its domain (the verifier, novelty, the rounds protocol, exports,
+    # the factor space): each payload type says which of its fields answers each question.
+
+    def prompt_text(self) -> str:
+        """What the Reasoner is asked: the text its prompt is built from, and what novelty, contamination and the
+        capability report compare."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what the Reasoner is asked (prompt_text)")
+
+    def solution_text(self) -> str:
+        """How the card says the task is solved (a worked solution, gold actions; "" when it says nothing): what the
+        answer-leak check looks for in :meth:`prompt_text`, and a supervised reference argues with."""
+        return ""
+
+    def claimed_answer(self) -> str:
+        """The answer the card claims: what the Reasoner is graded against unless an oracle or consensus replaces it."""
+        return ""
+
+    def factor_subject(self) -> str:
+        """The text the domain's factor extractors read: :meth:`prompt_text` unless the payload says more (the gold
+        actions of an instruction). The step, the Designer, the Reflector and the learning effect all read this."""
+        return self.prompt_text()
+
+    solution_is_gold: ClassVar[bool] = False
+    """True: :meth:`solution_text` is the gold path an oracle computes the answer from (tools, τ² actions), so it
+    stays valid where the oracle corrected the card's claim; False: it argues for the claim and is withheld there."""
+
     @classmethod
     def schema_text(cls) -> str:
         """What each card field the Synthesizer writes holds in this payload, one line each (its field's docstring):
@@ -141,8 +167,32 @@ class ProblemPayload(TaskPayload):
     """The answer the card claims."""
     wire_names: ClassVar[Mapping[str, str]] = {"problem": "problem", "solution": "solution", "answer": "final_answer"}
 
+    def prompt_text(self) -> str:
+        return self.problem
+
+    def solution_text(self) -> str:
+        return self.solution
+
+    def claimed_answer(self) -> str:
+        return self.answer
+
 
 P = TypeVar("P", bound=TaskPayload)
+
+
+@runtime_checkable
+class HasPayloadType(Protocol):
+    """A domain whose cards carry a payload of their own type (an instruction with gold actions, a generator
+    config...), a domain capability; without it a card's payload is a :class:`ProblemPayload`. Defined here, beside
+    the payloads, so every layer that reads a card (the factor space included) reads it as its domain's type."""
+
+    payload_type: type[TaskPayload]
+    """The payload model of the domain's cards (declared in the domain's own package)."""
+
+
+def payload_type(domain: object) -> type[TaskPayload]:
+    """The domain's card payload type (:class:`HasPayloadType`), else :class:`ProblemPayload`."""
+    return domain.payload_type if isinstance(domain, HasPayloadType) else ProblemPayload
 
 
 class TaskCard(BaseModel):
@@ -155,8 +205,10 @@ class TaskCard(BaseModel):
     nothing it produced is lost.
 
     Built from the nine card fields the Synthesizer writes (``TaskCard(**fields)``), a card holds a
-    :class:`ProblemPayload`; :meth:`typed` gives it its domain's payload type. ``problem``, ``solution``,
-    ``final_answer`` and ``verification_notes`` read the card back in that layout (what the model sees).
+    :class:`ProblemPayload`; :meth:`typed` gives it its domain's payload type; :meth:`wire` gives the card back in
+    that layout (what the model sees). Everything else reads the payload by what it means
+    (:meth:`TaskPayload.prompt_text`, ``solution_text``, ``claimed_answer``, ``factor_subject``), never by a card
+    field named for a math problem.
     """
 
     model_config = ConfigDict(frozen=False, extra="forbid")
@@ -236,27 +288,6 @@ class TaskCard(BaseModel):
             raise ValueError(f"TaskCard.model_copy: {wire[0]!r} is in the payload; use card.with_fields({wire[0]}=...)")
         return super().model_copy(update=update, deep=deep)
 
-    def _wire_field(self, name: str) -> str:
-        """One card field as :meth:`wire` gives it, from the payload alone (read on every check: no full layout)."""
-        return self.payload.wire().get(name, self.notes if name == "verification_notes" else "")
-
-    @property
-    def problem(self) -> str:
-        """The card's ``problem`` field as the Synthesizer wrote it (what the Reasoner's prompt is built from)."""
-        return self._wire_field("problem")
-
-    @property
-    def solution(self) -> str:
-        return self._wire_field("solution")
-
-    @property
-    def final_answer(self) -> str:
-        return self._wire_field("final_answer")
-
-    @property
-    def verification_notes(self) -> str:
-        return self._wire_field("verification_notes")
-
     def to_json(self) -> str:
         return self.model_dump_json()
 
@@ -271,7 +302,7 @@ class Verdict(BaseModel):
     ``reasons`` start with a stable code (``near_duplicate``, ``missing_field``,
     ...) optionally followed by ``": detail"``, so counting codes does not split
     on numbers. ``reference`` is the answer rollouts are graded against: the
-    card's ``final_answer``, or the domain oracle's answer when one exists.
+    answer the card claims, or the domain oracle's answer when one exists.
     """
 
     valid: bool
@@ -393,8 +424,8 @@ class TaskRecord(BaseModel):
     @property
     def reference(self) -> str | None:
         """The answer the Reasoner is graded against: the verifier's (an oracle or consensus may have replaced the
-        card's claim), else the card's own ``final_answer``; None without a card."""
-        return self.verdict.reference or (self.card.final_answer if self.card is not None else None)
+        card's claim), else the answer the card claims; None without a card."""
+        return self.verdict.reference or (self.card.payload.claimed_answer() if self.card is not None else None)
 
     @property
     def gradient_bearing(self) -> bool:

@@ -274,7 +274,7 @@ def _recent_problems(valid: Sequence[TaskRecord], n: int) -> list[str]:
     """The problems of the latest ``n`` valid records (oldest first), whitespace collapsed and cut."""
     if n <= 0:
         return []
-    problems = [" ".join(r.card.problem.split())[:RECENT_PROBLEM_CHARS] for r in valid if r.card is not None]
+    problems = [" ".join(r.card.payload.prompt_text().split())[:RECENT_PROBLEM_CHARS] for r in valid if r.card is not None]
     return problems[-n:]
 
 

@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from synco.core.policy import Policy, UpdateStats
 from synco.core.pool import TaskPool
-from synco.core.records import TaskCard, TaskRecord, Verdict, success_rate
+from synco.core.records import TaskCard, TaskRecord, Verdict, payload_type, success_rate
 from synco.core.report import CapabilityReport
 from synco.core.rewards import (
     card_alignment,
@@ -49,7 +49,7 @@ from synco.cotrain.cards import CardSource, Draft, card_source
 from synco.cotrain.labels import LabelTrust, label_trust
 from synco.cotrain.settings import ONLINE, StepPlan, StepSettings, request_seed
 from synco.cotrain.stats import Design, StepMetric, StepStats, core_stats, step_metrics
-from synco.domains.base import Domain, HasEnvironment, payload_type
+from synco.domains.base import Domain, HasEnvironment
 from synco.evosyn.metrics import controlled
 from synco.evosyn.run import EvoState
 from synco.evosyn.space import FactorDef, cell_key, factor_subject, factor_values
@@ -109,7 +109,7 @@ def screen_card(domain: Domain, defs: Sequence[FactorDef] | None, card: TaskCard
             card.factors.pop(d.name, None)
     card.factors.update(domain.card_factors(card))
     if defs is not None:
-        card.factors.update(factor_values(factor_subject(domain, card), defs))
+        card.factors.update(factor_values(factor_subject(card, payload_type(domain)), defs))
     reason = domain.reject_reason(card)
     if reason is None:
         return verdict
@@ -221,7 +221,7 @@ def finish(state: CoTrainState, c: Collected, updates: Updates) -> StepStats:
     if not s.revisits_corpus:  # a fixed corpus is revisited on purpose
         for rec in records:
             if rec.valid and rec.card is not None:
-                state.verifier.admit(rec.task_id, rec.card.problem)
+                state.verifier.admit(rec.task_id, rec.card.payload.prompt_text())
     stats.t_generate, stats.t_train = c.t_generate, updates.t_train
     stats.t_other = c.t_other + time.perf_counter() - t0
     return stats

@@ -67,7 +67,7 @@ class CheckerConsensus(Oracle):
             return 0.0
         s = state.settings
         t = time.perf_counter()
-        groups = solve(self.checker, state.domain, [r.card.problem for r in valid if r.card is not None],
+        groups = solve(self.checker, state.domain, [r.card.payload.prompt_text() for r in valid if r.card is not None],
                        s.consensus_m, s.checker_sampling, request_seed(state))
         dt = time.perf_counter() - t
         read = answer_extractor(state.domain) or extract_answer

@@ -195,7 +195,7 @@ def core_stats(stats: StepStats, records: Sequence[TaskRecord], r_update: Update
     stats.n_cards = len(records)
     stats.n_valid = len(valid)
     stats.valid_rate = len(valid) / max(1, len(records))
-    stats.n_distinct = len({r.card.problem for r in records if r.card is not None})
+    stats.n_distinct = len({r.card.payload.prompt_text() for r in records if r.card is not None})
     stats.n_gradient_bearing = sum(r.gradient_bearing for r in valid)
     stats.gradient_share = stats.n_gradient_bearing / max(1, len(valid))
     attempts = [a for r in valid for a in r.rollouts]

@@ -353,8 +353,8 @@ class ArithDomain:
         return str(evaluate_tree(tree))  # type: ignore[arg-type]
 
     def oracle(self, card: TaskCard) -> str | None:
-        """The exact answer to ``card.problem`` when it is a problem of a known level family, else None."""
-        return self.answer(card.problem)
+        """The exact answer to the card's problem when it is a problem of a known level family, else None."""
+        return self.answer(ProblemPayload.of(card).problem)
 
     def is_heldout(self, problem: str) -> bool:
         """Whether ``problem`` falls in the held-out hash bucket (keyed on its canonical form)."""
@@ -364,7 +364,7 @@ class ArithDomain:
 
     def reject_reason(self, card: TaskCard) -> str | None:
         """``heldout_problem`` when the card's problem is held out (so held-out stays unseen), else None."""
-        return "heldout_problem" if self.is_heldout(card.problem) else None
+        return "heldout_problem" if self.is_heldout(ProblemPayload.of(card).problem) else None
 
     def factors(self, problem: str) -> dict[str, str]:
         """Categorical labels computed from the problem text itself; {} when it does not parse.
@@ -405,7 +405,7 @@ class ArithDomain:
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """``factors`` of the card's problem: computed from the problem, never from the model's claims."""
-        return self.factors(card.problem)
+        return self.factors(ProblemPayload.of(card).problem)
 
     # --- the factor space (EvoSyn)
 

@@ -12,12 +12,13 @@ never touch. The loop itself is domain-free.
   - answering: :class:`HasResponsePrefix`, :class:`HasProblemResponsePrefix`, :class:`HasAnswerExtractor`,
     :class:`HasAnswerFormat`, :class:`HasAnswerForm` (answers that are the domain's own texts, not maths);
   - the Synthesizer's card: :class:`HasCardTemplate`;
-  - factors: :class:`HasFactorSpace` and :class:`HasFactorSubject` (defined in ``synco.evosyn.space``,
-    where the factor space lives);
+  - factors: :class:`HasFactorSpace` (defined in ``synco.evosyn.space``, where the factor space lives); what
+    they read of a card is its payload's ``factor_subject``;
   - agents that act: :class:`HasEnvironment`, :class:`HasGoldTurns`, :class:`HasToolSchemas`,
     :class:`HasTrajectories`, :class:`HasExportFields`;
   - its own task files: :class:`HasNativeTasks` (``synco verify`` reads lines in the domain's task format);
-  - its cards' payload: :class:`HasPayloadType` (the payload model; a problem with solution and answer without it);
+  - its cards' payload: ``synco.core.records.HasPayloadType`` (the payload model; a problem with solution and
+    answer without it), defined beside the payloads;
   - the Designer alone: :class:`HasCellCards` (``mode=designer``: cards drawn inside a cell by the domain).
 * :class:`DomainNeeds` -- what a domain asks of a run (``Domain.needs``), read by config validation.
 
@@ -33,9 +34,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from synco.domains.card_template import CardTemplate
-from synco.evosyn.space import Cell, HasFactorSpace, HasFactorSubject, cell_key
+from synco.evosyn.space import Cell, HasFactorSpace, cell_key
 from synco.core.episodes import Environment, ToolCall
-from synco.core.records import ProblemPayload, TaskCard, TaskPayload, Verdict
+from synco.core.records import TaskCard, Verdict
 from synco.core.report import CapabilityReport
 from synco.core.sampling import Completion, SamplingParams
 
@@ -43,9 +44,9 @@ if TYPE_CHECKING:
     from synco.core.policy import Policy
 
 
-__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasCellCards", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace", "HasFactorSubject",
-           "HasNativeTasks", "HasPayloadType", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
-           "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "payload_type", "problem_response_prefix", "reasoner_prompts",
+__all__ = ["Domain", "DomainNeeds", "HasAnswerExtractor", "HasAnswerForm", "HasAnswerFormat", "HasCardTemplate", "HasCellCards", "HasEnvironment", "HasExportFields", "HasGoldTurns", "HasFactorSpace",
+           "HasNativeTasks", "HasProblemResponsePrefix", "HasResponsePrefix", "HasToolSchemas", "HasTrajectories", "answer_extractor",
+           "answer_form", "compact_synthesizer_prompt", "export_fields", "HeldoutItem", "NativeTask", "problem_response_prefix", "reasoner_prompts",
            "response_prefix", "solve"]
 
 
@@ -105,7 +106,7 @@ class Domain(Protocol):
         ...
 
     def oracle(self, card: TaskCard) -> str | None:
-        """The exact answer to ``card.problem``, or None when the card is outside the domain.
+        """The exact answer to the card's task, or None when the card is outside the domain.
 
         Domains without an exact oracle set ``has_oracle = False`` and rely on consensus.
         """
@@ -131,21 +132,6 @@ class Domain(Protocol):
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
         """Held-out problems that no training path may produce."""
         ...
-
-
-@runtime_checkable
-class HasPayloadType(Protocol):
-    """The domain's cards carry a payload of their own type (``synco.core.records.TaskPayload``): an instruction with
-    gold actions, a generator config... Without it a card's payload is a problem with solution and answer
-    (:class:`~synco.core.records.ProblemPayload`)."""
-
-    payload_type: type[TaskPayload]
-    """The payload model of the domain's cards (declared in the domain's own package)."""
-
-
-def payload_type(domain: Domain) -> type[TaskPayload]:
-    """The domain's card payload type (:class:`HasPayloadType`), else :class:`~synco.core.records.ProblemPayload`."""
-    return domain.payload_type if isinstance(domain, HasPayloadType) else ProblemPayload
 
 
 @runtime_checkable
@@ -273,9 +259,8 @@ class HasAnswerForm(Protocol):
 class HasExportFields(Protocol):
     """Columns of its own in ``valid_tasks.jsonl`` (e.g. the tools world's ``instruction``, ``actions``, ``outputs``).
 
-    A column named as one of the export's own replaces it: the tools world and τ² give ``solution`` back on a row
-    whose answer the oracle corrected (the export leaves it null there), since their solution is the gold actions the
-    oracle's answer comes from, not an argument for the card's own wrong answer."""
+    A column named as one of the export's own replaces it. Whether ``solution`` stays on a row whose answer the oracle
+    corrected is the payload's (``TaskPayload.solution_is_gold``), not a column to give back."""
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
         """The domain's export columns of a valid card (JSON values)."""

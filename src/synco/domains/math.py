@@ -845,7 +845,7 @@ class MathDomain:
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """``topic`` (keyword classifier on the problem and teaching_intent) and ``difficulty`` (easy/medium/hard/unknown)."""
-        return {"topic": topic_of(card.problem, card.teaching_intent),
+        return {"topic": topic_of(ProblemPayload.of(card).problem, card.teaching_intent),
                 "difficulty": difficulty_of(card.difficulty_estimate)}
 
     def reject_reason(self, card: TaskCard) -> str | None:
@@ -854,11 +854,12 @@ class MathDomain:
         one (problems compared normalised; a copy with the right answer is a correct card and passes)."""
         self._ensure_bank()
         assert self._bank_keys is not None
-        key = problem_key(card.problem)
+        task = ProblemPayload.of(card)
+        key = problem_key(task.problem)
         if key in self._bank_keys:
             return "heldout_problem"
         exact = self._shown.get(key)
-        if exact is not None and not same_value(card.final_answer, exact):
+        if exact is not None and not same_value(task.answer, exact):
             return "copied_example"
         return None
 

@@ -145,7 +145,7 @@ def pick_examples(records: Sequence[TaskRecord], n: int, rng: random.Random) -> 
         s = success_of(r)
         if s is None:
             continue
-        problem = r.card.problem  # type: ignore[union-attr]  # success_of checked the card
+        problem = r.card.payload.prompt_text()  # type: ignore[union-attr]  # success_of checked the card
         if s == 0:
             zero.setdefault(problem, None)
         elif s < 0.5:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 import random
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from synco.evosyn.reflector import Reflection, python_seed, reflect
 from synco.evosyn.space import (Cell, FactorChange, FactorDef, FactorSpace, HasFactorSpace, cell_key,
                                 factor_subject, feasible_cells)
 from synco.core.jsonl import read_jsonl, truncate_jsonl
-from synco.core.records import CARD_FIELDS, TaskCard, TaskRecord
+from synco.core.records import CARD_FIELDS, TaskCard, TaskPayload, TaskRecord, payload_type
 
 
 @dataclass
@@ -43,8 +42,9 @@ class EvoState:
     cells: list[Cell]  # feasible cells of the current space (recomputed when it changes)
     sample: Callable[[random.Random], str] | None = None  # the domain's problem generator, for feasibility
     effects: list[Transition] = field(default_factory=list)  # learning_effect.jsonl so far: the measured transitions
-    subject: Callable[[TaskCard], str] = field(default=lambda card: card.problem)
-    """The text a card's factor values are computed from: the domain's ``factor_subject``, as the step's."""
+    payload_type: type[TaskPayload] | None = None
+    """The domain's card payload type: a card's factor values are computed from its payload read as this type
+    (:func:`~synco.evosyn.space.factor_subject`, as the step's); None: each card's payload as it holds it."""
 
     def refresh_cells(self) -> None:
         """Recompute the feasible cells after the space changed."""
@@ -102,7 +102,7 @@ def build_evo_state(domain: object, space: FactorSpace | None = None,
     known = {d.name for d in defs}
     defs += [to_def(p) for p in space.proposed if p.name not in known]  # the LLM proposer's, on resume
     evo = EvoState(space=space, defs=defs, builtin=builtin, cells=[], sample=sample,
-                   subject=partial(factor_subject, domain))
+                   payload_type=payload_type(domain))
     evo.refresh_cells()
     return evo
 
@@ -171,9 +171,9 @@ def read_effects(run_dir: Path, error: type[Exception] = ValueError) -> list[Tra
 
 def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskRecord]:
     """``records`` with each proposed factor's value filled in where the card lacks it (cards recorded before the
-    proposal), computed from the card's factor subject as the step computes it for new cards (``evo.subject``: the
-    problem text, or what the domain names instead, e.g. the tools world's instruction); the given records are not
-    changed."""
+    proposal), computed from the card's factor subject as the step computes it for new cards
+    (:func:`~synco.evosyn.space.factor_subject` of the payload: the problem, or e.g. the tools world's instruction and
+    gold actions); the given records are not changed."""
     names = {p.name for p in evo.space.proposed}
     defs = [d for d in evo.defs if d.name in names]
     if not defs:
@@ -187,7 +187,7 @@ def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskR
             continue
         factors = dict(card.factors)
         for d in missing:
-            v = d.value(evo.subject(card))
+            v = d.value(factor_subject(card, evo.payload_type))
             if v is not None:
                 factors[d.name] = v
         out.append(rec.model_copy(update={"card": card.model_copy(update={"factors": factors})}))

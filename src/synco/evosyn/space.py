@@ -34,7 +34,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from synco.core.records import TaskCard
+from synco.core.records import TaskCard, TaskPayload
 from synco.evosyn.proposed import ProposedFactor
 
 Cell = tuple[tuple[str, str], ...]
@@ -254,19 +254,12 @@ def parse_cell_key(key: str) -> Cell:
     return tuple(out)
 
 
-@runtime_checkable
-class HasFactorSubject(Protocol):
-    """A domain whose factors are read from more than the problem text (a capability): e.g. the tools world's
-    ``instruction + "\n" + gold actions``, so factors describe the gold trajectory."""
-
-    def factor_subject(self, card: TaskCard) -> str:
-        """The text the domain's factor extractors read for ``card``."""
-        ...
-
-
-def factor_subject(domain: object, card: TaskCard) -> str:
-    """What ``domain``'s factor extractors read for ``card``: its :class:`HasFactorSubject` text, else the problem."""
-    return domain.factor_subject(card) if isinstance(domain, HasFactorSubject) else card.problem
+def factor_subject(card: TaskCard, kind: type[TaskPayload] | None = None) -> str:
+    """What the factor extractors read for ``card``: its payload's :meth:`~synco.core.records.TaskPayload.factor_subject`
+    (the problem; the instruction and its gold actions in the tools world), the payload read as ``kind`` (the domain's
+    payload type; None: as the card holds it). The one source of a card's factor values: the step, the Reflector's
+    values of older cards, and through the cards' factors the Designer and the learning effect."""
+    return (card.payload if kind is None else card.payload_as(kind)).factor_subject()
 
 
 def factor_values(problem: str, defs: Sequence[FactorDef]) -> dict[str, str]:

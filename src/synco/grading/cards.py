@@ -152,7 +152,7 @@ def render_card_json(card: TaskCard) -> str:
     ``\\f``, or a newline before ``neq``) is written as ``\\uXXXX``, and think
     tags inside values are escaped so they cannot be mistaken for real ones.
     """
-    data = {name: getattr(card, name) for name in CARD_FIELDS}
+    data = card.wire()
     dumped = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     def fix(m: re.Match[str]) -> str:

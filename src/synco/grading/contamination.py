@@ -130,7 +130,7 @@ def read_pool_tasks(path: Path) -> Iterator[PoolTask]:
         cursor = conn.execute("SELECT task_id, step, valid, card_json, payload_json FROM tasks "
                               "WHERE card_json IS NOT NULL ORDER BY task_id")
         for task_id, step, valid, card_json, payload_json in cursor:
-            problem = TaskCard.model_validate({**json.loads(card_json), "payload": json.loads(payload_json)}).problem
+            problem = TaskCard.model_validate({**json.loads(card_json), "payload": json.loads(payload_json)}).payload.prompt_text()
             if isinstance(problem, str) and problem.strip():
                 yield PoolTask(task_id=task_id, step=step, valid=bool(valid), problem=problem)
     finally:

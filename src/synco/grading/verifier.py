@@ -417,7 +417,7 @@ class TaskVerifier:
             checks.fail(f"parse_error: {err}")
             return CardCheck(None, checks, None, 0.0, done=self._verdict(checks, reference=None, reliability=0.0))
         checks.scores["format"] = checks.scores["schema"] = 1.0
-        reference, reliability = card.final_answer, 0.0
+        reference, reliability = card.payload.claimed_answer(), 0.0
         try:
             self._time_left()
             self._check_problem(card, checks)
@@ -430,24 +430,25 @@ class TaskVerifier:
         return CardCheck(card, checks, reference, reliability)
 
     def _check_problem(self, card: TaskCard, checks: _Checks) -> None:
-        """Length, figure references, leaked answers, banned terms; score = share passed."""
-        cfg, problem = self.config, card.problem
+        """Length, figure references, leaked answers, banned terms of what the Reasoner is asked; score = share passed."""
+        cfg, task = self.config, card.payload
+        prompt = task.prompt_text()
         failed = 0
-        if len(problem) < cfg.min_problem_chars:
-            checks.fail(f"problem_too_short: {len(problem)} chars < {cfg.min_problem_chars}")
+        if len(prompt) < cfg.min_problem_chars:
+            checks.fail(f"problem_too_short: {len(prompt)} chars < {cfg.min_problem_chars}")
             failed += 1
-        elif len(problem) > cfg.max_problem_chars:
-            checks.fail(f"problem_too_long: {len(problem)} chars > {cfg.max_problem_chars}")
+        elif len(prompt) > cfg.max_problem_chars:
+            checks.fail(f"problem_too_long: {len(prompt)} chars > {cfg.max_problem_chars}")
             failed += 1
-        figure = _FIGURE.search(problem)
+        figure = _FIGURE.search(prompt)
         if figure:
             checks.fail(f"references_figure: {figure.group()!r}")
             failed += 1
-        leak = answer_leak(problem, card.solution, card.final_answer)
+        leak = answer_leak(prompt, task.solution_text(), task.claimed_answer())
         if leak:
             checks.fail(f"answer_leaked: {leak}")
             failed += 1
-        banned = [term for term, pattern in self._banned if pattern.search(problem)]
+        banned = [term for term, pattern in self._banned if pattern.search(prompt)]
         if banned:
             checks.fail(f"banned_term: {', '.join(banned)}")
             failed += 1
@@ -455,7 +456,7 @@ class TaskVerifier:
 
     def _check_answer(self, card: TaskCard, checks: _Checks) -> tuple[str | None, float]:
         """Answer score and reasons; returns (reference, provisional reliability)."""
-        final = card.final_answer
+        final = card.payload.claimed_answer()
         if self.oracle is not None:
             try:
                 truth = self.oracle(card)
@@ -474,8 +475,9 @@ class TaskVerifier:
         if not self._understands(final):
             checks.fail(f"answer_unparseable: {_short(final)}")
             return final, 0.0
-        explicit = extract_answer(card.solution)
-        numbers = [] if explicit is not None else _LAST_NUMBER.findall(card.solution)
+        solution = card.payload.solution_text()
+        explicit = extract_answer(solution)
+        numbers = [] if explicit is not None else _LAST_NUMBER.findall(solution)
         stated = explicit if explicit is not None else (numbers[-1] if numbers else None)
         if stated is None:
             checks.scores["answer"] = 0.5
@@ -497,27 +499,27 @@ class TaskVerifier:
         return final, 0.0
 
     def _check_novelty(self, card: TaskCard, slot: int, batch: NoveltyIndex, checks: _Checks) -> None:
-        """Pool, batch and benchmark similarity; adds the card to the batch index."""
-        cfg, problem = self.config, card.problem
+        """Pool, batch and benchmark similarity of what the Reasoner is asked; adds the card to the batch index."""
+        cfg, prompt = self.config, card.payload.prompt_text()
         sims = [0.0]
-        hit = batch.nearest(problem)
+        hit = batch.nearest(prompt)
         if hit is not None:
             sims.append(hit[1])
             if hit[1] >= cfg.novelty_threshold:
                 checks.fail(f"duplicate_in_step: sim={hit[1]:.2f} slot={hit[0]}")
-        hit = self._pool.nearest(problem)
+        hit = self._pool.nearest(prompt)
         if hit is not None:
             sims.append(hit[1])
             if hit[1] >= cfg.novelty_threshold:
                 checks.fail(f"near_duplicate: sim={hit[1]:.2f} task={hit[0]}")
         if self._benchmarks is not None:
-            hit = self._benchmarks.nearest(problem)
+            hit = self._benchmarks.nearest(prompt)
             if hit is not None:
                 sims.append(hit[1])
                 if hit[1] >= cfg.contamination_threshold:
                     checks.fail(f"contaminated: {hit[0]} sim={hit[1]:.2f}", hard=cfg.reject_contaminated)
         checks.scores["novelty"] = 1.0 - max(sims)
-        batch.add(slot, problem)
+        batch.add(slot, prompt)
 
     # ------------------------------------------------------------------ helpers
 

@@ -55,7 +55,7 @@ class Task:
 
     @classmethod
     def of(cls, card: TaskCard, reference: str) -> "Task":
-        return cls(card.problem, reference, card)
+        return cls(card.payload.prompt_text(), reference, card)
 
 
 class Solver(Protocol):

@@ -264,7 +264,7 @@ def act(policy: Policy, domain: Domain, cards: Sequence[TaskCard], references: S
         raise TypeError(f"domain {domain.name!r} has no environment (HasEnvironment): its Reasoner answers with solve()")
     if len(references) != len(cards):
         raise ValueError(f"{len(cards)} cards but {len(references)} references")
-    prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
+    prompts = reasoner_prompts(policy, domain, [c.payload.prompt_text() for c in cards])
     jobs = episode_jobs([p for p in prompts for _ in range(n)], [c for c in cards for _ in range(n)],
                         [r for r in references for _ in range(n)], [a for _ in cards for a in range(n)], params, limits,
                         seed, group_size)

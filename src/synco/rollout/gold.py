@@ -86,7 +86,7 @@ def gold_episodes(policy: GoldPolicy, domain: Domain, cards: Sequence[TaskCard],
         raise ValueError("the policy names no end-of-turn id (eos_ids is empty)")
     if len(references) != len(cards):
         raise ValueError(f"{len(cards)} cards but {len(references)} references")
-    prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])  # type: ignore[arg-type]
+    prompts = reasoner_prompts(policy, domain, [c.payload.prompt_text() for c in cards])  # type: ignore[arg-type]
     prefix = response_prefix(domain)
     out: list[Episode | None] = []
     for prompt, card, reference in zip(prompts, cards, references):

@@ -9,7 +9,8 @@ from typing import Any, Callable, cast
 
 from synco.config import ConfigError, RunConfig, domain_context
 from synco.cotrain.settings import StepSettings
-from synco.domains.base import Domain, answer_form, payload_type
+from synco.core.records import payload_type
+from synco.domains.base import Domain, answer_form
 from synco.domains.registry import get_domain
 from synco.grading.checker import AnswerChecker
 from synco.grading.verifier import TaskVerifier

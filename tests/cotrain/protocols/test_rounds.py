@@ -147,7 +147,7 @@ def expected_pairs(state: CoTrainState, steps: range) -> set[tuple[str, str]]:
     for step in steps:
         for rec in state.pool.by_step(step):
             if rec.valid and any(r.correct for r in rec.rollouts):
-                out.add((DOMAIN.reasoner_prompt(rec.card.problem) + "\\boxed{", DOMAIN.answer(rec.card.problem) + "}"))
+                out.add((DOMAIN.reasoner_prompt(rec.card.payload.prompt_text()) + "\\boxed{", DOMAIN.answer(rec.card.payload.prompt_text()) + "}"))
     return out
 
 
@@ -245,7 +245,7 @@ def test_a_corrected_cards_solution_is_no_reference_response() -> None:
     corrected = rec.model_copy(update={"verdict": rec.verdict.model_copy(
         update={"reasons": ["reference_corrected: card=57 oracle=58"]})})
     assert texts(sft_completions(rec, plain, RoundsConfig(target="reference"))) == [  # type: ignore[arg-type]
-        rec.card.solution.strip() + "\n\n\\boxed{58}"]
+        rec.card.payload.solution_text().strip() + "\n\n\\boxed{58}"]
     assert sft_completions(corrected, plain, RoundsConfig(target="reference")) == []  # type: ignore[arg-type]
     assert texts(sft_completions(corrected, DOMAIN, RoundsConfig(target="reference"))) == ["58}"]  # answer only
 
@@ -254,7 +254,7 @@ def test_reference_response_uses_the_domains_answer_format_else_solution_and_box
     card = _card("623*7")
     assert reference_response(DOMAIN, card, "4361") == "\\boxed{4361}"
     plain = object()  # a domain without format_reasoner_answer
-    assert reference_response(plain, card, "4361") == card.solution.strip() + "\n\n\\boxed{4361}"  # type: ignore[arg-type]
+    assert reference_response(plain, card, "4361") == card.payload.solution_text().strip() + "\n\n\\boxed{4361}"  # type: ignore[arg-type]
 
 
 def test_sft_examples_are_distinct_and_prompted_as_solve_prompts() -> None:
@@ -343,7 +343,7 @@ def test_grpo_rounds_take_fresh_attempts_at_the_rounds_tasks(tmp_path) -> None: 
     state = fixed_corpus_state(tmp_path)
     cfg = RoundsConfig(steps_per_round=2, update="grpo", batch_size=3)
     stats = run_rounds(state, cfg, steps=2)
-    tasks = {r.card.problem for s in range(2) for r in state.pool.by_step(s) if r.valid}
+    tasks = {r.card.payload.prompt_text() for s in range(2) for r in state.pool.by_step(s) if r.valid}
     batches = state.reasoner.grpo
     assert state.reasoner.sft == [] and len(batches) == -(-len(tasks) // 3)
     assert sum(len(b) for b in batches) == 4 * len(tasks) == stats[1].training.round_rollouts
@@ -507,7 +507,7 @@ def test_sft_on_a_bpe_tokenizer_trains_the_sampled_ids_not_a_re_tokenisation(tmp
     assert [r.completion_ids for r in rows] == samples  # the SFT batch holds the sampled ids
     assert [pol.encode_sft(SFTExample(e.prompt, e.completion)).completion_ids for e in examples] == retok  # not these
     # the prompt ids are the ones sampling conditioned on: generate encodes the same prompt text the same way
-    [[c]] = solve(pol, domain, [records[0].card.problem], 1, SamplingParams(max_new_tokens=1), seed=0)
+    [[c]] = solve(pol, domain, [records[0].card.payload.prompt_text()], 1, SamplingParams(max_new_tokens=1), seed=0)
     assert rows[0].prompt_ids == c.prompt_ids and tok.decode(c.prompt_ids).startswith("<|im_start|>system")
     # and the update's loss is the NLL of exactly those ids
     before = nll(pol, rows)

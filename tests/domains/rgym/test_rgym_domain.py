@@ -47,10 +47,10 @@ def test_extract_answer_reads_what_follows_the_prefix() -> None:
 def test_the_oracle_materialises_a_card(domain: RgymDomain) -> None:
     c = card('{"family":"chain_sum","config":{"max_terms":3,"min_terms":3,"max_digits":1}}')
     answer = domain.oracle(c)
-    config, seed = split_seeded(c.solution)
+    config, seed = split_seeded(c.wire()["solution"])
     assert seed is not None and seed % 2 == 0
     assert json.loads(config)["config"] == {"max_digits": 1, "max_terms": 3, "min_terms": 3}
-    assert c.final_answer == answer and c.problem.startswith("State the final answer")
+    assert c.payload.claimed_answer() == answer and c.payload.prompt_text().startswith("State the final answer")
     assert domain.card_factors(c) == {"family": "chain_sum", "level": "1"}  # num_terms level 1, num_digits 0
     default = card('{"family":"chain_sum","config":{}}')
     domain.oracle(default)
@@ -58,7 +58,7 @@ def test_the_oracle_materialises_a_card(domain: RgymDomain) -> None:
     assert domain.export_fields(c)["rgym_seed"] == seed
     other = card('{"family":"chain_sum","config":{"max_terms":3,"min_terms":3}}')
     domain.oracle(other)
-    assert split_seeded(other.solution)[1] != seed  # the same config twice: two items
+    assert split_seeded(other.wire()["solution"])[1] != seed  # the same config twice: two items
 
 
 @pytest.mark.parametrize(("problem", "code"), [
@@ -108,7 +108,7 @@ def test_heldout_per_family_and_level_plus_transfer(domain: RgymDomain) -> None:
                              "spell_backward/L0", "spell_backward/L1", "spell_backward/default"])
     assert all(sum(it.group == g for it in items) == 2 for g in groups)
     held = domain.heldout_card(items[0])
-    assert split_seeded(held.solution)[1] % 2 == 1  # a held-out seed: odd, unreachable by a card
+    assert split_seeded(held.wire()["solution"])[1] % 2 == 1  # a held-out seed: odd, unreachable by a card
     assert domain.reject_reason(held) == "heldout_problem"
 
 

@@ -48,7 +48,7 @@ def test_every_training_card_verifies_and_its_reference_is_the_communicate_info(
     texts = mock.static_cards(random.Random(0), 20)
     for text in texts:
         card = TaskCard(**json.loads(text))
-        assert json.loads(mock.oracle(card)) == json.loads(card.final_answer)
+        assert json.loads(mock.oracle(card)) == json.loads(card.payload.claimed_answer())
         assert mock.reject_reason(card) is None
         assert mock.export_fields(card)["tau2_task"]["evaluation_criteria"]["actions"] is not None
 
@@ -69,7 +69,7 @@ def test_a_held_out_task_is_refused_for_training_and_scored_by_its_gold_replay(m
 
 def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
     card = TaskCard(**json.loads(mock.static_cards(random.Random(1), 1)[0]))
-    actions = json.loads(card.solution)
+    actions = json.loads(card.payload.solution_text())
     bad_tool = card.with_fields(solution=json.dumps([{"name": "rm_rf", "arguments": {}}] + actions))
     with pytest.raises(CardRejected) as e:
         mock.oracle(bad_tool)
@@ -77,7 +77,7 @@ def test_a_corrupted_card_is_rejected_with_a_code(mock: Tau2Domain) -> None:
     with pytest.raises(CardRejected) as e:
         mock.oracle(card.with_fields(solution="[{"))
     assert e.value.code == "bad_actions"
-    no_ticket = card.with_fields(problem=json.dumps({"instructions": card.problem}))  # same words, no ticket
+    no_ticket = card.with_fields(problem=json.dumps({"instructions": card.payload.prompt_text()}))  # same words, no ticket
     with pytest.raises(CardRejected) as e:
         mock.oracle(no_ticket)
     assert e.value.code == "no_ticket"
@@ -116,17 +116,17 @@ def test_the_reasoner_gets_the_policy_the_tools_and_the_ticket(mock: Tau2Domain)
             return json.dumps({"system": system, "user": user_text, "tools": tools})
 
     card = TaskCard(**json.loads(mock.static_cards(random.Random(2), 1)[0]))
-    [prompt] = reasoner_prompts(Fmt(), mock, [card.problem])  # type: ignore[arg-type]
+    [prompt] = reasoner_prompts(Fmt(), mock, [card.payload.prompt_text()])  # type: ignore[arg-type]
     got = json.loads(prompt)
     assert got["system"] == mock.world.solo_policy and got["tools"] == mock.tool_schemas()
-    assert got["user"] == card.problem  # solo: the ticket is the problem
+    assert got["user"] == card.payload.prompt_text()  # solo: the ticket is the problem
 
 
 def test_user_mode_opens_with_the_simulated_users_line_and_refuses_without_one() -> None:
     airline = Tau2Domain(Tau2Settings(domain="airline"), user_factory=ScriptedSim)
     assert not airline.solo
     card = TaskCard(**json.loads(airline.static_cards(random.Random(0), 1)[0]))
-    assert airline.reasoner_prompt(card.problem) == "I want to change my booking."
+    assert airline.reasoner_prompt(card.payload.prompt_text()) == "I want to change my booking."
     env = airline.environment(card, airline.oracle(card))
     assert env.step("How can I help?").observation == "###STOP###" or env.step  # the scripted user stops
     with pytest.raises(ValueError, match="simulated user"):
@@ -213,4 +213,4 @@ def test_a_corrected_rows_export_keeps_its_gold_actions(mock: Tau2Domain, tmp_pa
         pool.export_jsonl(tmp_path / "valid_tasks.jsonl", export_fields(mock))
     row = json.loads((tmp_path / "valid_tasks.jsonl").read_text())
     assert row["answer_corrected"] and row["final_answer"] == "[]" and row["synthesizer_answer"] == '["wrong"]'
-    assert row["solution"] == card.solution and row["tau2_task"]["evaluation_criteria"]["actions"]
+    assert row["solution"] == card.payload.solution_text() and row["tau2_task"]["evaluation_criteria"]["actions"]

@@ -8,12 +8,13 @@ from synco.domains.tau2.factors import (
     BUILTIN_FACTORS,
     argument_numbers,
     computation,
-    factor_subject,
     family,
     numbers_in,
     tau2_factor_defs,
 )
+from synco.domains.tau2.payload import Tau2Payload
 from synco.domains.tau2.tasks import Tau2Action, card_of_task
+from synco.evosyn.space import factor_subject
 
 pytest.importorskip("tau2")
 
@@ -27,7 +28,7 @@ DEFS = tau2_factor_defs(KINDS, "airline")
 
 
 def factors(task_id: str) -> dict[str, str | None]:
-    subject = factor_subject(card_of_task(AIRLINE[task_id]))
+    subject = factor_subject(card_of_task(AIRLINE[task_id]), Tau2Payload)
     return {d.name: d.value(subject) for d in DEFS}
 
 

@@ -54,15 +54,15 @@ def test_card_fields_of_an_airline_task() -> None:
     """Airline task 7: scenario as compact JSON, actions as a JSON list, its one communicate string, τ²'s default basis."""
     task = next(t for t in AIRLINE if t.id == "7")
     card = card_of_task(task)
-    scenario = json.loads(card.problem)
+    scenario = json.loads(card.payload.prompt_text())
     assert set(scenario) == {"reason_for_call", "known_info", "unknown_info", "task_instructions"}
     assert scenario["known_info"] == "Your user id is 'daiki_muller_1116'."
-    actions = json.loads(card.solution)
+    actions = json.loads(card.payload.solution_text())
     assert [a["name"] for a in actions] == ["get_reservation_details", "get_reservation_details",
                                             "update_reservation_flights", "cancel_reservation", "cancel_reservation"]
     assert actions[3] == {"name": "cancel_reservation", "arguments": {"reservation_id": "XEHM4B"}}
-    assert json.loads(card.final_answer) == ["1628"]
-    assert json.loads(card.verification_notes)["reward_basis"] == ["DB", "COMMUNICATE"]
+    assert json.loads(card.payload.claimed_answer()) == ["1628"]
+    assert json.loads(card.wire()["verification_notes"])["reward_basis"] == ["DB", "COMMUNICATE"]
     exported = task_json(card, "x1", "airline")
     assert exported["evaluation_criteria"]["actions"][2]["action_id"] == "x1_2"
     assert exported["user_scenario"]["instructions"]["domain"] == "airline"
@@ -71,11 +71,11 @@ def test_card_fields_of_an_airline_task() -> None:
 def test_solo_card_is_the_ticket() -> None:
     task = next(t for t in MOCK if t.id == "update_task_1")
     card = card_of_task(task, solo=True)
-    assert card.problem == "User needs to update the status of task_1 to completed."
+    assert card.payload.prompt_text() == "User needs to update the status of task_1 to completed."
     parsed = parse_card(card)
-    assert parsed.scenario is None and parsed.ticket == card.problem
+    assert parsed.scenario is None and parsed.ticket == card.payload.prompt_text()
     back = Task.model_validate(task_json(card, "s", "mock"))
-    assert back.ticket == card.problem and back.user_scenario.instructions == card.problem
+    assert back.ticket == card.payload.prompt_text() and back.user_scenario.instructions == card.payload.prompt_text()
     with pytest.raises(ValueError, match="no ticket|none"):
         card_of_task(AIRLINE[0], solo=True)
 

@@ -67,7 +67,7 @@ def _card(task_id: str = "12", **changes: str) -> TaskCard:
 
 def _with_action(task_id: str, index: int, **fields: Any) -> TaskCard:
     """Task ``task_id``'s card with action ``index`` changed (``arguments`` merged)."""
-    actions = json.loads(_card(task_id).solution)
+    actions = json.loads(_card(task_id).payload.solution_text())
     args = fields.pop("arguments", None)
     actions[index].update(fields)
     if args is not None:
@@ -77,7 +77,7 @@ def _with_action(task_id: str, index: int, **fields: Any) -> TaskCard:
 
 def _told(card: TaskCard, text: str) -> TaskCard:
     """``card`` with ``text`` added to what the user knows (so an id in it is grounded)."""
-    scenario = json.loads(card.problem)
+    scenario = json.loads(card.payload.prompt_text())
     scenario["known_info"] = f"{scenario['known_info']} {text}"
     return card.with_fields(problem=json.dumps(scenario))
 
@@ -121,7 +121,7 @@ def test_unknown_id_is_told_from_other_failures() -> None:
         verify_card("airline", ghost)
     assert err.value.code == "unknown_id" and "Reservation QQQQQQ not found" in str(err.value)
     # task 23 books three reservations in one task; a fourth is refused by the tool ("Too many reservations")
-    actions = json.loads(_card("23").solution)
+    actions = json.loads(_card("23").payload.solution_text())
     booking = next(a for a in actions if a["name"] == "book_reservation")
     with pytest.raises(CardRejected) as err:
         verify_card("airline", _card("23", solution=json.dumps(actions + [booking])))
@@ -194,7 +194,7 @@ def test_booking_limits(db: Any) -> None:
 
 def test_cancelled_is_not_cancelled_again() -> None:
     """Task 19 cancels Z7GOZK; cancelling it a second time is a violation (the write would change the payments)."""
-    actions = json.loads(_card("19").solution)
+    actions = json.loads(_card("19").payload.solution_text())
     assert actions[-1] == {"name": "cancel_reservation", "arguments": {"reservation_id": "Z7GOZK"}}
     with pytest.raises(CardRejected) as err:
         verify_card("airline", _card("19", solution=json.dumps(actions + actions[-1:])))

@@ -14,6 +14,7 @@ from synco.domains.base import Domain, HasEnvironment, HasFactorSpace, HasRespon
 from synco.domains.tools import ToolsDomain
 from synco.domains.tools.domain import OTHER_GROUP
 from synco.domains.tools.db import build_db, episode_variant
+from synco.domains.tools.payload import ToolsPayload
 from synco.domains.tools.settings import ToolsSettings
 from synco.domains.tools.syntax import format_call, format_outputs, parse_actions
 from synco.domains.tools.verify import replay
@@ -27,7 +28,7 @@ from synco.domains.tools.tasks import (
     task_of_instruction,
     writes_group,
 )
-from synco.evosyn.space import FactorSpace, feasible_cells
+from synco.evosyn.space import FactorSpace, factor_subject, feasible_cells
 
 DOMAIN = ToolsDomain()
 
@@ -67,8 +68,8 @@ def test_static_cards_verify_cover_every_family_and_are_never_held_out() -> None
     families = Counter()
     for text in texts:
         c = card(text)
-        assert DOMAIN.oracle(c) == c.final_answer and DOMAIN.reject_reason(c) is None
-        assert len(c.problem) <= DOMAIN.max_problem_chars and len(text) <= 400
+        assert DOMAIN.oracle(c) == c.payload.claimed_answer() and DOMAIN.reject_reason(c) is None
+        assert len(c.payload.prompt_text()) <= DOMAIN.max_problem_chars and len(text) <= 400
         families[c.difficulty_estimate] += 1
     assert set(families) == set(FAMILY_NAMES)
     assert DOMAIN.static_cards(random.Random(0), 5) == texts[:5]
@@ -102,8 +103,8 @@ def test_the_heldout_bucket_is_stable_and_keyed_on_what_the_task_does() -> None:
 def _solves_its_item(domain: ToolsDomain, item: HeldoutItem) -> None:
     """The item's rebuilt card is a held-out task whose gold actions, replayed in its environment, score 1."""
     c = domain.heldout_card(item)
-    actions = parse_actions(c.solution)
-    assert c.problem == item.problem
+    actions = parse_actions(c.payload.solution_text())
+    assert c.payload.prompt_text() == item.problem
     assert domain.oracle(c) == item.answer and domain.reject_reason(c) == "heldout_task"
     env = domain.environment(c, item.answer)
     for a in actions:
@@ -145,7 +146,7 @@ def test_heldout_items_grouped_by_writes_rebuild_their_cards() -> None:
     assert Counter(i.group for i in items) == {g: 6 for g in HELDOUT_GROUPS}
     assert len({i.problem for i in items}) == len(items)
     for item in items:
-        assert writes_group(parse_actions(by_writes.heldout_card(item).solution)) == item.group
+        assert writes_group(parse_actions(by_writes.heldout_card(item).payload.solution_text())) == item.group
         _solves_its_item(by_writes, item)
 
 
@@ -189,7 +190,7 @@ def test_card_factors_are_computed_from_the_trajectory(instruction: str, solutio
                                                        factors: dict[str, str]) -> None:
     c = make(instruction, solution, "none", family="lookup")  # the claimed family is ignored
     assert DOMAIN.card_factors(c) == factors
-    assert DOMAIN.factor_subject(c) == f"{instruction}\n{solution}"
+    assert factor_subject(c, ToolsPayload) == f"{instruction}\n{solution}"
 
 
 def test_factor_extractors_never_raise_on_bad_subjects() -> None:
@@ -212,7 +213,7 @@ def test_the_generator_realises_every_bucket_of_the_builtin_and_num_write() -> N
 def test_environment_replays_the_cards_actions_for_the_gold_hash_and_caches_it() -> None:
     c = make("cancel bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58);cancel_order(o61)")
     ref = DOMAIN.oracle(c)
-    gold = DOMAIN.gold_hash(c.solution)
+    gold = DOMAIN.gold_hash(c.payload.solution_text())
     assert gold == DOMAIN.gold_hash(" find_user(bob) ;list_orders(u2);cancel_order(o58);cancel_order(o61)")
     assert gold != DOMAIN.db.state_hash()
     assert DOMAIN.environment(c, ref).gold_hash == gold
@@ -241,7 +242,7 @@ def test_the_domain_pickles_for_rollout_workers() -> None:
 
     copy = pickle.loads(pickle.dumps(DOMAIN))
     c = make("cancel all of bob's pending orders", "find_user(bob);list_orders(u2);cancel_order(o58);cancel_order(o61)")
-    assert copy.db.state_hash() == DOMAIN.db.state_hash() and copy.gold_hash(c.solution) == DOMAIN.gold_hash(c.solution)
+    assert copy.db.state_hash() == DOMAIN.db.state_hash() and copy.gold_hash(c.payload.solution_text()) == DOMAIN.gold_hash(c.payload.solution_text())
 
 
 # ----------------------------------------------------------------- database variants (tools.db_variants)
@@ -263,7 +264,7 @@ def test_variants_off_is_the_fixed_world_whatever_the_attempt() -> None:
             env = domain.environment(c, domain.oracle(c), attempt)
             assert env.db.state_hash() == build_db().state_hash() and env.outputs == ("26",)
             assert env.variant is None and env.gold_actions is None
-            assert play_gold(env, parse_actions(c.solution), ["26"]) == 1.0
+            assert play_gold(env, parse_actions(c.payload.solution_text()), ["26"]) == 1.0
             assert env.grade().info == {} and env.grade().gold_actions is None  # nothing new in the records
 
 
@@ -312,7 +313,7 @@ def test_a_variants_gold_scores_one_there_and_the_fixed_worlds_gold_scores_zero_
             solved = task_of_instruction(build_db(v), task.instruction)
             env = VARIANTS.environment(c, ref, attempt)
             if solved is None:  # the variant cannot pose this task: the fixed world, today's gold
-                assert env.variant == 0 and env.gold_hash == DOMAIN.gold_hash(c.solution) and env.outputs == task.outputs
+                assert env.variant == 0 and env.gold_hash == DOMAIN.gold_hash(c.payload.solution_text()) and env.outputs == task.outputs
                 continue
             gold = solved[1]
             assert env.variant == v and env.gold_actions == list(gold.actions)
@@ -338,16 +339,16 @@ def test_an_instruction_outside_the_templates_or_unsolvable_on_its_variant_runs_
     free = make("what is the total of the first order of bob?", "find_user(bob);list_orders(u2);get_order(o22)", "66")
     env = VARIANTS.environment(free, VARIANTS.oracle(free), 3)
     assert env.variant == 0 and env.db.state_hash() == build_db().state_hash() and env.outputs == ("66",)
-    assert play_gold(env, parse_actions(free.solution), ["66"]) == 1.0 and env.grade().info["db_variant"] == "0"
+    assert play_gold(env, parse_actions(free.payload.solution_text()), ["66"]) == 1.0 and env.grade().info["db_variant"] == "0"
     # pam has 109 in the fixed world; her variants for this instruction are 6, 7, 8, 1, ...: on 6 she has 60 or
     # more, on 8 less (task_of_instruction finds no task there), so attempt 2 runs on the fixed world
     send = make("send 60 from pam to ann", "find_user(pam);find_user(ann);transfer(u16,u1,60)")
     ref = VARIANTS.oracle(send)
-    assert [episode_variant(send.problem, a, 8) for a in range(3)] == [6, 7, 8]
+    assert [episode_variant(send.payload.prompt_text(), a, 8) for a in range(3)] == [6, 7, 8]
     assert build_db(6).users["u16"].balance >= 60 > build_db(8).users["u16"].balance
     assert VARIANTS.environment(send, ref, 0).variant == 6
     fallback = VARIANTS.environment(send, ref, 2)
-    assert fallback.variant == 0 and fallback.gold_hash == DOMAIN.gold_hash(send.solution)
+    assert fallback.variant == 0 and fallback.gold_hash == DOMAIN.gold_hash(send.payload.solution_text())
 
 
 def test_held_out_items_run_on_variants_per_item_and_sample() -> None:

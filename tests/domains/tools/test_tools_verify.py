@@ -119,7 +119,7 @@ def test_replay_runs_in_order_so_a_cancel_frees_money_for_a_later_buy() -> None:
     ok = card("cancel bob's order o58 and buy him a lamp",
               "find_user(bob);list_orders(u2);cancel_order(o58);find_product(lamp);place_order(u2,p1,1)")
     assert DOMAIN.oracle(ok) == "none"
-    rep = verify_task(DB, ok.problem, ok.solution, ok.final_answer)
+    rep = verify_task(DB, ok.payload.prompt_text(), ok.payload.solution_text(), ok.payload.claimed_answer())
     assert rep.observations == ("u2,24", "o22:shipped,o29:shipped,o58:pending,o61:pending", "ok", "p1,26,6", "o65")
 
 

@@ -101,12 +101,14 @@ def reference_response(domain: Domain, card: TaskCard, reference: str) -> str:
 
     The domain's ``format_reasoner_answer`` when it has one (:class:`~synco.domains.base.HasAnswerFormat`;
     arith: ``\\boxed{2082}``), after the problem's own prefix in a domain that has one (arith-chat:
-    ``964 + 6 = 970``), else the card's solution followed by the boxed answer.
+    ``964 + 6 = 970``), else the card's solution (``TaskPayload.solution_text``) followed by the boxed answer.
     """
+    task = card.payload
     if isinstance(domain, HasAnswerFormat):
-        lead = domain.reasoner_response_prefix_for(card.problem) if isinstance(domain, HasProblemResponsePrefix) else ""
+        lead = (domain.reasoner_response_prefix_for(task.prompt_text()) if isinstance(domain, HasProblemResponsePrefix)
+                else "")
         return lead + str(domain.format_reasoner_answer(reference))
-    return f"{card.solution.strip()}\n\n\\boxed{{{reference}}}"
+    return f"{task.solution_text().strip()}\n\n\\boxed{{{reference}}}"
 
 
 def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> list[SFTCompletion]:
@@ -142,7 +144,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
             # an episode with environment ids: kept only when its ids and mask can be trained as they ran
             if ids is not None and len(mask) == len(ids) and any(mask):
                 found[r.text] = SFTCompletion(r.text, ids, tuple(mask))
-    prefix = problem_response_prefix(domain, record.card.problem)
+    prefix = problem_response_prefix(domain, record.card.payload.prompt_text())
     return [dataclasses.replace(c, text=c.text[len(prefix):]) for c in found.values()
             if c.text.startswith(prefix)][:cfg.per_task]
 
@@ -165,7 +167,7 @@ def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, 
     for r in records:
         if r.card is not None:
             for c in sft_completions(r, domain, cfg):
-                pairs.setdefault((r.card.problem, c.text), c)
+                pairs.setdefault((r.card.payload.prompt_text(), c.text), c)
     prompts = reasoner_prompts(policy, domain, [p for p, _ in pairs])
     return [SFTExample(prompt, text, c.ids, c.mask) for prompt, ((_, text), c) in zip(prompts, pairs.items())]
 
@@ -179,11 +181,11 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
     if not isinstance(policy, GoldPolicy):
         raise TypeError(f"rounds.target=reference on domain {domain.name!r} replays gold episodes with the Reasoner's "
                         f"tokenizer; {type(policy).__name__} has no encode_text / eos_ids (GoldPolicy)")
-    tasks = {(r.card.problem, r.card.solution): (r.card, r.reference)
+    tasks = {(r.card.payload.prompt_text(), r.card.payload.solution_text()): (r.card, r.reference)
              for r in records if r.valid and r.card is not None}
     cards = [c for c, _ in tasks.values()]
     episodes = gold_episodes(policy, domain, cards, [ref for _, ref in tasks.values()], limits)
-    prompts = reasoner_prompts(policy, domain, [c.problem for c in cards])
+    prompts = reasoner_prompts(policy, domain, [c.payload.prompt_text() for c in cards])
     return [SFTExample(prompt, ep.text, tuple(ep.completion_ids), tuple(ep.mask))
             for prompt, ep in zip(prompts, episodes) if ep is not None]
 

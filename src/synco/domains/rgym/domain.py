@@ -39,7 +39,7 @@ from synco.domains.rgym.catalog import ConfigRejected, Family, config_text, fami
 from synco.domains.rgym.gym import Gym, GymFailure
 from synco.domains.rgym.payload import RgymPayload
 from synco.domains.rgym.settings import RgymSettings
-from synco.evosyn.space import Cell, FactorDef
+from synco.evosyn.space import Cell, FactorDef, factor_subject
 
 logger = logging.getLogger(__name__)
 
@@ -187,13 +187,9 @@ class RgymDomain:
         card.payload = RgymPayload(config=config_text(family.name, config), seed=seed, question=question, answer=answer)
         return answer
 
-    def factor_subject(self, card: TaskCard) -> str:
-        """The config the factors read (its canonical text once materialised, as written before)."""
-        task = RgymPayload.of(card)
-        return task.config if task.seed is not None else task.config.strip()
-
     def card_factors(self, card: TaskCard) -> dict[str, str]:
-        found = _factor_values(self, self.factor_subject(card))
+        """The family and level of the card's config (``RgymPayload.factor_subject``)."""
+        found = _factor_values(self, factor_subject(card, RgymPayload))
         return {k: found[k] for k in ("family", "level") if k in found}
 
     def reject_reason(self, card: TaskCard) -> str | None:

@@ -59,6 +59,22 @@ class RgymPayload(TaskPayload):
         return {"problem": self.question, "solution": seeded_text(str(obj["family"]), obj["config"], self.seed),
                 "final_answer": self.answer}
 
+    def prompt_text(self) -> str:
+        """The generated question once materialised; the config as written before (what the verifier checks)."""
+        return self.question if self.seed is not None else self.config
+
+    def solution_text(self) -> str:
+        """The Synthesizer's sketch ("" once materialised: a generated item has no worked solution)."""
+        return self.sketch
+
+    def claimed_answer(self) -> str:
+        """The generated answer once materialised, else the Synthesizer's claim."""
+        return self.answer if self.seed is not None else self.claim
+
+    def factor_subject(self) -> str:
+        """The config (its canonical text once materialised, as written before): what the factors read."""
+        return self.config if self.seed is not None else self.config.strip()
+
     @classmethod
     def from_wire(cls, fields: Mapping[str, str]) -> "RgymPayload":
         problem, solution, answer = (str(fields.get(k, "")) for k in ("problem", "solution", "final_answer"))

@@ -19,6 +19,7 @@ from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from synco.core.records import CardRejected
+from synco.domains.rgym.payload import RgymPayload
 from synco.domains.rgym.catalog import config_text
 from synco.domains.rgym.domain import RgymDomain, derive_seed
 from synco.domains.rgym.gym import GymFailure
@@ -159,5 +160,6 @@ def card_validity(domain: RgymDomain, texts: Sequence[str]) -> tuple[float, floa
         except (CardError, CardRejected):
             continue
         valid += 1
-        problems.add(card.solution)
+        task = RgymPayload.of(card)  # materialised by the oracle: its config and seed are the item
+        problems.add((task.config, task.seed))
     return valid / len(texts), len(problems) / max(valid, 1)

@@ -33,7 +33,7 @@ from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.payload import Tau2Payload, tau2_card
 from synco.domains.tau2.settings import Tau2Settings
-from synco.evosyn.space import Cell, FactorDef, cell_key
+from synco.evosyn.space import Cell, FactorDef, cell_key, factor_subject
 
 if TYPE_CHECKING:
     from synco.domains.tau2.env import Tau2Env
@@ -249,7 +249,7 @@ class Tau2Domain:
         reason codes, its reference the information the agent must communicate (a JSON list); the factors are the τ²
         ones of the task's gold trajectory; the card is the task's (its scenario, gold actions, information), which
         ``synco verify`` compares with the file's other lines. None for any other line (it is verified as a card)."""
-        from synco.domains.tau2.factors import factor_subject, tau2_factor_defs
+        from synco.domains.tau2.factors import tau2_factor_defs
         from synco.domains.tau2.tasks import card_fields, task_object
         from synco.domains.tau2.verify import tool_kinds, verify_task
 
@@ -262,7 +262,7 @@ class Tau2Domain:
             return NativeTask(Verdict(valid=False, reasons=[str(err)]), {})
         defs = tau2_factor_defs(tool_kinds(self.settings.domain), self.settings.domain)
         card = card_fields(verdict.card)
-        subject = factor_subject(card)
+        subject = factor_subject(card, Tau2Payload)
         factors = {d.name: v for d in defs if (v := d.value(subject)) is not None}
         return NativeTask(Verdict(valid=True, quality=1.0, reference=json.dumps(list(verdict.reference))), factors, card)
 
@@ -302,17 +302,16 @@ class Tau2Domain:
         return [ToolCall(name=a.name, arguments=dict(a.arguments)) for a in parse_actions(payload.actions)]
 
     def export_fields(self, card: TaskCard) -> dict[str, Any]:
-        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); and
-        ``solution``, the gold actions, kept on a row whose information the oracle corrected (the replay of these
-        very actions gave the reference)."""
+        """``valid_tasks.jsonl``'s ``tau2_task``: the card as a τ² task JSON object (what τ²'s loaders read); None
+        when the card does not convert."""
         payload = Tau2Payload.of(card)
         from synco.domains.tau2.tasks import task_json
 
         task_id = f"synco_{derive_seed(payload.scenario, payload.actions) % 10**10:010d}"
         try:
-            return {"solution": payload.actions, "tau2_task": task_json(card, task_id, self.settings.domain)}
+            return {"tau2_task": task_json(card, task_id, self.settings.domain)}
         except CardRejected:
-            return {"solution": payload.actions, "tau2_task": None}
+            return {"tau2_task": None}
 
     # --- prompts
 
@@ -488,18 +487,13 @@ class Tau2Domain:
         except CardRejected:
             return None
 
-    def factor_subject(self, card: TaskCard) -> str:
-        """What the factors read: the card's user side and gold actions (``synco.domains.tau2.factors``)."""
-        from synco.domains.tau2.factors import factor_subject
-
-        return factor_subject(card)
-
     def card_factors(self, card: TaskCard) -> dict[str, str]:
-        subject = self.factor_subject(card)
+        """The factors of the card's user side and gold actions (``Tau2Payload.factor_subject``)."""
+        subject = factor_subject(card, Tau2Payload)
         return {d.name: v for d in self.factor_defs() if (v := d.value(subject)) is not None}
 
     def sample_any(self, rng: random.Random) -> str:
-        return self.factor_subject(rng.choice(self._train_cards))
+        return factor_subject(rng.choice(self._train_cards), Tau2Payload)
 
 
 def make_domain(context: DomainContext) -> Tau2Domain:

@@ -1,6 +1,6 @@
 """EvoSyn's factors of a τ² task, computed from its gold trajectory (never from the card's claims about itself).
 
-The *subject* a factor reads is :func:`factor_subject`: compact JSON ``{"scenario": ..., "actions": ...}`` of the
+The *subject* a factor reads is ``Tau2Payload.factor_subject``: compact JSON ``{"scenario": ..., "actions": ...}`` of the
 card's user side and gold action list (both parsed again, bounded, by :mod:`synco.domains.tau2.tasks`; a subject
 that does not parse has no factors). τ² tags each tool ``read``, ``write``, ``think`` or ``generic``;
 ``num_write``, ``num_read`` and ``pattern`` count the read and write calls only (``calculate`` and
@@ -27,8 +27,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from synco.core.episodes import ToolCall
-from synco.core.records import CardRejected, TaskCard
-from synco.domains.tau2.payload import Tau2Payload
+from synco.core.records import CardRejected
 from synco.domains.tau2.tasks import Tau2Action, parse_actions, parse_scenario
 from synco.evosyn.space import FactorDef
 from synco.evosyn.trajectory import DISTINCT_BUCKETS, PATTERN_BUCKETS, distinct_tools, read_write_factor_defs
@@ -52,12 +51,6 @@ Observe = Callable[[str], Sequence[str] | None]
 """A subject's gold observations (τ²'s JSON text per action), e.g. from the verifier's replay; None: unknown."""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def factor_subject(card: TaskCard) -> str:
-    """What the factor extractors read: ``{"scenario": <user side>, "actions": <gold actions>}`` (the payload's two fields) as compact JSON."""
-    task = card.payload_as(Tau2Payload)
-    return json.dumps({"scenario": task.scenario, "actions": task.actions}, separators=(",", ":"), ensure_ascii=False)
 
 
 def subject_parts(subject: str) -> tuple[str, tuple[Tau2Action, ...]] | None:

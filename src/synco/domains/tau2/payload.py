@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
@@ -23,6 +24,21 @@ class Tau2Payload(TaskPayload):
     """Any other evaluation criteria: a JSON object (reward_basis, nl_assertions, env_assertions), or empty."""
     wire_names: ClassVar[Mapping[str, str]] = {"scenario": "problem", "actions": "solution", "outputs": "final_answer",
                                                "criteria": "verification_notes"}
+    solution_is_gold: ClassVar[bool] = True
+
+    def prompt_text(self) -> str:
+        return self.scenario
+
+    def solution_text(self) -> str:
+        return self.actions
+
+    def claimed_answer(self) -> str:
+        return self.outputs
+
+    def factor_subject(self) -> str:
+        """``{"scenario": <user side>, "actions": <gold actions>}`` as compact JSON: what ``synco.domains.tau2.factors``
+        reads (``subject_parts``), so factors describe the gold trajectory."""
+        return json.dumps({"scenario": self.scenario, "actions": self.actions}, separators=(",", ":"), ensure_ascii=False)
 
 
 def tau2_card(payload: Tau2Payload) -> TaskCard:

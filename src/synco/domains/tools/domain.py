@@ -15,7 +15,7 @@
   (:func:`~synco.domains.tools.tasks.task_key`), grouped by the number of writes (``w0``, ``w1``, ``w2``,
   ``w3+``); a :class:`~synco.domains.base.HeldoutItem` carries the instruction (``problem``) and the
   outputs (``answer``), and :meth:`ToolsDomain.heldout_card` rebuilds its card from the instruction.
-* Factors: computed from the *subject* ``instruction + "\\n" + solution`` (:meth:`ToolsDomain.factor_subject`),
+* Factors: computed from the *subject* ``instruction + "\\n" + actions`` (``ToolsPayload.factor_subject``),
   i.e. from the gold trajectory, never from the card's claims. Built in: ``pattern``; candidates:
   ``num_write``, ``num_read``, ``computation``, ``distinct_tools``, ``family``. ``pattern``, ``num_*`` and
   ``distinct_tools`` are ``synco.evosyn.trajectory``'s definitions (one definition for every tool world).
@@ -52,7 +52,7 @@ from synco.domains.tools.tasks import (
 )
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.domains.tools.verify import instruction_words, replay, verify_task
-from synco.evosyn.space import Cell, FactorDef
+from synco.evosyn.space import Cell, FactorDef, factor_subject
 from synco.evosyn.trajectory import DISTINCT_BUCKETS, distinct_tools, read_write_factor_defs
 
 _GOLD_CACHE_SIZE = 4096
@@ -207,8 +207,7 @@ class ToolsDomain:
     def export_fields(self, card: TaskCard) -> dict[str, object]:
         """``valid_tasks.jsonl`` columns of a card: ``instruction``, ``actions`` (``{"name", "arguments"}`` each) and
         ``outputs`` (the values the agent must state: the oracle's, the solved task's for a template instruction,
-        not a wrong claim of the card); empty lists when the card's actions or outputs do not parse. ``solution``
-        (the actions) is kept on a row whose outputs the oracle corrected: the oracle's outputs come from them."""
+        not a wrong claim of the card); empty lists when the card's actions or outputs do not parse."""
         payload = ToolsPayload.of(card)
         solved = task_of_instruction(self.db, payload.instruction)
         try:
@@ -216,7 +215,7 @@ class ToolsDomain:
             outputs = list(solved[1].outputs if solved is not None else parse_outputs(payload.outputs))
         except ActionError:
             actions, outputs = [], []
-        return {"solution": payload.actions, "instruction": payload.instruction, "actions": actions, "outputs": outputs}
+        return {"instruction": payload.instruction, "actions": actions, "outputs": outputs}
 
     def family_of(self, card: TaskCard) -> str | None:
         """The family whose template the card's instruction is (solvable on the database), else None."""
@@ -243,14 +242,10 @@ class ToolsDomain:
 
     # --- factors
 
-    def factor_subject(self, card: TaskCard) -> str:
-        """What the factor extractors read: ``instruction + "\\n" + solution`` (the gold trajectory's text)."""
-        payload = ToolsPayload.of(card)
-        return f"{payload.instruction}\n{payload.actions}"
-
     def card_factors(self, card: TaskCard) -> dict[str, str]:
-        """Every applicable factor of the card's subject (computed from its actions, never its claims)."""
-        subject = self.factor_subject(card)
+        """Every applicable factor of the card's subject (``ToolsPayload.factor_subject``: its instruction and gold
+        actions, never its claims)."""
+        subject = factor_subject(card, ToolsPayload)
         out = {}
         for d in self.factor_defs():
             v = d.value(subject)
@@ -268,7 +263,7 @@ class ToolsDomain:
     def sample_any(self, rng: random.Random) -> str:
         """The subject of a training task of a uniformly drawn family (to enumerate feasible cells)."""
         task = self.sample_task(rng, rng.choice(self.families))
-        return f"{task.instruction}\n{format_actions(task.actions)}"
+        return ToolsPayload(instruction=task.instruction, actions=format_actions(task.actions), outputs="").factor_subject()
 
     # --- prompts and formats
 

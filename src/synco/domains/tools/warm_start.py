@@ -24,6 +24,7 @@ import random
 from collections.abc import Generator, Sequence
 
 from synco.core.records import CardRejected, TaskCard
+from synco.domains.tools.payload import ToolsPayload
 from synco.domains.tools.db import DB
 from synco.domains.tools.domain import TOOLS_PATTERNS, ToolsDomain
 from synco.domains.tools.env import ToolsEnv
@@ -161,7 +162,8 @@ def card_validity(domain: ToolsDomain, texts: Sequence[str]) -> dict[str, float]
             continue
         if domain.reject_reason(card) is None:
             valid += 1
-            problems.add(card.problem + "|" + card.solution)
+            task = ToolsPayload.of(card)
+            problems.add(task.instruction + "|" + task.actions)
     return {"wellformed": wellformed / n, "valid": valid / n, "distinct": len(problems) / n}
 
 
