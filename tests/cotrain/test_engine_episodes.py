@@ -267,7 +267,7 @@ def test_exported_outputs_are_the_oracles_not_the_cards_claim() -> None:
 
     tools = ToolsDomain()
     card = TaskCard(**json.loads(tools.format_card("what does the lamp cost?", "find_product(lamp)", "999", "lookup")))
-    assert tools.export_fields(card) == {"solution": "find_product(lamp)", "instruction": "what does the lamp cost?",
+    assert tools.export_fields(card) == {"instruction": "what does the lamp cost?",
                                          "actions": [{"name": "find_product", "arguments": {"name": "lamp"}}],
                                          "outputs": ["26"]}
 

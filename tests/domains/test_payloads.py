@@ -46,6 +46,8 @@ def test_no_domain_stores_data_in_a_field_named_for_something_else(name: str) ->
         assert field in payload.model_fields and card_field in WIRE_PAYLOAD_FIELDS
         if field in CARD_FIELDS:
             assert field == card_field, f"{name}: payload field {field!r} is written as card field {card_field!r}"
+    for read in (payload.prompt_field, payload.solution_field, payload.answer_field):  # what generic code reads
+        assert not read or read in payload.model_fields, f"{name}: {read!r} is not a field of {payload.__name__}"
     if payload is not ProblemPayload:
         assert not {"problem", "solution", "final_answer", "answer"} & set(payload.wire_names), name
         assert payload.__module__.startswith(BUILTIN[name].__module__.rsplit(".", 1)[0]), name  # the domain's package

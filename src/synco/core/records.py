@@ -119,21 +119,33 @@ class TaskPayload(BaseModel):
         return card.payload_as(cls)
 
     # What generic code reads of a task, whatever its domain (the verifier, novelty, the rounds protocol, exports,
-    # the factor space): each payload type says which of its fields answers each question.
+    # the factor space): each payload type names the field that answers each question (or overrides the reader).
+
+    prompt_field: ClassVar[str] = ""
+    """The field holding what the Reasoner is asked (:meth:`prompt_text`)."""
+    solution_field: ClassVar[str] = ""
+    """The field saying how the task is solved (:meth:`solution_text`); "": none."""
+    answer_field: ClassVar[str] = ""
+    """The field holding the answer the card claims (:meth:`claimed_answer`); "": none."""
+
+    def _field_text(self, name: str) -> str:
+        return str(getattr(self, name)) if name else ""
 
     def prompt_text(self) -> str:
         """What the Reasoner is asked: the text its prompt is built from, and what novelty, contamination and the
         capability report compare."""
-        raise NotImplementedError(f"{type(self).__name__} does not say what the Reasoner is asked (prompt_text)")
+        if not self.prompt_field:
+            raise NotImplementedError(f"{type(self).__name__} does not say what the Reasoner is asked (prompt_field)")
+        return self._field_text(self.prompt_field)
 
     def solution_text(self) -> str:
         """How the card says the task is solved (a worked solution, gold actions; "" when it says nothing): what the
         answer-leak check looks for in :meth:`prompt_text`, and a supervised reference argues with."""
-        return ""
+        return self._field_text(self.solution_field)
 
     def claimed_answer(self) -> str:
         """The answer the card claims: what the Reasoner is graded against unless an oracle or consensus replaces it."""
-        return ""
+        return self._field_text(self.answer_field)
 
     def factor_subject(self) -> str:
         """The text the domain's factor extractors read: :meth:`prompt_text` unless the payload says more (the gold
@@ -166,15 +178,9 @@ class ProblemPayload(TaskPayload):
     answer: str
     """The answer the card claims."""
     wire_names: ClassVar[Mapping[str, str]] = {"problem": "problem", "solution": "solution", "answer": "final_answer"}
-
-    def prompt_text(self) -> str:
-        return self.problem
-
-    def solution_text(self) -> str:
-        return self.solution
-
-    def claimed_answer(self) -> str:
-        return self.answer
+    prompt_field: ClassVar[str] = "problem"
+    solution_field: ClassVar[str] = "solution"
+    answer_field: ClassVar[str] = "answer"
 
 
 P = TypeVar("P", bound=TaskPayload)

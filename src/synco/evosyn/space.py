@@ -262,11 +262,12 @@ def factor_subject(card: TaskCard, kind: type[TaskPayload] | None = None) -> str
     return (card.payload if kind is None else card.payload_as(kind)).factor_subject()
 
 
-def factor_values(problem: str, defs: Sequence[FactorDef]) -> dict[str, str]:
-    """Every applicable factor value of ``problem`` (bucketed), computed by the domain's extractors."""
+def factor_values(subject: str, defs: Sequence[FactorDef]) -> dict[str, str]:
+    """Every applicable factor value of ``subject`` (a card's :func:`factor_subject`, or a generated problem),
+    bucketed, computed by the domain's extractors."""
     out = {}
     for d in defs:
-        v = d.value(problem)
+        v = d.value(subject)
         if v is not None:
             out[d.name] = v
     return out

@@ -13,6 +13,7 @@ from synco.domains.registry import get_domain
 from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.calls import format_call
 from synco.domains.tau2.domain import WRITE_ORDER, Tau2Domain
+from synco.domains.tau2.payload import Tau2Payload
 from synco.domains.tau2.settings import Tau2Settings
 from synco.evosyn.space import HasFactorSpace
 
@@ -199,12 +200,13 @@ def test_every_way_of_saying_nothing_to_communicate_reads_as_the_oracles_empty_l
 
 def test_a_corrected_rows_export_keeps_its_gold_actions(mock: Tau2Domain, tmp_path) -> None:
     """The oracle's reference comes from replaying the card's gold actions: a row whose information it corrected
-    keeps them as its solution (an arith row drops its solution, which argued for the wrong answer)."""
+    keeps them as its solution (``Tau2Payload.solution_is_gold``; an arith row drops its solution, which argued for
+    the wrong answer)."""
     from synco.core.pool import TaskPool
     from synco.core.records import Attempt, TaskRecord, Verdict
     from synco.domains.base import export_fields
 
-    card = TaskCard(**{**json.loads(mock.static_cards(random.Random(0), 1)[0]), "final_answer": '["wrong"]'})
+    card = TaskCard(**{**json.loads(mock.static_cards(random.Random(0), 1)[0]), "final_answer": '["wrong"]'}).typed(Tau2Payload)
     verdict = Verdict(valid=True, reference="[]", reasons=['reference_corrected: card=["wrong"] oracle=[]'])
     record = TaskRecord(step=0, slot=0, raw=card.to_json(), card=card, verdict=verdict,
                         rollouts=[Attempt(text="t", correct=True, reward=1.0)], success_rate=1.0)

@@ -33,7 +33,7 @@ from synco.domains.card_template import CardSlot, CardTemplate
 from synco.domains.spec import DomainContext, DomainError
 from synco.domains.tau2.payload import Tau2Payload, tau2_card
 from synco.domains.tau2.settings import Tau2Settings
-from synco.evosyn.space import Cell, FactorDef, cell_key, factor_subject
+from synco.evosyn.space import Cell, FactorDef, cell_key, factor_subject, factor_values
 
 if TYPE_CHECKING:
     from synco.domains.tau2.env import Tau2Env
@@ -262,8 +262,7 @@ class Tau2Domain:
             return NativeTask(Verdict(valid=False, reasons=[str(err)]), {})
         defs = tau2_factor_defs(tool_kinds(self.settings.domain), self.settings.domain)
         card = card_fields(verdict.card)
-        subject = factor_subject(card, Tau2Payload)
-        factors = {d.name: v for d in defs if (v := d.value(subject)) is not None}
+        factors = factor_values(factor_subject(card, Tau2Payload), defs)
         return NativeTask(Verdict(valid=True, quality=1.0, reference=json.dumps(list(verdict.reference))), factors, card)
 
     # --- episodes
@@ -489,8 +488,7 @@ class Tau2Domain:
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """The factors of the card's user side and gold actions (``Tau2Payload.factor_subject``)."""
-        subject = factor_subject(card, Tau2Payload)
-        return {d.name: v for d in self.factor_defs() if (v := d.value(subject)) is not None}
+        return factor_values(factor_subject(card, Tau2Payload), self.factor_defs())
 
     def sample_any(self, rng: random.Random) -> str:
         return factor_subject(rng.choice(self._train_cards), Tau2Payload)

@@ -24,16 +24,10 @@ class Tau2Payload(TaskPayload):
     """Any other evaluation criteria: a JSON object (reward_basis, nl_assertions, env_assertions), or empty."""
     wire_names: ClassVar[Mapping[str, str]] = {"scenario": "problem", "actions": "solution", "outputs": "final_answer",
                                                "criteria": "verification_notes"}
+    prompt_field: ClassVar[str] = "scenario"
+    solution_field: ClassVar[str] = "actions"
+    answer_field: ClassVar[str] = "outputs"
     solution_is_gold: ClassVar[bool] = True
-
-    def prompt_text(self) -> str:
-        return self.scenario
-
-    def solution_text(self) -> str:
-        return self.actions
-
-    def claimed_answer(self) -> str:
-        return self.outputs
 
     def factor_subject(self) -> str:
         """``{"scenario": <user side>, "actions": <gold actions>}`` as compact JSON: what ``synco.domains.tau2.factors``

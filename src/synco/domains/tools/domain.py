@@ -52,7 +52,7 @@ from synco.domains.tools.tasks import (
 )
 from synco.domains.tools.tools import TOOL_KINDS
 from synco.domains.tools.verify import instruction_words, replay, verify_task
-from synco.evosyn.space import Cell, FactorDef, factor_subject
+from synco.evosyn.space import Cell, FactorDef, factor_subject, factor_values
 from synco.evosyn.trajectory import DISTINCT_BUCKETS, distinct_tools, read_write_factor_defs
 
 _GOLD_CACHE_SIZE = 4096
@@ -245,13 +245,7 @@ class ToolsDomain:
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """Every applicable factor of the card's subject (``ToolsPayload.factor_subject``: its instruction and gold
         actions, never its claims)."""
-        subject = factor_subject(card, ToolsPayload)
-        out = {}
-        for d in self.factor_defs():
-            v = d.value(subject)
-            if v is not None:
-                out[d.name] = v
-        return out
+        return factor_values(factor_subject(card, ToolsPayload), self.factor_defs())
 
     builtin_factors: tuple[str, ...] = ("pattern",)
     """Factors the space starts with; the rest of :meth:`factor_defs` are the Reflector's candidates."""

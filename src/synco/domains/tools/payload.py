@@ -19,16 +19,10 @@ class ToolsPayload(TaskPayload):
     outputs: str
     """The values the agent must state, ``12`` or ``none`` (``syntax.parse_outputs``)."""
     wire_names: ClassVar[Mapping[str, str]] = {"instruction": "problem", "actions": "solution", "outputs": "final_answer"}
+    prompt_field: ClassVar[str] = "instruction"
+    solution_field: ClassVar[str] = "actions"
+    answer_field: ClassVar[str] = "outputs"
     solution_is_gold: ClassVar[bool] = True
-
-    def prompt_text(self) -> str:
-        return self.instruction
-
-    def solution_text(self) -> str:
-        return self.actions
-
-    def claimed_answer(self) -> str:
-        return self.outputs
 
     def factor_subject(self) -> str:
         """``instruction + "\\n" + actions``: factors describe the gold trajectory, not the wording alone."""
