@@ -315,5 +315,5 @@ def test_hostile_text_gives_card_or_card_error(text):
         assert err.code and str(err)
     else:
         assert isinstance(card, TaskCard)
-        assert all(getattr(card, name).strip() for name in CARD_FIELDS)
+        assert all(card.wire()[name].strip() for name in CARD_FIELDS)
         card.to_json()

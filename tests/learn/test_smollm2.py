@@ -100,7 +100,7 @@ def test_smollm2_cards_under_the_card_template_parse_and_score_as_sampled(one_th
     comps = policy.generate([prompt], 2, cfg.synthesizer.sampling)[0]
     for c in comps:
         card = parse_task_card(c.text)
-        assert all(getattr(card, f) for f in CARD_FIELDS) and c.finish_reason == "stop"
+        assert all(card.wire()[f] for f in CARD_FIELDS) and c.finish_reason == "stop"
         assert len(c.completion_ids) <= grammar.max_tokens()
     rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0, old_logprobs=c.logprobs) for c in comps]
     with torch.no_grad():

@@ -88,7 +88,7 @@ def test_a_rendered_card_replays_to_the_end(tok) -> None:  # noqa: ANN001
     ids = ids_of(tok, g.template.render(values)) + [tok.eos_token_id]
     assert replay(g, ids).done  # type: ignore[union-attr]
     card = parse_task_card(tok.decode(ids, skip_special_tokens=True))
-    assert [getattr(card, f) for f in CARD_FIELDS] == values
+    assert [card.wire()[f] for f in CARD_FIELDS] == values
 
 
 def test_fixed_text_is_forced_and_other_tokens_are_refused(tok) -> None:  # noqa: ANN001
@@ -154,7 +154,7 @@ def test_constrained_samples_always_parse_and_logprobs_match_the_update(tok, one
     comps = groups[0]
     for c in comps:  # a random model writes nonsense values, but always a nine-field card that parses
         card = parse_task_card(c.text)
-        assert all(getattr(card, f) for f in CARD_FIELDS) and c.finish_reason == "stop"
+        assert all(card.wire()[f] for f in CARD_FIELDS) and c.finish_reason == "stop"
         assert set(card.payload.claimed_answer()) <= set(ANSWER_CHARSET)
     rows = [Experience(c.prompt_ids, c.completion_ids, advantage=1.0 if i % 2 else -1.0, old_logprobs=c.logprobs)
             for i, c in enumerate(comps)]
