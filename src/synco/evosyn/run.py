@@ -186,8 +186,9 @@ def with_proposed_values(records: list[TaskRecord], evo: EvoState) -> list[TaskR
             out.append(rec)
             continue
         factors = dict(card.factors)
+        subject = factor_subject(card, evo.payload_type)
         for d in missing:
-            v = d.value(factor_subject(card, evo.payload_type))
+            v = d.value(subject)
             if v is not None:
                 factors[d.name] = v
         out.append(rec.model_copy(update={"card": card.model_copy(update={"factors": factors})}))
