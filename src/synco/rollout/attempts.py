@@ -46,10 +46,11 @@ class PolicyOutputError(ValueError):
 
 @dataclass(frozen=True)
 class Task:
-    """What an attempt answers: the problem the Reasoner sees, the reference it is graded against, and the card an
-    environment is built from (acting domains; a single-turn domain needs only the problem)."""
+    """What an attempt answers: what the Reasoner is asked (its card's ``payload.prompt_text()``), the reference it is
+    graded against, and the card an environment is built from (acting domains; a single-turn domain needs only the
+    prompt text)."""
 
-    problem: str
+    prompt: str
     reference: str
     card: TaskCard | None = None
 
@@ -146,10 +147,10 @@ class AnswerSolver:
                  seed: int | None = None) -> list[list[Attempt]]:
         if not tasks:
             return []
-        problems = [task.problem for task in tasks]
-        return sample_answers(policy, reasoner_prompts(policy, self.domain, problems),
+        prompts = [task.prompt for task in tasks]
+        return sample_answers(policy, reasoner_prompts(policy, self.domain, prompts),
                               [task.reference for task in tasks], n, params, seed, self.checker, self.rewards,
-                              [problem_response_prefix(self.domain, p) for p in problems], mode="reward",
+                              [problem_response_prefix(self.domain, p) for p in prompts], mode="reward",
                               extract=answer_extractor(self.domain))
 
 
@@ -204,7 +205,7 @@ def heldout_tasks(domain: Domain, items: Sequence[HeldoutItem]) -> list[Task]:
 
 def _card(task: Task) -> TaskCard:
     if task.card is None:
-        raise ValueError(f"an episode needs its task's card to build the environment (problem {task.problem[:40]!r})")
+        raise ValueError(f"an episode needs its task's card to build the environment (task {task.prompt[:40]!r})")
     return task.card
 
 

@@ -197,7 +197,7 @@ def grpo_tasks(records: Sequence[TaskRecord]) -> list[Task]:
     for r in records:
         if r.valid and r.card is not None:
             task = Task.of(r.card, r.reference)
-            tasks.setdefault((task.problem, task.reference), task)
+            tasks.setdefault((task.prompt, task.reference), task)
     return list(tasks.values())
 
 
