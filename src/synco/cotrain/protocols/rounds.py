@@ -151,7 +151,7 @@ def sft_completions(record: TaskRecord, domain: Domain, cfg: RoundsConfig) -> li
 
 def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, cfg: RoundsConfig,
                  limits: EpisodeLimits | None = None) -> list[SFTExample]:
-    """The round's SFT data: distinct (problem, completion text) pairs, prompts exactly as
+    """The round's SFT data: distinct (prompt text, completion text) pairs, prompts exactly as
     :func:`~synco.domains.base.solve` builds them, completions as the ids that were sampled.
 
     The policy encodes a prompt text the same way for sampling and for SFT, so the prompt ids are the
@@ -174,7 +174,7 @@ def sft_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain, 
 
 def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
                   limits: EpisodeLimits) -> list[SFTExample]:
-    """EvoSyn's training data on an acting domain: the gold episode of each distinct valid task (by problem and
+    """EvoSyn's training data on an acting domain: the gold episode of each distinct valid task (by prompt text and
     gold solution), replayed on the task's environment (:func:`~synco.rollout.gold.gold_episodes`), trained on the
     agent's turns only (the observations are context, mask 0). A task whose gold episode does not pass its own
     grade within the episode limits gives nothing."""
@@ -191,7 +191,7 @@ def gold_examples(records: Sequence[TaskRecord], policy: Policy, domain: Domain,
 
 
 def grpo_tasks(records: Sequence[TaskRecord]) -> list[Task]:
-    """Each distinct valid task (by problem and reference, in pool order, with its card for an environment): what
+    """Each distinct valid task (by prompt text and reference, in pool order, with its card for an environment): what
     ``update=grpo`` trains on."""
     tasks: dict[tuple[str, str], Task] = {}
     for r in records:
