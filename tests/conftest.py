@@ -34,9 +34,15 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without the vllm package the real in-process engine's tests (marker ``vllm``) are deselected, not skipped:
+    """Every test on the local Ray (fixture ``local_ray``) joins the xdist group ``ray``: one worker, one Ray.
+
+    Without the vllm package the real in-process engine's tests (marker ``vllm``) are deselected, not skipped:
     ``make test`` runs them in the server's environment, where vllm is installed (see the Makefile)."""
+    for item in items:
+        if "local_ray" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
     if _has_vllm():
         return
     gone = [it for it in items if it.get_closest_marker("vllm")]

@@ -14,3 +14,13 @@ def test_a_grouped_test_carries_its_group_under_loadgroup(request: pytest.Fixtur
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not run under xdist's --dist loadgroup (make test runs it so)")
     assert request.node.nodeid.endswith("@group-check"), request.node.nodeid
+
+
+def test_every_test_on_the_local_ray_is_in_the_ray_group(request: pytest.FixtureRequest) -> None:
+    """tests/conftest.py puts every test that asks for ``local_ray`` into the group ``ray`` (one worker, one Ray)."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not run under xdist's --dist loadgroup (make test runs it so)")
+    on_ray = [it.nodeid for it in request.session.items if "local_ray" in getattr(it, "fixturenames", ())]
+    if not on_ray:
+        pytest.skip("no test on the local Ray was collected (a -k or a path chose others)")
+    assert all(n.endswith("@ray") for n in on_ray), [n for n in on_ray if not n.endswith("@ray")]

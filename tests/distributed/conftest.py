@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def local_ray():
-    """A local Ray (2 CPUs) for one test module; the module is skipped where Ray cannot start at all.
+    """One local Ray (2 CPUs) for the session; a test that asks for it is skipped where Ray cannot start at all.
 
-    Ray is shut down after the module whatever its tests did (its processes and ports go with it), and after a
-    start that failed half-way too.
+    Every test that asks for it runs in one xdist worker (the ``ray`` group, tests/conftest.py), so the suite starts
+    Ray once, not once per module and worker (4-7 s each on 2 cores), and two clusters never compete for the
+    cores. Ray is shut down at the session's end whatever the tests did (its processes and ports go with it), and
+    after a start that failed half-way too.
     """
     ray = pytest.importorskip("ray")
     try:
