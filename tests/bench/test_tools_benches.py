@@ -61,13 +61,15 @@ def test_families_bench_reads_training_and_heldout_per_family(tmp_path: Path) ->
 
     bench = _load("tools_families")
     con = sqlite3.connect(tmp_path / "pool.sqlite")
-    con.execute("CREATE TABLE tasks (task_id INTEGER PRIMARY KEY, step INTEGER, card_json TEXT, valid INTEGER)")
+    con.execute("CREATE TABLE tasks (task_id INTEGER PRIMARY KEY, step INTEGER, card_json TEXT, payload_json TEXT, "
+                "valid INTEGER)")
     con.execute("CREATE TABLE rollouts (task_id INTEGER, idx INTEGER, correct INTEGER)")
-    card = lambda problem, claim: json.dumps({"problem": problem, "difficulty_estimate": claim})  # noqa: E731
-    con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?)", [
-        (1, 0, card("what does the lamp cost?", "gift"), 1),  # a lookup, whatever the card claims
-        (2, 7, card("what does the mug cost?", "lookup"), 1),
-        (3, 7, card("cancel bob's pending order", "cancel"), 0)])  # invalid: never counted
+    card = lambda instruction, claim: (json.dumps({"difficulty_estimate": claim}),  # noqa: E731 - the header, the payload
+                                       json.dumps({"instruction": instruction}))
+    con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", [
+        (1, 0, *card("what does the lamp cost?", "gift"), 1),  # a lookup, whatever the card claims
+        (2, 7, *card("what does the mug cost?", "lookup"), 1),
+        (3, 7, *card("cancel bob's pending order", "cancel"), 0)])  # invalid: never counted
     con.executemany("INSERT INTO rollouts VALUES (?, ?, ?)", [(1, 0, 0), (1, 1, 1), (2, 0, 1), (2, 1, 1), (3, 0, 1)])
     con.commit()
     con.close()
