@@ -1,4 +1,4 @@
-"""Shared test settings: one torch thread per test process (the suite runs in two xdist workers on 2 cores)."""
+"""Shared test settings: one torch thread per test process (``make test`` runs three xdist workers on 2 cores)."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""The suite's xdist groups hold: under ``make test`` (``-n 2 --dist loadgroup``) every test of a group runs on one
+"""The suite's xdist groups hold: under ``make test`` (``-n 3 --dist loadgroup``) every test of a group runs on one
 worker, so each served group starts its inference server once. pytest 9.2 stopped reading the group suffix that
 pytest-xdist 3.8 writes into a test's id (``item._nodeid``): the groups silently split, both workers started every
 server and the suite grew by minutes. pyproject.toml keeps pytest below 9.2; this test fails if a pair that splits
