@@ -299,6 +299,8 @@ def test_a_domain_switched_from_the_preset_gets_its_own_values_of_run_settings(t
     assert arith.verifier.max_problem_chars == 40
     cfg = load_config(overrides=["domain=rgym"])
     assert (cfg.verifier.min_problem_chars, cfg.verifier.max_problem_chars, cfg.verifier.novelty_threshold) == (3, 600, 1.0)
+    assert not cfg.verifier.reject_duplicates and arith.verifier.reject_duplicates  # rgym's items are synco's draws
+    assert not load_config("rgym").verifier.reject_duplicates  # a preset carries the domain's values itself
     assert cfg.domain_settings().families == sorted(AUDITED) and cfg.steps == arith.steps  # the preset's other keys
     assert load_config(overrides=["domain=rgym", "verifier.max_problem_chars=100"]).verifier.max_problem_chars == 100
     f = tmp_path / "user.yaml"

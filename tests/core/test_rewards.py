@@ -175,6 +175,7 @@ def test_off_target_subtracts_the_control_penalty_and_records_it():
     r = synthesizer_reward(True, quality=0.9, reliability=0.75, success_rate=0.25)  # 0.2 (hand-computed above)
     missed = off_target(r, penalty=0.3, invalid_penalty=-0.5)
     assert missed.total == pytest.approx(0.2 - 0.3) and missed.penalty == pytest.approx(-0.3)
+    assert missed.control == pytest.approx(-0.3) and r.control == 0.0
     assert (missed.quality, missed.teachability, missed.success_rate) == (r.quality, r.teachability, r.success_rate)
     assert r.total == pytest.approx(0.2)  # the original is not changed
     assert off_target(r, penalty=0.0, invalid_penalty=-0.5).total == pytest.approx(0.2)
@@ -187,3 +188,4 @@ def test_off_target_strict_gives_the_invalid_penalty():
     gated = off_target(r, penalty=0.3, invalid_penalty=-0.5, strict=True)
     # total becomes the invalid penalty; ``penalty`` holds what was folded in: -0.5 - 0.2 = -0.7
     assert gated.total == pytest.approx(-0.5) and gated.penalty == pytest.approx(-0.7)
+    assert gated.control == pytest.approx(-0.7)  # the shift the gate folded in

@@ -7,7 +7,7 @@ import pytest
 
 from synco.core.records import Attempt, SynthReward, TaskRecord, Verdict
 from synco.core.sampling import Completion
-from synco.cotrain.batches import advantages, group_experiences, groups_batch, reasoner_batch, synth_batch
+from synco.cotrain.batches import advantages, group_experiences, groups_batch, reasoner_batch, synth_batch, with_control
 
 
 def sample(token: int) -> Completion:
@@ -62,6 +62,44 @@ def test_synth_batch_groups_the_cards_of_one_context() -> None:
     # context 0: rewards (1.0, -0.5), mean 0.25; context 1: equal, advantage 0
     assert skipped == 1 and [(e.completion_ids[0], e.advantage) for e in batch] == [(1, 0.75), (3, -0.75), (2, 0.0),
                                                                                      (4, 0.0)]
+
+
+def test_with_control_adds_the_groups_mean_control_term_back() -> None:
+    # two of four cards missed their cell (control -0.3 each): mean -0.15 added to every advantage
+    assert with_control([0.5, -0.5, 0.25, -0.25], [-0.3, -0.3, 0.0, 0.0]) == pytest.approx([0.35, -0.65, 0.1, -0.4])
+    assert with_control([0.0, 0.0], [0.0, 0.0]) == [0.0, 0.0]
+    with pytest.raises(ValueError, match="a group of 2 advantages has 1 control terms"):
+        with_control([0.0, 0.0], [0.0])
+
+
+def test_with_control_is_the_control_term_unbaselined_without_std_scaling() -> None:
+    # rewards r = base + control; r_i - mean(r) + mean(c) == base_i - mean(base) + c_i
+    base, control = [0.6, 0.2, 0.4], [-0.3, 0.0, -0.3]
+    r = [b + c for b, c in zip(base, control)]  # 0.3, 0.2, 0.1: mean 0.2
+    got = with_control(advantages(r, False), control)  # (0.1, 0.0, -0.1) - 0.2
+    assert got == pytest.approx([0.6 - 0.4 - 0.3, 0.2 - 0.4, 0.4 - 0.4 - 0.3])  # base centred (mean 0.4) + c
+    assert got == pytest.approx([-0.1, -0.2, -0.3])
+
+
+def synth_record(context: int, total: float, control: float, card: int) -> TaskRecord:
+    return TaskRecord(step=0, slot=0, context_id=context, raw="", verdict=Verdict(valid=True),
+                      synth_reward=SynthReward(total=total, penalty=control, control=control), sample=sample(card))
+
+
+def test_synth_batch_with_control_absolute_pushes_a_group_that_missed_its_cell_as_a_whole() -> None:
+    # context 0: both cards off target, equal rewards 0.2 - 0.3; context 1: on target, equal rewards 0.4
+    records = [synth_record(0, -0.1, -0.3, 1), synth_record(0, -0.1, -0.3, 2), synth_record(1, 0.4, 0.0, 3),
+               synth_record(1, 0.4, 0.0, 4)]
+    assert synth_batch(records, True) == ([], 2)  # centred away: nothing to learn (the bug)
+    batch, skipped = synth_batch(records, True, control_absolute=True)
+    assert skipped == 1 and [(e.completion_ids[0], e.advantage) for e in batch] == [
+        (1, pytest.approx(-0.3)), (2, pytest.approx(-0.3)), (3, 0.0), (4, 0.0)]
+    # a mixed group, only centred: rewards (-0.1, 0.4) -> (-0.25, 0.25); kept whole: plus the mean control -0.15
+    mixed = [synth_record(0, -0.1, -0.3, 1), synth_record(0, 0.4, 0.0, 2)]
+    plain, _ = synth_batch(mixed, False)
+    kept, _ = synth_batch(mixed, False, control_absolute=True)
+    assert [e.advantage for e in plain] == pytest.approx([-0.25, 0.25])
+    assert [e.advantage for e in kept] == pytest.approx([-0.4, 0.1])  # = base (0.2, 0.4) centred + (-0.3, 0)
 
 
 def test_an_attempt_is_its_own_grpo_row_with_environment_ids_masked() -> None:

@@ -290,6 +290,7 @@ def test_off_target_cards_are_recomputed_and_penalised(tmp_path):
         assert rec.success_rate == 0.5 and plain.total > 0.3
         assert rec.synth_reward.total == pytest.approx(plain.total - (0.0 if on else 0.3))
         assert rec.synth_reward.penalty == pytest.approx(0.0 if on else -0.3)
+        assert rec.synth_reward.control == pytest.approx(0.0 if on else -0.3)  # kept in the pool
         assert rec.synth_reward.alignment == (1.0 if on else 0.0)  # the additive reward's alignment term: on-target
     assert stats.evosyn.controllability == pytest.approx(0.5) and stats.evosyn.controllability_by_factor == {"level": 0.5}
     assert stats.evosyn.allocation == {"level=L2": 2, "level=L5": 2, "level=L8": 2}

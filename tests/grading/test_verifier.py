@@ -254,6 +254,15 @@ def test_pool_duplicate_after_admit(checker):
     assert one(verifier, raw(problem=OTHER_PROBLEM, solution="12", final_answer="12"))[1].valid
 
 
+def test_duplicates_are_soft_when_not_rejected(checker):
+    # rgym: a small cell repeats its questions whatever the Synthesizer writes; the repeat only scores novelty 0
+    verifier = make(checker, reject_duplicates=False)
+    verifier.admit(41, PROBLEM)
+    (_, pooled), (_, again) = verifier.verify_batch([raw(), raw()])
+    assert pooled.valid and pooled.reasons == ["near_duplicate: sim=1.00 task=41"] and pooled.scores["novelty"] == 0.0
+    assert again.valid and codes(again) == ["duplicate_in_step", "near_duplicate"]
+
+
 def test_load_pool(checker):
     verifier = make(checker)
     assert verifier.load_pool(iter([(3, OTHER_PROBLEM), (9, PROBLEM)])) == 2

@@ -401,6 +401,7 @@ class SynthReward(BaseModel):
     success_rate: float | None = None
     alignment: float | None = None  # synco.core.rewards.card_alignment of a valid card (None: not measured)
     penalty: float = 0.0  # invalid / duplicate penalties already folded into ``total``
+    control: float = 0.0  # the off-target term folded into ``total`` (also in ``penalty``); 0 on target
     mode: str = "gated"
 
 

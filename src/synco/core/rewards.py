@@ -206,11 +206,16 @@ def off_target(reward: SynthReward, penalty: float, invalid_penalty: float, stri
     """The reward of a valid card whose realised cell is not the one the Designer asked for.
 
     ``total - penalty`` (the penalty is recorded in ``penalty``), or, when ``strict``, the
-    invalid-card penalty: a gate that treats a missed control like a rejected card.
+    invalid-card penalty: a gate that treats a missed control like a rejected card. The shift
+    of ``total`` is also recorded in ``control`` (what :func:`synco.cotrain.batches.with_control`
+    may keep out of the group's centring).
     """
     if strict:
-        return reward.model_copy(update={"total": invalid_penalty, "penalty": reward.penalty + invalid_penalty - reward.total})
-    return reward.model_copy(update={"total": reward.total - penalty, "penalty": reward.penalty - penalty})
+        shift = invalid_penalty - reward.total
+        return reward.model_copy(update={"total": invalid_penalty, "penalty": reward.penalty + shift,
+                                         "control": reward.control + shift})
+    return reward.model_copy(update={"total": reward.total - penalty, "penalty": reward.penalty - penalty,
+                                     "control": reward.control - penalty})
 
 
 def is_gradient_bearing(rewards: Sequence[float], tol: float = 1e-9) -> bool:

@@ -201,7 +201,7 @@ def update_agents(state: CoTrainState, c: Collected, for_reasoner: Sequence[Task
     if r_batch and c.plan.update_reasoner:
         out.reasoner = state.reasoner.update(r_batch)
     if s.trains_synthesizer and c.plan.update_synthesizer:
-        s_batch, out.synth_groups_skipped = synth_batch(for_s, s.synth_scale_by_std)
+        s_batch, out.synth_groups_skipped = synth_batch(for_s, s.synth_scale_by_std, s.evosyn.control_absolute)
         if s_batch:
             out.synthesizer = state.synthesizer.update(s_batch)
     out.t_train = time.perf_counter() - t

@@ -85,10 +85,11 @@ BUILTIN_DOMAINS: dict[str, DomainSpec] = {
                         config_defaults=_problem_chars(8, 80, novelty_threshold=0.95)),
     "tau2": DomainSpec(_tau2, settings=Tau2Settings),
     # a card's problem is a generator config (up to 600 characters); questions share each family's boilerplate, so
-    # only copies are duplicates (the items come from synco's seeds)
+    # only copies are duplicates, and those are not rejected: the items come from synco's seeds, and a small cell
+    # (products at level 0: 100 questions) repeats its questions whatever the Synthesizer writes
     "rgym": DomainSpec(_rgym, settings=RgymSettings,
                        warm_start=WarmStart(pretrain="synco.run.pretrain.rgym:warm_start",
                                             folder="synco.run.pretrain.rgym:load_rgym_warm_start"),
-                       config_defaults=_problem_chars(3, 600, novelty_threshold=1.0)),
+                       config_defaults=_problem_chars(3, 600, novelty_threshold=1.0, reject_duplicates=False)),
 }
 """The built-in registrations, by name."""

@@ -38,7 +38,7 @@ only the score and the reasons record it):
   ``final_answer`` differs from the oracle's answer, which becomes the
   reference; answer score 0.5 instead of 1). The Synthesizer may thus propose
   tasks harder than it can solve itself.
-* novelty (H): ``duplicate_in_step`` (near-duplicate of an earlier parsed card
+* novelty (H, S when not ``reject_duplicates``): ``duplicate_in_step`` (near-duplicate of an earlier parsed card
   of the same batch, whatever that card's verdict) and ``near_duplicate`` (of a
   problem admitted to the pool). Score = 1 - highest similarity seen (pool,
   batch or benchmark).
@@ -119,6 +119,7 @@ class VerifierConfig(BaseModel):
     min_problem_chars: int = Field(3, ge=0, description="Shortest acceptable problem, in characters after stripping.")
     max_problem_chars: int = Field(4000, ge=1, description="Longest acceptable problem, in characters.")
     novelty_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity (character n-grams) at which a problem duplicates another.")
+    reject_duplicates: bool = Field(True, description="A near_duplicate or duplicate_in_step card is rejected. Off: they are soft reasons that only lower the card's novelty score -- for a world whose items are synco's seeded draws (rgym), where a small cell repeats its questions whatever the Synthesizer writes.")
     novelty_window: int | None = Field(None, ge=1, description="Steps back the pool novelty check looks: a card duplicating a valid task of the last N steps is rejected, an older task may recur (null: the whole pool, so no task is ever trained twice -- in a world with few distinct tasks per skill the pool then runs out of the most teachable ones). Duplicates within a step are rejected either way.")
     ngram: int = Field(5, ge=1, description="Character n-gram length of the similarity measure.")
     num_perm: int = Field(64, ge=8, description="MinHash permutations of the novelty indexes (a multiple of 8).")
@@ -506,12 +507,12 @@ class TaskVerifier:
         if hit is not None:
             sims.append(hit[1])
             if hit[1] >= cfg.novelty_threshold:
-                checks.fail(f"duplicate_in_step: sim={hit[1]:.2f} slot={hit[0]}")
+                checks.fail(f"duplicate_in_step: sim={hit[1]:.2f} slot={hit[0]}", hard=cfg.reject_duplicates)
         hit = self._pool.nearest(prompt)
         if hit is not None:
             sims.append(hit[1])
             if hit[1] >= cfg.novelty_threshold:
-                checks.fail(f"near_duplicate: sim={hit[1]:.2f} task={hit[0]}")
+                checks.fail(f"near_duplicate: sim={hit[1]:.2f} task={hit[0]}", hard=cfg.reject_duplicates)
         if self._benchmarks is not None:
             hit = self._benchmarks.nearest(prompt)
             if hit is not None:

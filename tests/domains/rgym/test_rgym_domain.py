@@ -12,7 +12,7 @@ import pytest
 import synco.cli
 from synco.core.records import CARD_FIELDS, CardRejected, TaskCard
 from synco.domains.rgym import RgymDomain, RgymSettings
-from synco.domains.rgym.domain import derive_seed, extract_answer
+from synco.domains.rgym.domain import derive_seed, distinct_space, extract_answer, heldout_size
 from synco.domains.rgym.payload import split_seeded
 from synco.domains.rgym.gym import Gym
 
@@ -110,6 +110,42 @@ def test_heldout_per_family_and_level_plus_transfer(domain: RgymDomain) -> None:
     held = domain.heldout_card(items[0])
     assert split_seeded(held.wire()["solution"])[1] % 2 == 1  # a held-out seed: odd, unreachable by a card
     assert domain.reject_reason(held) == "heldout_problem"
+
+
+def test_distinct_space_solves_the_expected_distinct_count() -> None:
+    # N (1 - (1 - 1/N)^2) = 2 - 1/N = 1 -> N = 1; N (1 - (1 - 1/N)^3) = 3 - 3/N + 1/N^2 = 2 -> N = (3 + sqrt 5) / 2
+    assert distinct_space(2, 1) == pytest.approx(1.0)
+    assert distinct_space(3, 2) == pytest.approx((3 + 5 ** 0.5) / 2)
+    assert distinct_space(64, 64) == float("inf")
+    with pytest.raises(ValueError, match="0 < distinct <= draws"):
+        distinct_space(3, 4)
+
+
+def test_heldout_size_takes_a_share_of_a_small_space() -> None:
+    assert heldout_size(64, 0.25, 100.4) == 25 and heldout_size(64, 0.25, 1000.0) == 64
+    assert heldout_size(64, 0.25, 2.0) == 1 and heldout_size(64, None, 100.0) == 64
+    assert heldout_size(64, 0.25, float("inf")) == 64
+
+
+def test_a_small_cell_holds_out_a_share_and_a_colliding_seed_is_redrawn(gym: Gym) -> None:
+    # products at level 0: about 100 questions
+    def make(**kw: object) -> RgymDomain:
+        return RgymDomain(RgymSettings(families=["products"], heldout_levels=1, transfer=False, **kw), seed=3, gym=gym)
+
+    shared = make()
+    assert 15 <= len(shared.heldout(64, seed=0)) <= 40  # 25 % of ~100 (estimated from 64 draws: 33 here), not 64
+    counts = {}
+    for redraws in (0, 8):
+        small = make(heldout_share=None, redraws=redraws)
+        assert len(small.heldout(64, seed=0)) == 64
+        cards = [card('{"family":"products","config":{"min_terms":2,"max_terms":2,"min_digits":1,"max_digits":1}}')
+                 for _ in range(20)]
+        for c in cards:
+            small.oracle(c)
+        counts[redraws] = (sum(small.reject_reason(c) == "heldout_problem" for c in cards),
+                           len({c.payload.prompt_text() for c in cards}))
+    assert counts[0][0] >= 6 and counts[8][0] <= 1  # 64 % of the questions held out: a fresh seed finds the rest
+    assert counts[8][1] >= 15  # and prefers a question not generated yet
 
 
 def test_factor_space_is_family_by_level_with_attribute_candidates(domain: RgymDomain) -> None:

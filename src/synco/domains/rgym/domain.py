@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import re
 import threading
@@ -58,6 +59,42 @@ def derive_seed(*parts: object, heldout: bool = False) -> int:
     namespaces never meet; below 2**31."""
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return 2 * (int.from_bytes(digest[:8], "big") % (1 << 30)) + (1 if heldout else 0)
+
+
+MIN_SPACE_DRAWS = 32
+"""Draws of a held-out group before its question space is estimated (fewer: too noisy to cut the group)."""
+
+MAX_REMEMBERED = 200_000
+"""Questions the oracle remembers having generated (to prefer a fresh one on a redraw); beyond, it stops adding."""
+
+
+def distinct_space(draws: int, distinct: int) -> float:
+    """How many equally likely questions a generator draws from, estimated from ``distinct`` different questions
+    among ``draws`` draws: the N whose expected number of distinct draws, ``N (1 - (1 - 1/N) ** draws)``, is
+    ``distinct`` (that expectation rises with N). ``inf`` when no draw repeated."""
+    if not 0 < distinct <= draws:
+        raise ValueError(f"need 0 < distinct <= draws, got {distinct} of {draws}")
+    if distinct == draws:
+        return math.inf
+
+    def expected(n: float) -> float:
+        return n * (1.0 - (1.0 - 1.0 / n) ** draws)
+
+    lo, hi = float(distinct), 2.0 * distinct
+    while expected(hi) < distinct:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if expected(mid) < distinct else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def heldout_size(n_per_group: int, share: float | None, space: float) -> int:
+    """Items a held-out group keeps: ``n_per_group``, at most ``share`` of its estimated question ``space`` (at
+    least 1), so that cards of a small cell can still draw most of its questions; all when ``share`` is None."""
+    if share is None or math.isinf(space):
+        return n_per_group
+    return max(1, min(n_per_group, math.floor(share * space)))
 
 
 _NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d+(?:\.\d+)?")
@@ -129,6 +166,7 @@ class RgymDomain:
         self._counter = 0
         self._lock = threading.Lock()
         self._heldout_questions: set[str] = set()
+        self._generated: set[str] = set()  # questions the oracle gave cards (bounded: MAX_REMEMBERED)
         self._heldout_items: dict[str, tuple[str, dict[str, Any], int]] = {}
         self.reasoner_response_prefix = self.settings.answer_prefix
 
@@ -179,13 +217,36 @@ class RgymDomain:
                                                f"rgym.max_level {top}")
         with self._lock:
             self._counter += 1
-            seed = derive_seed("train", self.seed, self._counter, task.config)
-        try:
-            question, answer = self.gym.generate(family.name, config, seed)
-        except GymFailure as err:
-            raise CardRejected(err.code, err.detail) from None
+            counter = self._counter
+        seed, question, answer = self._draw(family, config, task.config, counter)
         card.payload = RgymPayload(config=config_text(family.name, config), seed=seed, question=question, answer=answer)
         return answer
+
+    def _draw(self, family: Family, config: dict[str, Any], text: str, counter: int) -> tuple[int, str, str]:
+        """The card's item ``(seed, question, answer)``: its first seed's, or, when that question is held out or was
+        generated before in this run, up to ``rgym.redraws`` further seeds' -- the first question neither held out nor
+        seen, else the first not held out (a repeat), else the last (a held-out question, rejected ``heldout_problem``
+        by :meth:`reject_reason`). The seed is synco's, not the Synthesizer's: a small cell's collision is not the
+        card's fault, and rejecting it loses the slot."""
+        fallback = None
+        for attempt in range(1 + self.settings.redraws):
+            parts: tuple[object, ...] = ("train", self.seed, counter, text) + ((attempt,) if attempt else ())
+            seed = derive_seed(*parts)
+            try:
+                question, answer = self.gym.generate(family.name, config, seed)
+            except GymFailure as err:
+                raise CardRejected(err.code, err.detail) from None
+            key = question.strip()
+            if key in self._heldout_questions:
+                continue
+            with self._lock:
+                fresh = key not in self._generated
+                if fresh and len(self._generated) < MAX_REMEMBERED:
+                    self._generated.add(key)
+            if fresh:
+                return seed, question, answer
+            fallback = fallback or (seed, question, answer)
+        return fallback or (seed, question, answer)
 
     def card_factors(self, card: TaskCard) -> dict[str, str]:
         """The family and level of the card's config (``RgymPayload.factor_subject``)."""
@@ -266,28 +327,41 @@ class RgymDomain:
         return out
 
     def heldout(self, n_per_group: int, seed: int) -> list[HeldoutItem]:
-        """``n_per_group`` distinct items per group, from odd (held-out) seeds; a group whose generator fails is left
-        out with a warning rather than ending the run."""
+        """``n_per_group`` distinct items per group, from odd (held-out) seeds, and with ``rgym.heldout_share`` at most
+        that share of the group's question space (:func:`distinct_space` of its own draws; :func:`heldout_size`): a
+        card whose question is held out cannot be trained, and at level 0 some families have only 100-200
+        questions. A group whose generator fails is left out with a warning rather than ending the run."""
         items: list[HeldoutItem] = []
+        share = self.settings.heldout_share
         for group, family, config in self.heldout_groups():
+            drawn: list[tuple[str, str, int]] = []
             seen: set[str] = set()
+            draws, want = 0, n_per_group
             for attempt in range(20 * n_per_group):
-                if len(seen) >= n_per_group:
+                if len(seen) >= want:
                     break
                 item_seed = derive_seed("heldout", seed, group, attempt, heldout=True)
                 try:
                     question, answer = self.gym.generate(family.name, config, item_seed)
                 except GymFailure:
                     continue
-                if question in seen:
-                    continue
-                seen.add(question)
+                draws += 1
+                if question not in seen:
+                    seen.add(question)
+                    drawn.append((question, answer, item_seed))
+                if share is not None and draws >= max(n_per_group, MIN_SPACE_DRAWS):  # enough to read its size
+                    want = heldout_size(n_per_group, share, distinct_space(draws, len(seen)))
+            kept = drawn[:want]
+            for question, answer, item_seed in kept:
                 self._heldout_questions.add(question.strip())
                 self._heldout_items[question] = (family.name, config, item_seed)
                 items.append(HeldoutItem(problem=question, answer=answer, group=group))
-            if len(seen) < n_per_group:
+            if want < n_per_group:
+                logger.info("rgym held-out group %s: %d items, rgym.heldout_share %s of about %.0f questions", group,
+                            len(kept), share, distinct_space(draws, len(seen)))
+            elif len(kept) < n_per_group:
                 logger.warning("rgym held-out group %s: %d of %d items (its generator failed or repeats itself)",
-                               group, len(seen), n_per_group)
+                               group, len(kept), n_per_group)
         return items
 
     def heldout_card(self, item: HeldoutItem) -> TaskCard:

@@ -36,6 +36,15 @@ class RgymSettings(BaseModel):
     heldout_levels: int = Field(3, ge=1, le=12, description="Curriculum levels per family in held-out (0 .. n-1).")
     transfer: bool = Field(True, description="Also hold out each family's default-difficulty items (the group "
                                              "'<family>/default'): the transfer set.")
+    heldout_share: float | None = Field(0.25, gt=0, le=1,
+                                        description="A held-out group keeps at most this share of its config's "
+                                                    "distinct questions (estimated from its own draws), so cards of "
+                                                    "a small cell (products at level 0: 100 questions) can reach the "
+                                                    "rest; null: heldout_per_group items whatever the space.")
+    redraws: int = Field(8, ge=0, le=64,
+                         description="Further seeds the oracle may draw for a card whose question is held out or "
+                                     "already generated in this run (a fresh one preferred, then a repeat); only "
+                                     "when all are held out is the card rejected heldout_problem.")
     timeout_s: float = Field(5.0, gt=0, le=120, description="Deadline of one generation or scoring call (s); past "
                                                            "it the worker is killed and restarted.")
     memory_mb: int = Field(2048, ge=256, le=65536, description="Address-space cap of the worker process (MiB).")
