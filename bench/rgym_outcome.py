@@ -13,6 +13,9 @@ designer   the Designer alone: its cells, configs drawn uniformly within them, n
            (``mode=designer``): whose credit a gain is
 uniform    fresh configs uniform over the family x level cells every step (``mode=uniform``)
 static     a static corpus of as many configs as a run sees cards (steps x cards), drawn once, revisited
+grounded   SOAR-style: the Synthesizer trained without the Designer (it chooses the cells), its reward the
+           measured learning effect of the cell its card realised (``synth_rewards.learnability=effect``,
+           ``evosyn.effect_every=5``) instead of the teachability of the card's own attempts
 =========  ==========================================================================================
 
 A card's generator seed is drawn when the card is checked, so a revisited static config generates a new item: the
@@ -47,6 +50,10 @@ ARMS: dict[str, list[str]] = {
     "designer": ["mode=designer", "evosyn.designer=true", "evosyn.reflector=true"],
     "uniform": ["mode=uniform", "evosyn.designer=false", "evosyn.reflector=false"],
     "static": ["mode=static", "evosyn.designer=false", "evosyn.reflector=false"],
+    # SOAR-style: the Synthesizer chooses what to write (no Designer) and is rewarded by the measured improvement of
+    # the cell its card realised (learnability=effect), measured every 5 steps so it has a signal from step 10 on
+    "grounded": ["mode=cotrain", "evosyn.designer=false", "evosyn.reflector=false",
+                 "synth_rewards.learnability=effect", "evosyn.effect_every=5"],
 }
 
 

@@ -8,6 +8,7 @@ from synco.core.rewards import (
     card_alignment,
     gate,
     is_gradient_bearing,
+    learner_term,
     reasoner_reward,
     report_focus,
     success_band,
@@ -58,6 +59,21 @@ def test_progress_reward_scales_the_gap_by_the_cells_effect():
         synthesizer_reward(True, 0.75, 1.0, 0.25, config=cfg, progress=1.5)
     with pytest.raises(ValueError, match="gated"):
         SynthesizerRewardConfig(learnability="progress", mode="additive")
+
+
+def test_effect_reward_is_the_cells_measured_improvement_alone():
+    """learnability=effect (SOAR-style): gates 0.5 and 1, the cell's weight 0.4 -> 0.2 whatever the success rate;
+    an unmeasured cell weighs 1 (gates only); invalid cards keep the penalty."""
+    cfg = SynthesizerRewardConfig(learnability="effect")
+    for p in (0.0, 0.25, 1.0):
+        r = synthesizer_reward(True, 0.75, 1.0, p, config=cfg, progress=0.4)
+        assert (r.total, r.teachability) == (pytest.approx(0.2), pytest.approx(0.4))
+    assert synthesizer_reward(True, 0.75, 1.0, 0.25, config=cfg).total == pytest.approx(0.5)
+    assert synthesizer_reward(False, 0.75, 1.0, None, config=cfg, progress=0.4).total == cfg.invalid_penalty
+    assert learner_term("progress", 0.25, 0.4) == pytest.approx(0.3)
+    assert learner_term("teachability", 0.75) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="unknown learnability"):
+        learner_term("vibes", 0.5)
 
 
 @pytest.mark.parametrize("x,t,expected", [(0.5, 0.5, 0.0), (0.4, 0.5, 0.0), (0.75, 0.5, 0.5), (1.0, 0.5, 1.0), (0.9, 0.8, 0.5), (0.3, 0.0, 0.3)])

@@ -13,6 +13,8 @@ def test_learning_effect_feedback_needs_a_factor_space() -> None:
     no_space = object()
     with pytest.raises(ValueError, match="synth_rewards.learnability=progress needs a domain with a factor space"):
         check_effect_feedback(no_space, load_config("arith", overrides=["synth_rewards.learnability=progress"]))
+    with pytest.raises(ValueError, match="synth_rewards.learnability=effect needs a domain with a factor space"):
+        check_effect_feedback(no_space, load_config("arith", overrides=["synth_rewards.learnability=effect"]))
     with pytest.raises(ValueError, match="evosyn.designer_settings.effect=true"):
         check_effect_feedback(no_space, load_config("arith", overrides=["evosyn.designer_settings.effect=true"]))
     check_effect_feedback(no_space, load_config("arith"))  # nothing asked of it

@@ -94,12 +94,15 @@ class SynthesizerRewardConfig(BaseModel):
     mode: Literal["gated", "additive"] = Field("gated", description="gated: gate(q)*gate(r)*teach(p); additive: weighted sum.")
     invalid_penalty: float = Field(-0.5, description="Reward of a card the verifier rejects.")
     duplicate_penalty: float = Field(-0.5, description="Reward of a card rejected as a duplicate (within the step or of a recent pool task).")
-    learnability: Literal["teachability", "gap", "progress"] = Field(
+    learnability: Literal["teachability", "gap", "progress", "effect"] = Field(
         "teachability",
         description="Gated mode's learner term: teachability (2p, or 2(1-p) above 0.5: the group-relative RL signal), "
                     "gap (1-p: what supervised fine-tuning on the gold solution can still teach, EvoSyn's gap) or "
                     "progress (the gap times the card's cell's learning-effect weight, in [effect_floor, 1]: what "
-                    "training on that cell measurably changed; synco.evosyn.effect, needs a factor space).")
+                    "training on that cell measurably changed; synco.evosyn.effect, needs a factor space) or "
+                    "effect (the cell's learning-effect weight alone, SOAR-style: the reward is the measured "
+                    "improvement training on the card's cell brought, not an intrinsic learnability; needs a factor "
+                    "space).")
     quality_threshold: float = Field(0.5, description="Gate threshold for quality.")
     reliability_threshold: float = Field(0.5, description="Gate threshold for reliability.")
     w_quality: float = Field(0.30, description="Additive mode: weight of quality.")
@@ -118,6 +121,8 @@ class SynthesizerRewardConfig(BaseModel):
                              f"mode={self.mode!r} scores success by its band (set mode=gated or drop learnability)")
         return self
 
+
+EFFECT_TERMS = frozenset({"progress", "effect"})  # learner terms that read the cells' learning effect
 
 DUPLICATE_CODES = frozenset({"near_duplicate", "duplicate_in_step"})
 
@@ -140,7 +145,7 @@ def synthesizer_reward(
     None) scores as p = 0. ``alignment`` (:func:`card_alignment`, in [0, 1]) is
     recorded when given and needed by the additive mode, which raises without it
     rather than score every card 0 on that term. ``progress`` (in [0, 1]): the card's cell's learning-effect
-    weight, the factor of ``learnability=progress`` on the gap.
+    weight, the factor of ``learnability=progress`` on the gap and the whole learner term of ``learnability=effect``.
     """
     if not 0.0 <= progress <= 1.0:
         raise ValueError(f"progress must be in [0, 1], got {progress!r}")
@@ -151,8 +156,7 @@ def synthesizer_reward(
         return SynthReward(total=penalty, quality=quality, reliability=reliability, novelty=novelty,
                            success_rate=success_rate, penalty=penalty, mode=config.mode)
     p = 0.0 if success_rate is None else success_rate
-    teach = (teachability(p) if config.learnability == "teachability"
-             else supervised_gap(p) * (progress if config.learnability == "progress" else 1.0))
+    teach = learner_term(config.learnability, p, progress)
     if config.mode == "gated":
         total = gate(quality, config.quality_threshold) * gate(reliability, config.reliability_threshold) * teach
     else:
@@ -167,6 +171,20 @@ def synthesizer_reward(
         )
     return SynthReward(total=total, quality=quality, reliability=reliability, teachability=teach,
                        novelty=novelty, success_rate=success_rate, alignment=alignment, mode=config.mode)
+
+
+def learner_term(learnability: str, p: float, progress: float = 1.0) -> float:
+    """The gated reward's learner term for success rate ``p``: teachability, the gap, the gap times the cell's
+    learning-effect weight ``progress``, or that weight alone (``effect``: grounded in measured improvement)."""
+    if learnability == "teachability":
+        return teachability(p)
+    if learnability == "gap":
+        return supervised_gap(p)
+    if learnability == "progress":
+        return supervised_gap(p) * progress
+    if learnability == "effect":
+        return progress
+    raise ValueError(f"unknown learnability {learnability!r}: teachability, gap, progress or effect")
 
 
 Focus = Collection[tuple[str, str]]

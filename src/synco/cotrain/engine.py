@@ -39,6 +39,7 @@ from synco.core.pool import TaskPool
 from synco.core.records import TaskCard, TaskRecord, Verdict, payload_type, success_rate
 from synco.core.report import CapabilityReport
 from synco.core.rewards import (
+    EFFECT_TERMS,
     card_alignment,
     off_target,
     report_focus,
@@ -249,7 +250,7 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
     s = state.settings
     # alignment: the target cell hit, or (no target) a factor value the report the Synthesizer saw asks for
     focus = report_focus(state.report) if s.evosyn.feedback and s.reads_report else frozenset()
-    progress = progress_of(state) if s.synth_rewards.learnability == "progress" else None
+    progress = progress_of(state) if s.synth_rewards.learnability in EFFECT_TERMS else None
     for rec in records:
         v, target = rec.verdict, rec.target_cell
         p = success_rate(rec.rollouts)
@@ -265,10 +266,10 @@ def reward_cards(state: CoTrainState, records: Sequence[TaskRecord]) -> None:
 
 
 def progress_of(state: CoTrainState) -> Callable[[TaskCard | None], float]:
-    """``learnability=progress``: a card's learning-effect weight, that of the cell it realised (the measured
+    """``learnability=progress`` or ``effect``: a card's learning-effect weight, that of the cell it realised (the measured
     transitions so far, :mod:`synco.evosyn.effect`; a card outside every cell gets the unmeasured weight)."""
     if state.evo is None:
-        raise ValueError("synth_rewards.learnability=progress needs a domain with a factor space (its cells' "
+        raise ValueError(f"synth_rewards.learnability={state.settings.synth_rewards.learnability} needs a domain with a factor space (its cells' "
                          f"learning effect); domain {state.domain.name!r} has none")
     evo, weights = state.evo, state.evo.effect_weights(state.settings.evosyn.designer_settings)
 

@@ -32,6 +32,7 @@ from typing import Callable
 from synco.config import ConfigError, RunConfig, check_runnable
 from synco.core.pool import TaskPool
 from synco.core.report import build_report
+from synco.core.rewards import EFFECT_TERMS
 from synco.cotrain.engine import CoTrainState
 from synco.cotrain.pipeline import Pipeline
 from synco.cotrain.protocols.base import TrainingProtocol
@@ -143,8 +144,8 @@ def check_effect_feedback(domain: object, cfg: RunConfig) -> None:
     """Learning-effect feedback is measured per factor cell: a domain without a factor space cannot give it."""
     if isinstance(domain, HasFactorSpace):
         return
-    if cfg.synth_rewards.learnability == "progress":
-        raise ValueError(f"synth_rewards.learnability=progress needs a domain with a factor space (its cells' "
+    if cfg.synth_rewards.learnability in EFFECT_TERMS:
+        raise ValueError(f"synth_rewards.learnability={cfg.synth_rewards.learnability} needs a domain with a factor space (its cells' "
                          f"learning effect); domain {cfg.domain!r} has none: use teachability or gap")
     if cfg.evosyn.designer and cfg.evosyn.designer_settings.effect:
         raise ValueError(f"evosyn.designer_settings.effect=true needs a domain with a factor space; domain "
