@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from synco.analysis.rundata import AnalysisError, TaskRow, load_run  # noqa: E402
-from synco.core.rewards import DUPLICATE_CODES  # noqa: E402
+from synco.core.records import DUPLICATE_CODES  # noqa: E402
 
 
 def _pattern_mix(rows: list[TaskRow]) -> str:

@@ -221,3 +221,12 @@ def test_health_hook_logs_every_alert_and_stops_on_stop_alerts_except_at_the_end
     rows = [json.loads(ln) for ln in (tmp_path / "alerts.jsonl").read_text().splitlines()]
     assert [(r["check"], r["action"]) for r in rows] == [("valid_rate", "warn"), ("collapse", "stop")] * 2
     assert "health alert (stop) at step 3: collapse at 3" in capsys.readouterr().err
+
+
+def test_the_health_checks_do_not_watch_duplicates_a_verifier_keeps(tmp_path):
+    """With verifier.reject_duplicates false (rgym's default) a repeat is a soft reason, not a rejection: the
+    rejection_code check ignores the duplicate codes (beside its own soft list); with it true, it watches them."""
+    kept = health_monitor(make_run(tmp_path, "verifier.reject_duplicates=false")).config.rejection_code.ignore_codes
+    assert {"near_duplicate", "duplicate_in_step", "reference_corrected"} <= set(kept)
+    rejected = health_monitor(make_run(tmp_path)).config.rejection_code.ignore_codes
+    assert "near_duplicate" not in rejected and "reference_corrected" in rejected

@@ -302,6 +302,10 @@ class TaskCard(BaseModel):
         return cls.model_validate_json(text)
 
 
+DUPLICATE_CODES: frozenset[str] = frozenset({"near_duplicate", "duplicate_in_step"})
+"""The verifier's novelty codes: rejections, or soft reasons where ``verifier.reject_duplicates`` is false."""
+
+
 class Verdict(BaseModel):
     """The verifier's judgement of one card.
 

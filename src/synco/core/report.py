@@ -17,10 +17,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from synco.core.records import TaskCard, TaskRecord
-
-DUPLICATE_CODES: frozenset[str] = frozenset({"near_duplicate", "duplicate_in_step"})
-"""Verdict reason codes that mark a card as a repeat of an earlier problem."""
+from synco.core.records import DUPLICATE_CODES, TaskCard, TaskRecord
 
 MAX_LABEL_CHARS = 40
 """Factor keys, values and reason codes are cut to this many characters."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, Sequence
 
 from pydantic import BaseModel, Field, model_validator
 
-from synco.core.records import SynthReward, TaskCard
+from synco.core.records import DUPLICATE_CODES, SynthReward, TaskCard
 
 if TYPE_CHECKING:
     from synco.core.report import CapabilityReport
@@ -123,8 +123,6 @@ class SynthesizerRewardConfig(BaseModel):
 
 
 EFFECT_TERMS = frozenset({"progress", "effect"})  # learner terms that read the cells' learning effect
-
-DUPLICATE_CODES = frozenset({"near_duplicate", "duplicate_in_step"})
 
 
 def synthesizer_reward(

@@ -23,12 +23,13 @@ from typing import Callable, Protocol, Sequence
 from synco.config import RunConfig
 from synco.core.policy import generate_seeded
 from synco.core.sampling import SamplingParams
+from synco.core.records import DUPLICATE_CODES
 from synco.core.report import build_report
 from synco.cotrain.engine import CoTrainState
 from synco.cotrain.protocols.base import TrainingProtocol
 from synco.cotrain.settings import StepSettings
 from synco.cotrain.stats import StepStats
-from synco.cotrain.health import Alert, HealthMonitor, trim_history
+from synco.cotrain.health import Alert, HealthConfig, HealthMonitor, trim_history
 from synco.evosyn.reflector import python_seed
 from synco.evosyn.effect import Period, measure_period
 from synco.evosyn.run import control_and_log, log_transition, propose_and_log, reflect_and_log
@@ -271,8 +272,19 @@ def reflects(cfg: RunConfig, settings: StepSettings) -> bool:
 def health_monitor(run: Run) -> HealthMonitor:
     """The run's health monitor, with the history and alert count a resumed run had recorded (already rewound)."""
     history = [StepStats.model_validate(row) for row in jsonl_rows(run.dir / "metrics.jsonl")]
-    return HealthMonitor(run.cfg.health, history=trim_history(history, run.cfg.health),
+    health = health_settings(run.cfg)
+    return HealthMonitor(health, history=trim_history(history, health),
                          n_alerts=len(jsonl_rows(run.dir / "alerts.jsonl")))
+
+
+def health_settings(cfg: RunConfig) -> HealthConfig:
+    """The health checks as this run's verifier rejects: where ``verifier.reject_duplicates`` is false the
+    duplicate codes are soft reasons (a card keeps its place), so ``rejection_code`` does not watch them."""
+    if cfg.verifier.reject_duplicates:
+        return cfg.health
+    rc = cfg.health.rejection_code
+    ignored = sorted(set(rc.ignore_codes) | DUPLICATE_CODES)
+    return cfg.health.model_copy(update={"rejection_code": rc.model_copy(update={"ignore_codes": ignored})})
 
 
 def propose_factor(run: Run, step: int) -> None:
