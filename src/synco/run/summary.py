@@ -57,7 +57,7 @@ class RunSummary(BaseModel):
 
 def summarize(run: Run, before_path: Path) -> RunSummary:
     """Before/after held-out accuracy and the run's task statistics, from the run's files."""
-    rows = [json.loads(ln) for ln in (run.dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    rows = jsonl_rows(run.dir / "metrics.jsonl")
     summary = RunSummary(run_dir=str(run.dir), steps=len(rows), group_factor=run.cfg.group_factor)
     if run.heldout:
         _summarize_heldout(summary, run, before_path, len(rows))
@@ -76,9 +76,7 @@ def _summarize_heldout(summary: RunSummary, run: Run, before_path: Path, n_steps
     before = json.loads(before_path.read_text())
     if "greedy" not in before:  # a run directory written before sampled evaluation existed
         before = {"greedy": before}
-    curve_path = run.dir / "heldout.jsonl"
-    curve = ([json.loads(ln) for ln in curve_path.read_text().splitlines() if ln.strip()]
-             if curve_path.exists() else [])
+    curve = jsonl_rows(run.dir / "heldout.jsonl")
     last = curve[-1] if curve and curve[-1]["step"] == n_steps and "greedy_items" in curve[-1] else None
     at_end = HeldoutScores(last["greedy"], last["greedy_items"]) if last else None  # no second greedy pass
     after = evaluate_heldout_both(run, greedy=at_end)
@@ -164,9 +162,7 @@ def _summarize_evosyn(summary: RunSummary, rows: list[dict[str, Any]], first: li
     summary.factor_coverage = mean_of(rows, "factor_coverage")
     summary.factor_balance = mean_of(rows, "factor_balance")
     summary.allocation_gap_spearman = mean_of(rows, "allocation_gap_spearman")
-    path = run_dir / "factors.jsonl"
-    if path.exists():
-        summary.factor_changes = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    summary.factor_changes = jsonl_rows(run_dir / "factors.jsonl")
 
 
 def format_summary(s: RunSummary) -> str:
