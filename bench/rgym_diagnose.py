@@ -9,7 +9,7 @@ probability p and how many items have p = 0, 0 < p < 0.5, 0.5 <= p < 1, p = 1 (G
 
 ``--run``: the same sampled success of the warm start and of ``REASONER_DIR`` on up to 300 items the run trained on
 (the valid cards of its first ``--first-steps`` steps, regenerated from their config and seed): what the Reasoner
-learnt on its own cards, to set beside the held-out change (docs/RGYM.md, "Why the Reasoner barely learns").
+learnt on its own cards, to set beside the held-out change (docs/RGYM.md, "Why the Reasoner barely learned").
 """
 
 from __future__ import annotations

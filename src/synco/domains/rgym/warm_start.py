@@ -1,11 +1,13 @@
 """The reasoning-gym world's warm-start data: generated items for the Reasoner, config cards for the Synthesizer.
 
-Both come from reasoning-gym's generators on training seeds (never a held-out one), for the default families
-(:data:`DEFAULT_FAMILIES`):
+Both come from reasoning-gym's generators on training seeds (never a held-out one):
 
-* the **Reasoner** on ``Q:<question>\\nA:<answer>`` -> ``<answer></answer>`` (the prefix prefilled as in the run),
-  levels weighted toward the easy end (:data:`LEVEL_WEIGHTS`), so the run starts partially competent, not solved;
-* the **Synthesizer** on ``<report>\\nDO:family=F,level=L\\nCARD:`` -> a nine-field card whose problem is a config of
+* the **Reasoner** on ``Q:<question>\\nA:<answer>`` -> ``<answer></answer>`` (the prefix prefilled as in the run), for
+  :data:`REASONER_FAMILIES`, levels weighted toward the easy end (:data:`LEVEL_WEIGHTS`), so the run starts partially
+  competent, not solved; many more items than training steps see twice (:data:`REASONER_ITEMS_PER_LEVEL`), so it
+  learns the skill rather than the items;
+* the **Synthesizer**, for the default families (:data:`DEFAULT_FAMILIES`), on
+  ``<report>\\nDO:family=F,level=L\\nCARD:`` -> a nine-field card whose problem is a config of
   that cell (:meth:`~synco.domains.rgym.domain.RgymDomain.format_card`); 15 % of prompts have no target.
 
 Pure Python (the generators run in the world's worker process); the training is :mod:`synco.learn.pretrain`'s and
@@ -37,6 +39,18 @@ answers of at most ~130 characters (basic_arithmetic 26-39, chain_sum 67-83, pro
 gcd 106-124, lcm 63-81, spell_backward 51-55, letter_counting 103-130). Left out: number_sequence (its generator ran
 past a 3 s deadline at level 2), aiw (582 characters at level 1), decimal_chain_sum and simple_equations (~195 at
 level 2), count_primes (an answer no tiny model computes), the long-question families."""
+
+
+REASONER_FAMILIES = ("basic_arithmetic", "chain_sum", "products", "spell_backward")
+"""The families the Reasoner is warm-started on: those of :data:`DEFAULT_FAMILIES` where a tiny model learns a skill
+above the best constant answer (on count_bits, gcd and letter_counting an 8-family Reasoner answered at or below the
+family's most frequent answer, on lcm nothing; docs/RGYM.md). The ``rgym`` preset trains on these four."""
+
+
+REASONER_ITEMS_PER_LEVEL = 2000
+"""Generated items per family and level for the Reasoner: 24,000 against 48,000 examples of training, so most items
+are seen about twice. With 400 a cell (each seen ~4 times) the Reasoner learnt its items, and GRPO's gains on trained
+items did not carry over to held-out ones (held-out flat over 8 seeds); with 2,000 held-out rises (docs/RGYM.md)."""
 
 
 LEVEL_WEIGHTS = (0.6, 0.3, 0.1)

@@ -2,9 +2,9 @@
 
 Both agents are tiny char-level Llamas (``synco.learn.charlm``) trained from scratch
 (:func:`synco.learn.pretrain.train_saved`) on the world's example streams (:mod:`synco.domains.rgym.warm_start`:
-generated items of the default families for the Reasoner, config cards per family x level cell for the Synthesizer).
-Held-out success per group (greedy) and the Synthesizer's card validity are measured after training and written to
-``meta.json``. The weights live with the world, in ``synco/domains/rgym/assets/{reasoner,synthesizer}``.
+generated items of :data:`REASONER_FAMILIES` for the Reasoner, config cards per family x level cell of the default
+families for the Synthesizer). Held-out success per group of every default family (greedy) and the Synthesizer's
+card validity are measured after training and written to ``meta.json``. The weights live with the world, in ``synco/domains/rgym/assets/{reasoner,synthesizer}``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from synco.domains.rgym.warm_start import (
     ASSET_DIR,
     DEFAULT_FAMILIES,
     HELDOUT_PER_GROUP,
+    REASONER_FAMILIES,
+    REASONER_ITEMS_PER_LEVEL,
     MAX_POSITIONS,
     Item,
     card_prompts,
@@ -42,7 +44,8 @@ class RgymPretrainMeta(BaseModel):
     """What ``meta.json`` records of an rgym warm start."""
 
     seed: int
-    families: list[str]
+    families: list[str]  # the Synthesizer's (and the held-out measured here)
+    reasoner_families: list[str]
     reasoner_steps: int
     synthesizer_steps: int
     batch: int
@@ -91,25 +94,29 @@ def measure(folder: Path, domain: RgymDomain, seed: int) -> tuple[dict[str, floa
     return success, valid, distinct
 
 
-def pretrain_rgym(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 1500, synthesizer_steps: int = 2500,
-                  batch: int = 32, lr: float = 2e-3, per_level: int = 400, families: Sequence[str] = DEFAULT_FAMILIES,
+def pretrain_rgym(out_dir: str | Path, seed: int = 0, reasoner_steps: int = 1500, synthesizer_steps: int = 1500,
+                  batch: int = 32, lr: float = 2e-3, per_level: int = REASONER_ITEMS_PER_LEVEL,
+                  families: Sequence[str] = DEFAULT_FAMILIES, reasoner_families: Sequence[str] = REASONER_FAMILIES,
                   parallel: bool = True, progress: bool = True) -> RgymPretrainMeta:
-    """Train and save the rgym warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``."""
+    """Train and save the rgym warm start into ``out_dir/{reasoner,synthesizer}`` plus ``meta.json``: the Reasoner on
+    ``per_level`` items a cell of ``reasoner_families``, the Synthesizer on the cells of ``families``."""
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    domain = make_domain(families)
+    domain, solver_world = make_domain(families), make_domain(reasoner_families)
     try:
-        items = tuple(draw_items(domain, per_level, seed))
-        specs = [role_spec("reasoner", seed, reasoner_steps, batch, lr, out, items, families, domain, progress),
+        items = tuple(draw_items(solver_world, per_level, seed))
+        specs = [role_spec("reasoner", seed, reasoner_steps, batch, lr, out, items, reasoner_families, solver_world,
+                           progress),
                  role_spec("synthesizer", seed + 1, synthesizer_steps, batch, lr, out, (), families, domain, progress)]
         (r_loss, r_params), (s_loss, s_params) = train_roles(train_saved, specs, parallel)
         with torch_threads(1):
             success, valid, distinct = measure(out, domain, seed)
     finally:
         domain.gym.close()
+        solver_world.gym.close()
     meta = RgymPretrainMeta(
-        seed=seed, families=list(families), reasoner_steps=reasoner_steps, synthesizer_steps=synthesizer_steps,
+        seed=seed, families=list(families), reasoner_families=list(reasoner_families), reasoner_steps=reasoner_steps, synthesizer_steps=synthesizer_steps,
         batch=batch, lr=lr, n_items=len(items), n_params_reasoner=r_params, n_params_synthesizer=s_params,
         reasoner_final_loss=round(r_loss, 5), synthesizer_final_loss=round(s_loss, 5),
         heldout_success={k: round(v, 3) for k, v in sorted(success.items())}, card_valid_rate=round(valid, 3),
