@@ -53,6 +53,7 @@ def train(cfg: RunConfig, resume: Path | None = None, log=print) -> RunSummary:
                 run.pipeline.close()
             run.state.pool.close()
             close_policies(run.state)
+            close_domain(run.state.domain)
     except RunInterrupted:
         raise
     except KeyboardInterrupt:  # before the first step, or a second Ctrl-C mid-step
@@ -71,6 +72,14 @@ def close_policies(state: CoTrainState) -> None:
     close_remote = getattr(state.checker, "close_remote", None)  # the Ray check workers (ray_checks)
     if callable(close_remote):
         close_remote()
+
+
+def close_domain(domain: object) -> None:
+    """Stop what the domain runs outside this process (rgym's generator worker), so that a program running one run
+    after another (a bench) does not keep one worker per finished run; nothing for domains without any."""
+    close = getattr(domain, "close", None)
+    if callable(close):
+        close()
 
 
 def _train(run: Run) -> RunSummary:

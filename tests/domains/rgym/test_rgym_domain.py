@@ -177,12 +177,29 @@ def test_synco_verify_prints_one_verdict_per_line(tmp_path: Path, capsys: pytest
                                                   "unknown_field"]
 
 
+def rgym_workers() -> set[int]:
+    """This process's live children running reasoning-gym's worker script."""
+    pids = set()
+    for children in Path("/proc/self/task").glob("*/children"):
+        pids.update(int(p) for p in children.read_text().split())
+    out = set()
+    for pid in pids:
+        try:
+            if b"rgym/_worker.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.add(pid)
+        except OSError:  # exited meanwhile
+            pass
+    return out
+
+
 @pytest.mark.slow
 def test_a_short_run_records_cells_and_heldout_per_family(tmp_path: Path) -> None:
+    before = rgym_workers()
     synco.cli.main(["train", "domain=rgym", "mode=uniform", "steps=2", "n_cards=8", "k=2", "heldout_per_group=2",
                     "heldout_samples=0", "threads=1", "run_id=rgym", f"runs_dir={tmp_path}", "max_turns=1",
                     "max_episode_tokens=16", "verifier.max_problem_chars=600", "group_factor=family",
                     "rgym.families=[chain_sum,spell_backward]", "rgym.heldout_levels=1"])
+    assert rgym_workers() <= before  # the run stopped its generator worker (a bench runs one run after another)
     run = tmp_path / "rgym"
     summary = json.loads((run / "summary.json").read_text())
     assert "chain_sum/L0" in json.dumps(summary) and "spell_backward/default" in json.dumps(summary)

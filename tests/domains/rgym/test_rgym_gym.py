@@ -3,6 +3,7 @@ bounded call, never the caller."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -44,3 +45,16 @@ def test_a_raising_scorer_scores_zero_and_is_counted(gym: Gym) -> None:
     if got.status == "ok":
         pytest.skip("this reasoning-gym's prime_factorization scorer no longer raises")
     assert got.status == "error" and gym.failures["score_error"] == before + 1
+
+
+def test_a_closed_or_dropped_gym_stops_its_worker() -> None:
+    gym = Gym()
+    gym.generate("chain_sum", {}, 4)
+    first = gym._worker.proc
+    gym.close()
+    assert first.poll() is not None
+    assert gym.generate("chain_sum", {}, 4)[0]  # a later call starts a new one
+    second = gym._worker.proc
+    del gym
+    gc.collect()
+    assert second.poll() is not None  # dropped without close: its finalizer killed the worker

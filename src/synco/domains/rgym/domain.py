@@ -179,6 +179,10 @@ class RgymDomain:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Stop the generator worker (a later call starts a new one); the run calls it when it ends."""
+        self.gym.close()
+
     # --- the families (described by the worker once)
 
     @property
