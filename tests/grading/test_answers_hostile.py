@@ -549,7 +549,9 @@ def test_threads_sharing_a_busy_worker_keep_their_deadlines(checker: AnswerCheck
         t.join(60)
     wall = time.monotonic() - start
     assert [results[i][0] for i in range(n)] == [False] * n
-    assert wall < n * timeout / 2, f"{wall:.1f} s: the calls waited for each other"
+    # in turn would be n x timeout (12 s); 3/4 of that leaves room for a loaded 2-core machine (6.3 s was seen with a
+    # test suite on 3 workers beside it, against a bound of half)
+    assert wall < n * timeout * 0.75, f"{wall:.1f} s: the calls waited for each other"
 
 
 def test_worker_start_up_is_not_charged_to_a_call() -> None:
