@@ -4,8 +4,8 @@ Both come from reasoning-gym's generators on training seeds (never a held-out on
 
 * the **Reasoner** on ``Q:<question>\\nA:<answer>`` -> ``<answer></answer>`` (the prefix prefilled as in the run), for
   :data:`REASONER_FAMILIES`, levels weighted toward the easy end (:data:`LEVEL_WEIGHTS`), so the run starts partially
-  competent, not solved; many more items than training steps see twice (:data:`REASONER_ITEMS_PER_LEVEL`), so it
-  learns the skill rather than the items;
+  competent, not solved; so many items (:data:`REASONER_ITEMS_PER_LEVEL`) that training sees most of them about
+  twice, so it learns the skill rather than the items;
 * the **Synthesizer**, for the default families (:data:`DEFAULT_FAMILIES`), on
   ``<report>\\nDO:family=F,level=L\\nCARD:`` -> a nine-field card whose problem is a config of
   that cell (:meth:`~synco.domains.rgym.domain.RgymDomain.format_card`); 15 % of prompts have no target.
